@@ -1,0 +1,112 @@
+/*
+ * plrt plugin ABI: versioning, errors, options.  Plain C99.
+ *
+ * VERSION RULES (the contract between the runtime, "the host", and every plugin)
+ *
+ *  1. The MAJOR version is part of every entry symbol's name (pl_plugin_entry_v1).  A change that
+ *     breaks an existing field, its meaning, or a function signature makes a new major version and
+ *     a new entry symbol.  The host probes entry symbols newest to oldest.
+ *  2. MINOR versions only append: new fields go at the end of a struct or function table, never
+ *     in the middle; nothing is removed or reordered.
+ *  3. Every struct and function table crossing the boundary begins with `size_t struct_size`,
+ *     set by whoever fills the struct to sizeof() as that side was compiled.  Neither side reads
+ *     a field that lies past the struct_size the other side declared: use PL_HAS_FIELD().
+ *  4. A function-table entry that a plugin does not provide is NULL; the host reports a clear
+ *     "not supported" error.  Entries marked REQUIRED must be non-NULL.
+ *
+ * ERRORS
+ *  Every fallible call returns PL_Error* : NULL on success, otherwise an error object.  Error
+ *  objects are created by the host (PL_Host.error_new) and owned by whoever receives them, who
+ *  frees them with PL_Host.error_destroy (plugins) or pl_error_destroy (host programs).
+ *  No C++ exception ever crosses the boundary: C++ plugins catch everything at each exported
+ *  function and turn it into a PL_Error.
+ *
+ * OWNERSHIP is stated on every pointer field:
+ *  - "borrowed": the callee may read it during the call only (or, for async work, until the work
+ *     handle completes); the caller keeps ownership.
+ *  - "static": owned by the plugin, valid while the plugin library stays loaded.
+ *  - "owned by X": X frees it, with the function named there.
+ */
+#ifndef PLRT_PL_ABI_H_
+#define PLRT_PL_ABI_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define PL_ABI_MAJOR 1
+#define PL_ABI_MINOR 0
+
+#if defined(_WIN32)
+#define PL_EXPORT __declspec(dllexport)
+#else
+#define PL_EXPORT __attribute__((visibility("default")))
+#endif
+
+/* Size of `type` up to and including `field`: the minimum struct_size that carries `field`. */
+#define PL_STRUCT_SIZE(type, field) (offsetof(type, field) + sizeof(((type*)0)->field))
+/* True when the struct pointed to by `ptr` (declaring ptr->struct_size) carries `field`. */
+#define PL_HAS_FIELD(type, ptr, field) ((ptr)->struct_size >= PL_STRUCT_SIZE(type, field))
+
+/* ---- errors ----------------------------------------------------------------------------- */
+
+typedef int32_t PL_ErrorCode;
+enum {
+  PL_ERR_OK = 0,
+  PL_ERR_INVALID_ARGUMENT = 1, /* a bad value from the caller; the message names it */
+  PL_ERR_NOT_FOUND = 2,        /* a name or file that matches nothing */
+  PL_ERR_UNSUPPORTED = 3,      /* an optional entry or a dtype/device the plugin lacks */
+  PL_ERR_VERSION = 4,          /* ABI version or struct size mismatch */
+  PL_ERR_TIMEOUT = 5,          /* a wait or collective exceeded its timeout */
+  PL_ERR_RUNTIME = 6,          /* an operation failed (device, network, peer) */
+  PL_ERR_RESOURCE = 7,         /* out of memory or another resource */
+  PL_ERR_INTERNAL = 8          /* a bug: an exception caught at the boundary, a broken invariant */
+};
+
+/* Opaque; created by the host, freed by whoever receives it. */
+typedef struct PL_Error PL_Error;
+
+/* ---- options: string key/value pairs (plugin settings and alias presets) --------------- */
+
+typedef struct PL_Option {
+  size_t struct_size;
+  const char* key;   /* borrowed (or static, inside a PL_Alias) */
+  const char* value; /* borrowed (or static, inside a PL_Alias) */
+} PL_Option;
+
+typedef struct PL_OptionList {
+  size_t struct_size;
+  const PL_Option* items; /* borrowed; `count` entries; may be NULL when count == 0 */
+  size_t count;
+} PL_OptionList;
+
+/* ---- plugin kinds ----------------------------------------------------------------------- */
+
+typedef int32_t PL_PluginKind;
+enum {
+  PL_PLUGIN_ACCELERATOR = 1,
+  PL_PLUGIN_PROCESS_GROUP = 2,
+  PL_PLUGIN_STRATEGY = 3
+};
+
+/* ---- log levels (the same names as spdlog and PL_LOG_LEVEL) ----------------------------- */
+
+typedef int32_t PL_LogLevel;
+enum {
+  PL_LOG_TRACE = 0,
+  PL_LOG_DEBUG = 1,
+  PL_LOG_INFO = 2,
+  PL_LOG_WARN = 3,
+  PL_LOG_ERROR = 4,
+  PL_LOG_CRITICAL = 5,
+  PL_LOG_OFF = 6
+};
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* PLRT_PL_ABI_H_ */

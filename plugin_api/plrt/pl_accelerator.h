@@ -1,0 +1,140 @@
+/*
+ * plrt plugin ABI: the accelerator plugin kind (cpu, cuda).  Plain C99.
+ *
+ * An accelerator counts and describes devices, moves memory, and runs the element-wise kernels
+ * the strategies need.  The CPU plugin's kernels are the reference that every other accelerator
+ * mirrors (same results within float rounding).  f16/bf16 results round to nearest, ties to even.
+ */
+#ifndef PLRT_PL_ACCELERATOR_H_
+#define PLRT_PL_ACCELERATOR_H_
+
+#include "pl_abi.h"
+#include "pl_host.h"
+#include "pl_tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct PL_Accelerator PL_Accelerator; /* opaque instance; owned by its creator */
+typedef struct PL_Stream PL_Stream; /* opaque; NULL = the device's default stream */
+typedef struct PL_Event PL_Event;   /* opaque */
+
+typedef int32_t PL_AcceleratorFlags;
+enum {
+  /* `devices` is a number of processes, not a set of device indices (cpu). */
+  PL_ACCEL_DEVICES_ARE_PROCESSES = 1,
+  /* Kernels run synchronously on the calling thread; streams and events are trivially complete. */
+  PL_ACCEL_SYNCHRONOUS = 2
+};
+
+typedef struct PL_DeviceAvailability {
+  size_t struct_size;
+  int32_t device_count; /* devices this process can use; 0 when none */
+  char reason[256];     /* inline; when device_count is 0, why (no driver, no device, ...) */
+} PL_DeviceAvailability;
+
+typedef struct PL_DeviceInfo {
+  size_t struct_size;
+  char name[128];         /* inline */
+  uint64_t total_memory;  /* bytes */
+  uint64_t free_memory;   /* bytes */
+  int32_t compute_major;  /* compute capability; 0 where it has no meaning */
+  int32_t compute_minor;
+} PL_DeviceInfo;
+
+/* SGD as torch.optim.SGD: d = g + wd*p; buf = first_step ? d : momentum*buf + (1-dampening)*d;
+ * d = nesterov ? d + momentum*buf : buf (when momentum != 0); p -= lr*d. */
+typedef struct PL_SgdParams {
+  size_t struct_size;
+  double lr;
+  double momentum;
+  double dampening;
+  double weight_decay;
+  int32_t nesterov;
+  int32_t first_step; /* nonzero on the first step: the momentum buffer is initialised to d */
+} PL_SgdParams;
+
+/* Adam/AdamW as torch.optim.Adam/AdamW (no amsgrad).  `step` is 1-based (bias correction). */
+typedef struct PL_AdamParams {
+  size_t struct_size;
+  double lr;
+  double beta1;
+  double beta2;
+  double eps;
+  double weight_decay;
+  int64_t step;
+  int32_t decoupled_weight_decay; /* nonzero = AdamW: p *= 1 - lr*wd before the update */
+} PL_AdamParams;
+
+typedef struct PL_AcceleratorApi {
+  size_t struct_size;
+  PL_DeviceType device_type;
+  PL_AcceleratorFlags flags;
+
+  /* ---- lifecycle (REQUIRED) ---- */
+  /* `host` is borrowed and outlives the instance; `options` is borrowed for the call. */
+  PL_Error* (*create)(const PL_Host* host, const PL_OptionList* options, PL_Accelerator** out);
+  void (*destroy)(PL_Accelerator* acc);
+
+  /* ---- devices (REQUIRED) ---- */
+  PL_Error* (*availability)(PL_Accelerator* acc, PL_DeviceAvailability* out);
+  PL_Error* (*device_info)(PL_Accelerator* acc, int32_t index, PL_DeviceInfo* out);
+  PL_Error* (*set_device)(PL_Accelerator* acc, int32_t index); /* binds the calling thread */
+
+  /* ---- memory ---- */
+  /* *out is owned by the caller, freed with free_memory on the same device. */
+  PL_Error* (*alloc)(PL_Accelerator* acc, PL_Device device, size_t bytes, void** out);
+  PL_Error* (*free_memory)(PL_Accelerator* acc, PL_Device device, void* ptr);
+  /* Page-locked host memory for staging (plain host memory where that is all there is). */
+  PL_Error* (*alloc_host)(PL_Accelerator* acc, size_t bytes, void** out);
+  PL_Error* (*free_host)(PL_Accelerator* acc, void* ptr);
+  /* Copies `bytes` between any two devices of this accelerator or the host (PL_DEVICE_CPU). */
+  PL_Error* (*copy)(PL_Accelerator* acc, void* dst, PL_Device dst_device, const void* src,
+                    PL_Device src_device, size_t bytes, PL_Stream* stream);
+
+  /* ---- streams and events ---- */
+  PL_Error* (*stream_create)(PL_Accelerator* acc, PL_Device device, PL_Stream** out);
+  PL_Error* (*stream_destroy)(PL_Accelerator* acc, PL_Stream* stream);
+  PL_Error* (*stream_synchronize)(PL_Accelerator* acc, PL_Stream* stream);
+  PL_Error* (*event_create)(PL_Accelerator* acc, PL_Device device, PL_Event** out);
+  PL_Error* (*event_destroy)(PL_Accelerator* acc, PL_Event* event);
+  PL_Error* (*event_record)(PL_Accelerator* acc, PL_Event* event, PL_Stream* stream);
+  PL_Error* (*event_synchronize)(PL_Accelerator* acc, PL_Event* event);
+  PL_Error* (*stream_wait_event)(PL_Accelerator* acc, PL_Stream* stream, PL_Event* event);
+
+  /* ---- element-wise kernels.  Tensors are borrowed until the stream reaches the kernel. ----
+   * Integer dtypes take integral scalars only (else PL_ERR_INVALID_ARGUMENT) and wrap on overflow,
+   * as PyTorch's integer tensors do. */
+  PL_Error* (*fill)(PL_Accelerator* acc, PL_Tensor* x, double value, PL_Stream* stream);
+  PL_Error* (*scale)(PL_Accelerator* acc, PL_Tensor* x, double alpha, PL_Stream* stream);
+  /* y += alpha * x; same dtype and numel. */
+  PL_Error* (*axpy)(PL_Accelerator* acc, PL_Tensor* y, double alpha, const PL_Tensor* x,
+                    PL_Stream* stream);
+  /* dst = src converted; both of f64, f32, f16, bf16; same numel. */
+  PL_Error* (*cast)(PL_Accelerator* acc, PL_Tensor* dst, const PL_Tensor* src, PL_Stream* stream);
+  /* param, grad, momentum of one float dtype; math in f32 (f64 for f64).  momentum_buf may be
+   * NULL when params->momentum == 0. */
+  PL_Error* (*sgd_step)(PL_Accelerator* acc, PL_Tensor* param, const PL_Tensor* grad,
+                        PL_Tensor* momentum_buf, const PL_SgdParams* params, PL_Stream* stream);
+  PL_Error* (*adam_step)(PL_Accelerator* acc, PL_Tensor* param, const PL_Tensor* grad,
+                         PL_Tensor* exp_avg, PL_Tensor* exp_avg_sq, const PL_AdamParams* params,
+                         PL_Stream* stream);
+  /* ByteGrad format: src (f32, f16 or bf16) in chunks of `chunk_size` elements (the last may be
+   * shorter); minmax (f32, 2 per chunk) = {min, max}; q (u8, src.numel) =
+   * round_half_even((x - min) * 255 / (max - min)), 0 when max == min.
+   * dequantize: x = min + q * (max - min) / 255.  Non-finite inputs are PL_ERR_INVALID_ARGUMENT. */
+  PL_Error* (*quantize_u8)(PL_Accelerator* acc, const PL_Tensor* src, PL_Tensor* q,
+                           PL_Tensor* minmax, int64_t chunk_size, PL_Stream* stream);
+  PL_Error* (*dequantize_u8)(PL_Accelerator* acc, const PL_Tensor* q, const PL_Tensor* minmax,
+                             PL_Tensor* dst, int64_t chunk_size, PL_Stream* stream);
+} PL_AcceleratorApi;
+
+/* The smallest table a v1 host accepts: everything through the REQUIRED device entries. */
+#define PL_ACCELERATOR_API_MIN_SIZE PL_STRUCT_SIZE(PL_AcceleratorApi, set_device)
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* PLRT_PL_ACCELERATOR_H_ */

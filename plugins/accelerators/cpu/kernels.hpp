@@ -1,0 +1,108 @@
+// The CPU reference kernels behind the cpu accelerator plugin (pl_accelerator.h).  Plain C++
+// functions on PL_Tensor descriptors; every bad argument throws plrt::plugin::Failure (via fail())
+// whose message names the argument, the bad value and what would be valid.  The plugin turns the
+// Failure into a PL_Error at its boundary.  Other accelerators (CUDA) mirror these semantics; the
+// exact arithmetic is spelled out below so that they can.
+//
+// Common rules
+//  - Tensors are checked with plrt::plugin::check_tensor (NULL descriptor, struct_size, dtype,
+//    negative numel, NULL data with numel > 0) and must have device.type == PL_DEVICE_CPU (the
+//    index is not checked: all host memory is one device).  Tensors that take part in one call
+//    must have the same numel (errors name both counts); numel 0 is a valid no-op.
+//  - Parameter structs (PL_SgdParams, PL_AdamParams) must be non-NULL with a v1 struct_size.
+//  - Tensors of one call must not overlap, except that an in-place operand is its own output.
+//  - "Compute type" C: float for float32/float16/bfloat16, double for float64.  f16/bf16 values
+//    are widened to float exactly, the formula runs in C with every operation rounded to C
+//    (left to right, no fused multiply-add: the library builds with -ffp-contract=off), and the
+//    result is rounded once on store (round to nearest, ties to even; see half.hpp).  Double
+//    scalars (alpha, lr, ...) are converted to C once per call, after any scalar-only arithmetic
+//    noted below has been done in double.
+//  - Error codes: PL_ERR_UNSUPPORTED for a dtype the kernel does not implement,
+//    PL_ERR_INVALID_ARGUMENT for everything else the caller got wrong (mismatched dtypes or counts,
+//    out-of-range scalars, a tensor on another device, non-finite quantize input).
+#pragma once
+
+#include <plrt/pl_accelerator.h>
+
+#include <cstdint>
+
+namespace plrt::cpu {
+
+// x[i] = value, for all 7 dtypes.
+//  float dtypes: value rounded once to the dtype (float64 -> float16/bfloat16 rounds directly from
+//    the double); non-finite values are allowed.
+//  int32/int64/uint8: value must be a whole number representable in the dtype
+//    (int32 [-2^31, 2^31-1], int64 [-2^63, 2^63-1], uint8 [0, 255]).
+void fill(const PL_Tensor* x, double value);
+
+// x[i] = x[i] * alpha, for all 7 dtypes.
+//  float dtypes: C(x) * C(alpha).
+//  integer dtypes: alpha must be a whole number in [-2^63, 2^63); the product is computed modulo
+//    2^bits (in unsigned arithmetic), as PyTorch's integer tensors wrap.
+void scale(const PL_Tensor* x, double alpha);
+
+// y[i] = y[i] + alpha * x[i]; same dtype and numel; all 7 dtypes.
+//  float dtypes: C(y) + C(alpha) * C(x).
+//  integer dtypes: as scale, modulo 2^bits.
+void axpy(const PL_Tensor* y, double alpha, const PL_Tensor* x);
+
+// dst[i] = src[i] converted, for any pair of float64, float32, float16, bfloat16 (same dtype =
+// a copy).  Every conversion rounds once (f64 -> f16/bf16 directly, f16 <-> bf16 through the exact
+// f32 value).  Other dtypes: PL_ERR_UNSUPPORTED.
+void cast(const PL_Tensor* dst, const PL_Tensor* src);
+
+// One torch.optim.SGD step (single-tensor path) on float32/float64/float16/bfloat16; param, grad
+// and momentum_buf of one dtype and numel.  In C, with lr, momentum, wd and (1 - dampening) (the
+// subtraction done in double) converted to C:
+//    d = g;  if (weight_decay != 0) d = d + wd * p
+//    if (momentum != 0) {
+//      b = first_step ? d : momentum * buf + (1-dampening) * d;   buf = b (rounded on store)
+//      d = nesterov ? d + momentum * b : b                        (b: the unrounded C value)
+//    }
+//    p = p - lr * d
+// Checks (as PyTorch's constructor, plus finiteness): lr, momentum, weight_decay finite and >= 0;
+// dampening finite; nesterov needs momentum > 0 and dampening == 0.  momentum_buf may be NULL only
+// when momentum == 0 (it is then ignored).
+void sgd_step(const PL_Tensor* param, const PL_Tensor* grad, const PL_Tensor* momentum_buf,
+              const PL_SgdParams* params);
+
+// One torch.optim.Adam / AdamW step (single-tensor path, no amsgrad) on float32/float64/float16/
+// bfloat16; param, grad, exp_avg, exp_avg_sq of one dtype and numel.  Scalars in double:
+//    bc1 = 1 - beta1^step;  bc2 = 1 - beta2^step  (std::pow);  step_size = lr / bc1;
+//    bc2_sqrt = sqrt(bc2);  decay = 1 - lr * weight_decay
+// then converted to C, with beta1, beta2, (1 - beta1), (1 - beta2), eps, weight_decay.  In C:
+//    if (decoupled) { if (weight_decay != 0) p = p * decay }        (AdamW)
+//    else if (weight_decay != 0) g = g + weight_decay * p            (Adam)
+//    m = beta1 * m + (1 - beta1) * g
+//    v = beta2 * v + ((1 - beta2) * g) * g
+//    denom = sqrt(v) / bc2_sqrt + eps
+//    p = p - step_size * (m / denom)
+// m, v and p are rounded once on store.  (PyTorch computes m with lerp_, m + (1-beta1)*(g - m):
+// the same value up to rounding.)  Checks: step >= 1; beta1, beta2 in [0, 1); lr, eps,
+// weight_decay finite and >= 0.
+void adam_step(const PL_Tensor* param, const PL_Tensor* grad, const PL_Tensor* exp_avg,
+               const PL_Tensor* exp_avg_sq, const PL_AdamParams* params);
+
+// ByteGrad min-max quantisation.  src: float32/float16/bfloat16 with n elements, in chunks of
+// chunk_size (>= 1) elements, the last possibly shorter; nchunks = ceil(n / chunk_size).
+// minmax: float32 with exactly 2 * nchunks elements, written {min, max} per chunk.  q: uint8 with n
+// elements.  Per chunk, in float:
+//    lo = min(x), hi = max(x)   (x widened exactly to float)
+//    scale = (hi - lo) / 255.0f
+//    q = 0                                      when scale == 0 (hi == lo, or a range so tiny
+//                                               that scale underflows)
+//    q = rne(clamp((x - lo) / scale, 0, 255))   otherwise; rne = round half to even
+// A non-finite src element is PL_ERR_INVALID_ARGUMENT naming its index; a chunk whose scale is not
+// finite (hi - lo beyond the float range) is PL_ERR_INVALID_ARGUMENT naming the chunk.  After an
+// error the contents of q and minmax are unspecified (chunks before the bad one are written).
+void quantize_u8(const PL_Tensor* src, const PL_Tensor* q, const PL_Tensor* minmax,
+                 int64_t chunk_size);
+
+// The inverse: q uint8 (n), minmax float32 (2 * nchunks), dst float32/float16/bfloat16 (n):
+//    scale = (hi - lo) / 255.0f;   x = lo + (float)q * scale   (in float, rounded once to dst)
+// minmax values must be finite with lo <= hi, and scale finite (else PL_ERR_INVALID_ARGUMENT
+// naming the chunk).  The round trip error is at most scale / 2 plus float rounding.
+void dequantize_u8(const PL_Tensor* q, const PL_Tensor* minmax, const PL_Tensor* dst,
+                   int64_t chunk_size);
+
+}  // namespace plrt::cpu

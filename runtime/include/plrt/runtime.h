@@ -1,0 +1,150 @@
+/*
+ * The plrt runtime's public C API: create a runtime, find plugins by name, parse devices, resolve
+ * a job's configuration.  Plain C99; the C++ SDK (sdk/) wraps it.
+ *
+ * A runtime holds no process-wide state: two runtimes in one process each have their own plugin
+ * search path, logger and host table.  Every function is safe to call from any thread on distinct
+ * runtimes; one runtime may be used from several threads.
+ */
+#ifndef PLRT_RUNTIME_H_
+#define PLRT_RUNTIME_H_
+
+#include <plrt/pl_plugin.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(PLRT_RUNTIME_BUILDING)
+#define PL_RUNTIME_API PL_EXPORT
+#else
+#define PL_RUNTIME_API
+#endif
+
+typedef struct PL_Runtime PL_Runtime; /* opaque; owned by its creator: pl_runtime_destroy */
+
+/* Receives each formatted log line (borrowed for the call) instead of stderr. */
+typedef void (*PL_LogCallback)(void* user, PL_LogLevel level, const char* line);
+
+typedef struct PL_RuntimeOptions {
+  size_t struct_size;
+  const char* const* plugin_dirs; /* borrowed for the call; searched first, in order */
+  size_t num_plugin_dirs;
+  int32_t skip_env_dirs;     /* nonzero: ignore PL_PLUGIN_PATH */
+  int32_t skip_default_dirs; /* nonzero: ignore the build tree's and the install folder */
+  const char* log_level;     /* borrowed; NULL: PL_LOG_LEVEL, else "info" */
+  int32_t rank;              /* log prefix "[rank N]"; < 0: from $RANK, else no prefix */
+  PL_LogCallback log_callback; /* NULL: stderr */
+  void* log_user;              /* borrowed; handed to log_callback */
+} PL_RuntimeOptions;
+
+/* ---- errors made by the runtime (and by plugins through PL_Host.error_new) ---- */
+PL_RUNTIME_API const char* pl_error_message(const PL_Error* error); /* owned by the error */
+PL_RUNTIME_API PL_ErrorCode pl_error_code(const PL_Error* error);
+PL_RUNTIME_API void pl_error_destroy(PL_Error* error);
+PL_RUNTIME_API PL_Error* pl_error_new(PL_ErrorCode code, const char* message);
+
+/* ---- runtime ---- */
+PL_RUNTIME_API PL_Error* pl_runtime_create(const PL_RuntimeOptions* options, PL_Runtime** out);
+PL_RUNTIME_API void pl_runtime_destroy(PL_Runtime* runtime);
+/* The host table the runtime hands its plugins; owned by the runtime. */
+PL_RUNTIME_API const PL_Host* pl_runtime_host(PL_Runtime* runtime);
+PL_RUNTIME_API void pl_runtime_log(PL_Runtime* runtime, PL_LogLevel level, const char* message);
+
+/* Finds a plugin of `kind` by name or alias, or loads the file `name_or_path` when it contains a
+ * '/'.  Search order: the options' plugin_dirs, PL_PLUGIN_PATH, the build tree, the install folder.
+ * *out's pointers are owned by the runtime. */
+PL_RUNTIME_API PL_Error* pl_runtime_find_plugin(PL_Runtime* runtime, PL_PluginKind kind,
+                                                const char* name_or_path, PL_ResolvedPlugin* out);
+
+typedef struct PL_PluginListEntry {
+  size_t struct_size;
+  PL_PluginKind kind;
+  const char* name;        /* the plugin's name, or the alias */
+  const char* alias_of;    /* NULL for a plugin's own name; else the plugin's name */
+  const char* version;
+  const char* description;
+  const char* path;
+} PL_PluginListEntry;
+
+typedef struct PL_PluginListing {
+  size_t struct_size;
+  const PL_PluginListEntry* entries; /* sorted by kind, then name */
+  size_t num_entries;
+  const char* const* problems;       /* files in the search path that failed to load, and why */
+  size_t num_problems;
+} PL_PluginListing; /* owned by the caller: pl_plugin_listing_destroy.  Its strings are valid while
+                     * both the listing and the runtime live. */
+
+PL_RUNTIME_API PL_Error* pl_runtime_list_plugins(PL_Runtime* runtime, PL_PluginListing** out);
+PL_RUNTIME_API void pl_plugin_listing_destroy(PL_PluginListing* listing);
+
+/* ---- devices, in Lightning's forms ---- */
+typedef int32_t PL_DeviceSpecKind;
+enum {
+  PL_DEVICES_AUTO = 0,   /* "auto" */
+  PL_DEVICES_INT = 1,    /* k: the first k; -1: all */
+  PL_DEVICES_LIST = 2,   /* explicit indices */
+  PL_DEVICES_STRING = 3, /* "3", "1, 3", "2,", "-1", "auto" */
+  PL_DEVICES_FLOAT = 4,  /* always an error, named */
+  PL_DEVICES_BOOL = 5,   /* always an error, named */
+  PL_DEVICES_TEXT = 6    /* command-line text in `string`, read as plrun reads --devices: "2" and "-1"
+                            as ints, "[1, 3]" as a list, "1.5" a float, "true" a bool, else a string */
+};
+
+typedef struct PL_DeviceSpec {
+  size_t struct_size;
+  PL_DeviceSpecKind kind;
+  int64_t int_value;
+  double float_value;
+  int32_t bool_value;
+  const int64_t* list; /* borrowed for the call */
+  size_t list_len;
+  const char* string;  /* borrowed for the call */
+} PL_DeviceSpec;
+
+/* Parses `spec` for accelerator `accelerator` (named in errors) with `available` devices.  When
+ * devices_are_processes is nonzero the result is a process count k given as [0, k).  Writes at
+ * most `capacity` ids to out_ids (may be NULL to ask only the count) and the count to *out_count. */
+PL_RUNTIME_API PL_Error* pl_parse_devices(const PL_DeviceSpec* spec, const char* accelerator,
+                                          int32_t available, int32_t devices_are_processes,
+                                          int32_t* out_ids, size_t capacity, size_t* out_count);
+
+/* ---- a job's configuration, as plrun --dry-run prints it ---- */
+typedef struct PL_JobRequest {
+  size_t struct_size;
+  const char* accelerator;           /* borrowed; NULL = "auto" */
+  PL_DeviceSpec devices;
+  const char* strategy;              /* borrowed; NULL = "auto" */
+  int32_t num_nodes;                 /* >= 1 (anything else is an error) */
+  const char* precision;             /* borrowed; NULL = "32-true" */
+  const char* process_group_backend; /* borrowed; NULL = nccl for cuda, gloo otherwise */
+  int32_t assume_device_count;       /* < 0: ask the accelerator; else pretend it has this many */
+} PL_JobRequest;
+
+typedef struct PL_JobConfig {
+  size_t struct_size;
+  const char* accelerator;           /* the plugin's name, e.g. "cpu" (owned by the config) */
+  PL_DeviceType device_type;
+  const int32_t* devices;            /* owned by the config */
+  size_t num_devices;
+  const char* strategy;              /* the name asked for (or chosen by "auto") */
+  const char* strategy_plugin;       /* the plugin behind it */
+  PL_OptionList strategy_options;    /* the alias's presets; owned by the config */
+  PL_LaunchMode launch_mode;
+  int32_t num_nodes;
+  int32_t processes_per_node;
+  int32_t world_size;
+  const char* process_group_backend;
+  const char* precision;             /* normalised: "32-true", "16-mixed" or "bf16-mixed" */
+} PL_JobConfig; /* owned by the caller: pl_job_config_destroy */
+
+PL_RUNTIME_API PL_Error* pl_runtime_resolve_job(PL_Runtime* runtime, const PL_JobRequest* request,
+                                                PL_JobConfig** out);
+PL_RUNTIME_API void pl_job_config_destroy(PL_JobConfig* config);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* PLRT_RUNTIME_H_ */

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs every Debian package plrt needs to build, test and benchmark.
+# Idempotent and non-interactive: safe to run on a fresh machine or again on a set-up one.
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build pkg-config git
+  clang                    # libFuzzer targets and the C99 header check
+  libboost-dev             # Boost.DLL (header-only when BOOST_DLL_USE_STD_FS is set)
+  libspdlog-dev libfmt-dev # logging
+  nlohmann-json3-dev       # --list-plugins --json, --dry-run output
+  libcli11-dev             # plrun's command line
+  libdlpack-dev            # DLPack conversions in the SDK
+  libgtest-dev googletest  # tests
+  libgloo-dev              # gloo process group
+  libbenchmark-dev         # micro-benchmarks under bench/
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  SUDO=""
+  [[ $(id -u) -eq 0 ]] || SUDO="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+else
+  echo "setup: all packages present"
+fi

@@ -1,0 +1,148 @@
+// plrun as a user runs it: --help, --list-plugins [--json], --dry-run, and exit code 2 with the
+// error on stderr for every invalid input.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <array>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <sys/wait.h>
+#include <unistd.h>
+
+using ::testing::HasSubstr;
+
+namespace {
+
+struct Result {
+  int code = -1;
+  std::string out, err;
+};
+
+// Runs plrun with `args` (a shell-quoted string), PL_PLUGIN_PATH unset unless `env` says otherwise.
+Result plrun(const std::string& args, const std::string& env = "") {
+  char err_path[] = "/tmp/plrun-test-XXXXXX";
+  int fd = ::mkstemp(err_path);
+  ::close(fd);
+  std::string cmd = "env -u PL_PLUGIN_PATH -u PL_LOG_LEVEL " + env + " " + PLRUN_PATH + " " + args + " 2>" + err_path;
+  Result r;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  std::array<char, 4096> buf{};
+  size_t n;
+  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  int status = ::pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  std::ifstream f(err_path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  r.err = ss.str();
+  std::remove(err_path);
+  return r;
+}
+
+nlohmann::json dry_run(const std::string& args) {
+  auto r = plrun("--dry-run " + args);
+  EXPECT_EQ(r.code, 0) << r.err;
+  return nlohmann::json::parse(r.out);
+}
+
+void expect_invalid(const std::string& args, const std::string& message) {
+  auto r = plrun(args);
+  EXPECT_EQ(r.code, 2) << args << "\nstdout: " << r.out << "\nstderr: " << r.err;
+  EXPECT_THAT(r.err, HasSubstr(message)) << args;
+  EXPECT_TRUE(r.out.empty()) << args << ": nothing on stdout when the input is invalid";
+}
+
+const std::string kTestPlugins = std::string("--plugin-path ") + PLRT_TEST_PLUGIN_DIR;
+
+}  // namespace
+
+TEST(Plrun, Help) {
+  auto r = plrun("--help");
+  EXPECT_EQ(r.code, 0);
+  EXPECT_THAT(r.out, HasSubstr("--list-plugins"));
+  EXPECT_THAT(r.out, HasSubstr("--dry-run"));
+  EXPECT_THAT(r.out, HasSubstr("--assume-device-count"));
+}
+
+TEST(Plrun, ListPluginsTable) {
+  auto r = plrun("--list-plugins");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("KIND"));
+  EXPECT_THAT(r.out, HasSubstr("accelerator"));
+  EXPECT_THAT(r.out, HasSubstr("cpu"));
+  EXPECT_THAT(r.out, HasSubstr("libplrt_accelerator_cpu.so"));
+  EXPECT_THAT(r.out, HasSubstr("single_device"));
+}
+
+TEST(Plrun, ListPluginsJson) {
+  auto r = plrun("--list-plugins --json " + kTestPlugins);
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  bool cpu = false, alias = false;
+  for (const auto& p : j["plugins"]) {
+    if (p["kind"] == "accelerator" && p["name"] == "cpu") {
+      cpu = true;
+      EXPECT_EQ(p["version"], "0.1.0");
+      EXPECT_TRUE(p["alias_of"].is_null());
+    }
+    if (p["name"] == "independent_c_half") {
+      alias = true;
+      EXPECT_EQ(p["alias_of"], "independent_c");
+    }
+  }
+  EXPECT_TRUE(cpu);
+  EXPECT_TRUE(alias);
+  EXPECT_TRUE(j["problems"].empty());
+}
+
+TEST(Plrun, DryRunDefaults) {
+  auto j = dry_run("");
+  EXPECT_EQ(j["accelerator"], "cpu");
+  EXPECT_EQ(j["devices"], nlohmann::json::array({0}));
+  EXPECT_EQ(j["strategy"], "single_device");
+  EXPECT_EQ(j["num_nodes"], 1);
+  EXPECT_EQ(j["world_size"], 1);
+  EXPECT_EQ(j["process_group_backend"], "gloo");
+  EXPECT_EQ(j["precision"], "32-true");
+}
+
+TEST(Plrun, DryRunCpuProcessesAndNodes) {
+  auto j = dry_run(kTestPlugins + " --accelerator cpu --devices 4 --num-nodes 2 --strategy independent_c --precision bf16");
+  EXPECT_EQ(j["devices"], nlohmann::json::array({0, 1, 2, 3}));
+  EXPECT_EQ(j["world_size"], 8);
+  EXPECT_EQ(j["processes_per_node"], 4);
+  EXPECT_EQ(j["precision"], "bf16-mixed");
+  EXPECT_EQ(j["launch"], "process_per_device");
+}
+
+TEST(Plrun, DryRunKeepsTheCommand) {
+  auto j = dry_run("-- ./train --epochs 3");
+  EXPECT_EQ(j["command"], nlohmann::json::array({"./train", "--epochs", "3"}));
+}
+
+TEST(Plrun, InvalidInputsExitTwoWithTheError) {
+  expect_invalid("--dry-run --devices 0", "devices=0");
+  expect_invalid("--dry-run --devices 1.5", "devices=1.5 is a float");
+  expect_invalid("--dry-run --devices true", "is a bool");
+  expect_invalid("--dry-run --devices abc", "devices='abc'");
+  expect_invalid("--dry-run --devices '[1, 3]'", "not a list of indices");
+  expect_invalid("--dry-run --devices -1", "-1");
+  expect_invalid("--dry-run --accelerator tpu", "no accelerator plugin named 'tpu'");
+  expect_invalid("--dry-run --strategy ddq", "no strategy plugin named 'ddq'");
+  expect_invalid("--dry-run --precision 8", "precision='8'");
+  expect_invalid("--dry-run --num-nodes 0", "num_nodes=0");
+  expect_invalid("--dry-run --num-nodes two", "--num-nodes");
+  expect_invalid("--dry-run --process-group-backend nccl", "needs CUDA devices");
+  expect_invalid("--dry-run --assume-device-count -5", "--assume-device-count -5");
+  expect_invalid("--no-such-flag", "--no-such-flag");
+  expect_invalid("", "nothing to do");
+}
+
+TEST(Plrun, LogLevelFromEnvironmentIsChecked) {
+  auto r = plrun("--dry-run", "PL_LOG_LEVEL=chatty");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_THAT(r.err, HasSubstr("PL_LOG_LEVEL='chatty'"));
+}
