@@ -146,3 +146,37 @@ TEST(Plrun, LogLevelFromEnvironmentIsChecked) {
   EXPECT_EQ(r.code, 2);
   EXPECT_THAT(r.err, HasSubstr("PL_LOG_LEVEL='chatty'"));
 }
+
+#ifdef PLRT_HAVE_CUDA
+// The cuda plugin is built here (nvcc found); these hold with or without a GPU.
+TEST(Plrun, GpuJobValidatedWithAssumedDevices) {
+  auto j = dry_run(kTestPlugins + " --accelerator gpu --assume-device-count 8 --devices '1, 3' --strategy independent_c");
+  EXPECT_EQ(j["accelerator"], "cuda");  // "gpu" is the cuda plugin's alias
+  EXPECT_EQ(j["devices"], nlohmann::json::array({1, 3}));
+  EXPECT_EQ(j["world_size"], 2);
+  EXPECT_EQ(j["process_group_backend"], "nccl");  // Lightning's default on cuda
+  auto all = dry_run(kTestPlugins + " --accelerator cuda --assume-device-count 4 --devices -1 --strategy independent_c");
+  EXPECT_EQ(all["devices"], nlohmann::json::array({0, 1, 2, 3}));
+  auto gloo = dry_run("--accelerator cuda --assume-device-count 3 --devices 2, --process-group-backend gloo");
+  EXPECT_EQ(gloo["devices"], nlohmann::json::array({2}));  // "2," is index 2, not the first two
+  EXPECT_EQ(gloo["process_group_backend"], "gloo");
+}
+
+TEST(Plrun, GpuErrorsWithAssumedDevices) {
+  expect_invalid("--dry-run --accelerator cuda --assume-device-count 2 --devices '[0, 3]'", "valid indices 0..1");
+  expect_invalid("--dry-run --accelerator cuda --assume-device-count 2 --devices 3", "you requested 3 devices");
+  expect_invalid("--dry-run --accelerator cuda --assume-device-count 4 --devices '[1, 1]'", "appears twice");
+  expect_invalid("--dry-run --accelerator cuda --assume-device-count 4 --devices -2", "-2");
+  expect_invalid("--dry-run --accelerator cuda --assume-device-count 0 --devices 1", "no cuda device is available");
+}
+
+TEST(Plrun, GpuRequestWithoutAGpuIsAClearError) {
+  auto probe = plrun("--dry-run --accelerator cuda --devices 1");
+  if (probe.code == 0) GTEST_SKIP() << "this machine has a GPU";
+  EXPECT_EQ(probe.code, 2);
+  EXPECT_THAT(probe.err, HasSubstr("no cuda device is available"));
+  EXPECT_THAT(probe.err, HasSubstr("--assume-device-count"));
+  // accelerator=auto falls back to the CPU, as Lightning does.
+  EXPECT_EQ(dry_run("")["accelerator"], "cpu");
+}
+#endif

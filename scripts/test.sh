@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Sets up a fresh machine, builds the release preset and runs the whole test suite.
+# Usage: scripts/test.sh [preset]   (release by default; debug-asan for ASan+UBSan)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+preset=${1:-release}
+./scripts/setup.sh
+cmake --preset "$preset"
+cmake --build --preset "$preset" -j "$(nproc)"
+ctest --preset "$preset"
