@@ -1,0 +1,125 @@
+// The cpu accelerator through the runtime, entry by entry: the glue between the C table and the
+// kernels (the kernels themselves are checked against reference loops in tests/kernels).
+#include "test_support.hpp"
+
+#include <cmath>
+#include <vector>
+
+using ::testing::HasSubstr;
+using plrt_test::error_of;
+using plrt_test::isolated;
+
+namespace {
+
+PL_Tensor f32(std::vector<float>& v) {
+  return {sizeof(PL_Tensor), v.data(), PL_F32, {PL_DEVICE_CPU, 0}, static_cast<int64_t>(v.size()), 1,
+          {static_cast<int64_t>(v.size())}};
+}
+
+class CpuPlugin : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    api = rt.find(PL_PLUGIN_ACCELERATOR, "cpu").api<PL_AcceleratorApi>();
+    pl::check(rt.host(), api->create(rt.host(), nullptr, &acc));
+  }
+  void TearDown() override { api->destroy(acc); }
+  void ok(PL_Error* e) { pl::check(rt.host(), e); }
+
+  pl::Runtime rt{isolated({PLRT_BUILD_PLUGIN_DIR})};
+  const PL_AcceleratorApi* api = nullptr;
+  PL_Accelerator* acc = nullptr;
+};
+
+}  // namespace
+
+TEST_F(CpuPlugin, EveryEntryIsProvided) {
+  EXPECT_EQ(api->struct_size, sizeof(PL_AcceleratorApi));
+  for (auto* fn : {(void*)api->alloc, (void*)api->free_memory, (void*)api->alloc_host, (void*)api->free_host,
+                   (void*)api->copy, (void*)api->stream_create, (void*)api->stream_destroy,
+                   (void*)api->stream_synchronize, (void*)api->event_create, (void*)api->event_destroy,
+                   (void*)api->event_record, (void*)api->event_synchronize, (void*)api->stream_wait_event,
+                   (void*)api->fill, (void*)api->scale, (void*)api->axpy, (void*)api->cast, (void*)api->sgd_step,
+                   (void*)api->adam_step, (void*)api->quantize_u8, (void*)api->dequantize_u8})
+    EXPECT_NE(fn, nullptr);
+}
+
+TEST_F(CpuPlugin, DevicesAndMemory) {
+  PL_DeviceAvailability a{};
+  a.struct_size = sizeof a;
+  ok(api->availability(acc, &a));
+  EXPECT_EQ(a.device_count, 1);
+  PL_DeviceInfo info{};
+  info.struct_size = sizeof info;
+  ok(api->device_info(acc, 0, &info));
+  EXPECT_GT(info.total_memory, 0u);
+  EXPECT_GT(std::string(info.name).size(), 0u);
+  ok(api->set_device(acc, 0));
+  auto msg = error_of([&] { ok(api->set_device(acc, 1)); }, PL_ERR_INVALID_ARGUMENT);
+  EXPECT_THAT(msg, HasSubstr("device index 1"));
+
+  void* p = nullptr;
+  ok(api->alloc(acc, {PL_DEVICE_CPU, 0}, 1000, &p));
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 64, 0u);
+  std::vector<uint8_t> src(1000, 7);
+  ok(api->copy(acc, p, {PL_DEVICE_CPU, 0}, src.data(), {PL_DEVICE_CPU, 0}, src.size(), nullptr));
+  EXPECT_EQ(static_cast<uint8_t*>(p)[999], 7);
+  ok(api->free_memory(acc, {PL_DEVICE_CPU, 0}, p));
+  msg = error_of([&] { ok(api->alloc(acc, {PL_DEVICE_CUDA, 0}, 8, &p)); }, PL_ERR_INVALID_ARGUMENT);
+  EXPECT_THAT(msg, HasSubstr("cuda:0"));
+}
+
+TEST_F(CpuPlugin, StreamsAndEvents) {
+  PL_Stream* s = nullptr;
+  PL_Event* e = nullptr;
+  ok(api->stream_create(acc, {PL_DEVICE_CPU, 0}, &s));
+  ok(api->event_create(acc, {PL_DEVICE_CPU, 0}, &e));
+  ok(api->event_record(acc, e, s));
+  ok(api->stream_wait_event(acc, s, e));
+  ok(api->event_synchronize(acc, e));
+  ok(api->stream_synchronize(acc, s));
+  ok(api->event_destroy(acc, e));
+  ok(api->stream_destroy(acc, s));
+}
+
+TEST_F(CpuPlugin, KernelsThroughTheTable) {
+  std::vector<float> x(5), y(5, 1.0f);
+  auto tx = f32(x), ty = f32(y);
+  ok(api->fill(acc, &tx, 2.0, nullptr));
+  ok(api->scale(acc, &tx, 1.5, nullptr));  // x = 3
+  ok(api->axpy(acc, &ty, 2.0, &tx, nullptr));  // y = 1 + 6
+  EXPECT_FLOAT_EQ(y[4], 7.0f);
+
+  std::vector<uint16_t> h(5);
+  PL_Tensor th{sizeof(PL_Tensor), h.data(), PL_BF16, {PL_DEVICE_CPU, 0}, 5, 1, {5}};
+  ok(api->cast(acc, &th, &ty, nullptr));
+  EXPECT_EQ(h[0], 0x40E0);  // 7.0 in bfloat16
+
+  std::vector<float> p = {1, 2}, g = {0.5f, -1}, m(2), v(2);
+  auto tp = f32(p), tg = f32(g), tm = f32(m), tv = f32(v);
+  PL_SgdParams sgd{sizeof(PL_SgdParams), 0.1, 0.9, 0.0, 0.0, 0, 1};
+  ok(api->sgd_step(acc, &tp, &tg, &tm, &sgd, nullptr));
+  EXPECT_FLOAT_EQ(p[0], 1.0f - 0.1f * 0.5f);
+  PL_AdamParams adam{sizeof(PL_AdamParams), 0.01, 0.9, 0.999, 1e-8, 0.0, 1, 0};
+  std::fill(m.begin(), m.end(), 0.0f);
+  ok(api->adam_step(acc, &tp, &tg, &tm, &tv, &adam, nullptr));
+  EXPECT_NEAR(p[1], 2.1f + 0.01f, 1e-5);  // SGD moved it to 2.1; Adam's first step moves lr * sign(g)
+
+  std::vector<float> src = {0, 1, 2, 3, 4, 5, 6, 7}, back(8), mm(4);
+  std::vector<uint8_t> q(8);
+  auto ts = f32(src), tb = f32(back), tmm = f32(mm);
+  PL_Tensor tq{sizeof(PL_Tensor), q.data(), PL_U8, {PL_DEVICE_CPU, 0}, 8, 1, {8}};
+  ok(api->quantize_u8(acc, &ts, &tq, &tmm, 4, nullptr));
+  EXPECT_EQ(q[3], 255);
+  EXPECT_FLOAT_EQ(mm[2], 4.0f);
+  ok(api->dequantize_u8(acc, &tq, &tmm, &tb, 4, nullptr));
+  for (size_t i = 0; i < src.size(); ++i) EXPECT_NEAR(back[i], src[i], 3.0 / 510 + 1e-6);
+}
+
+TEST_F(CpuPlugin, UnknownOptionIsRefused) {
+  PL_Option o{sizeof(PL_Option), "threads", "4"};
+  PL_OptionList list{sizeof(PL_OptionList), &o, 1};
+  PL_Accelerator* other = nullptr;
+  auto msg = error_of([&] { ok(api->create(rt.host(), &list, &other)); }, PL_ERR_INVALID_ARGUMENT);
+  EXPECT_THAT(msg, HasSubstr("threads"));
+}
