@@ -11,8 +11,13 @@
  *  3. Every struct and function table crossing the boundary begins with `size_t struct_size`,
  *     set by whoever fills the struct to sizeof() as that side was compiled.  Neither side reads
  *     a field that lies past the struct_size the other side declared: use PL_HAS_FIELD().
- *  4. A function-table entry that a plugin does not provide is NULL; the host reports a clear
+ *  4. A struct that the callee fills (an "out" struct) has its struct_size set by the caller to
+ *     its own sizeof(); the callee writes min(that, its own size) bytes and sets struct_size to
+ *     the number written.  A struct_size below the v1 size is a PL_ERR_VERSION error.
+ *  5. A function-table entry that a plugin does not provide is NULL; the host reports a clear
  *     "not supported" error.  Entries marked REQUIRED must be non-NULL.
+ *  6. Instance pointers (PL_Accelerator*, PL_Strategy*, ...) handed to a table's functions must
+ *     not be NULL: without an instance there is no host to report the error through.
  *
  * ERRORS
  *  Every fallible call returns PL_Error* : NULL on success, otherwise an error object.  Error
@@ -58,7 +63,8 @@ enum {
   PL_ERR_OK = 0,
   PL_ERR_INVALID_ARGUMENT = 1, /* a bad value from the caller; the message names it */
   PL_ERR_NOT_FOUND = 2,        /* a name or file that matches nothing */
-  PL_ERR_UNSUPPORTED = 3,      /* an optional entry or a dtype/device the plugin lacks */
+  PL_ERR_UNSUPPORTED = 3,      /* an optional entry the plugin lacks, or a dtype a kernel does not
+                                  implement (a tensor on the wrong device is INVALID_ARGUMENT) */
   PL_ERR_VERSION = 4,          /* ABI version or struct size mismatch */
   PL_ERR_TIMEOUT = 5,          /* a wait or collective exceeded its timeout */
   PL_ERR_RUNTIME = 6,          /* an operation failed (device, network, peer) */

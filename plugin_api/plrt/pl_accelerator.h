@@ -43,7 +43,7 @@ typedef struct PL_DeviceInfo {
   int32_t compute_minor;
 } PL_DeviceInfo;
 
-/* SGD as torch.optim.SGD: d = g + wd*p; buf = first_step ? d : momentum*buf + (1-dampening)*d;
+/* SGD as torch.optim.SGD: d = g + wd*p (when wd != 0); buf = first_step ? d : momentum*buf + (1-dampening)*d;
  * d = nesterov ? d + momentum*buf : buf (when momentum != 0); p -= lr*d. */
 typedef struct PL_SgdParams {
   size_t struct_size;
@@ -55,7 +55,10 @@ typedef struct PL_SgdParams {
   int32_t first_step; /* nonzero on the first step: the momentum buffer is initialised to d */
 } PL_SgdParams;
 
-/* Adam/AdamW as torch.optim.Adam/AdamW (no amsgrad).  `step` is 1-based (bias correction). */
+/* Adam/AdamW as torch.optim.Adam/AdamW (no amsgrad).  `step` is 1-based (bias correction).
+ * param, grad, exp_avg, exp_avg_sq share one float dtype; math in f32 (f64 for f64):
+ * AdamW: p *= 1 - lr*wd, else g += wd*p; m = b1*m + (1-b1)*g; v = b2*v + (1-b2)*g*g;
+ * p -= lr / (1 - b1^step) * m / (sqrt(v) / sqrt(1 - b2^step) + eps). */
 typedef struct PL_AdamParams {
   size_t struct_size;
   double lr;
@@ -111,7 +114,8 @@ typedef struct PL_AcceleratorApi {
   /* y += alpha * x; same dtype and numel. */
   PL_Error* (*axpy)(PL_Accelerator* acc, PL_Tensor* y, double alpha, const PL_Tensor* x,
                     PL_Stream* stream);
-  /* dst = src converted; both of f64, f32, f16, bf16; same numel. */
+  /* dst = src converted; both of f64, f32, f16, bf16; same numel.  f64 -> f16/bf16 rounds once,
+   * straight from the double. */
   PL_Error* (*cast)(PL_Accelerator* acc, PL_Tensor* dst, const PL_Tensor* src, PL_Stream* stream);
   /* param, grad, momentum of one float dtype; math in f32 (f64 for f64).  momentum_buf may be
    * NULL when params->momentum == 0. */
@@ -121,9 +125,10 @@ typedef struct PL_AcceleratorApi {
                          PL_Tensor* exp_avg, PL_Tensor* exp_avg_sq, const PL_AdamParams* params,
                          PL_Stream* stream);
   /* ByteGrad format: src (f32, f16 or bf16) in chunks of `chunk_size` elements (the last may be
-   * shorter); minmax (f32, 2 per chunk) = {min, max}; q (u8, src.numel) =
-   * round_half_even((x - min) * 255 / (max - min)), 0 when max == min.
-   * dequantize: x = min + q * (max - min) / 255.  Non-finite inputs are PL_ERR_INVALID_ARGUMENT. */
+   * shorter); minmax (f32, 2 per chunk) = {min, max}; in f32 arithmetic,
+   * scale = (max - min) / 255.0f and q (u8, src.numel) = round_half_even(clamp((x - min) / scale,
+   * 0, 255)), 0 when scale is 0.  dequantize: x = min + q * scale.  Non-finite inputs, and a
+   * chunk whose max - min overflows, are PL_ERR_INVALID_ARGUMENT. */
   PL_Error* (*quantize_u8)(PL_Accelerator* acc, const PL_Tensor* src, PL_Tensor* q,
                            PL_Tensor* minmax, int64_t chunk_size, PL_Stream* stream);
   PL_Error* (*dequantize_u8)(PL_Accelerator* acc, const PL_Tensor* q, const PL_Tensor* minmax,

@@ -103,7 +103,9 @@ TEST(CpuFill, FloatDtypesRoundOnceFromDouble) {
         randomize(x, 1);
         plrt::cpu::fill(x.get(), v);
         expect_elements(x, [&](int64_t) { return ref::round_store(v, d); }, "fill " + label(d, n));
-        if (d == PL_F16 && v == 1e6 && n > 0) EXPECT_TRUE(std::isinf(x.at(0)));
+        if (d == PL_F16 && v == 1e6 && n > 0) {
+          EXPECT_TRUE(std::isinf(x.at(0)));
+        }
       }
 }
 
@@ -241,7 +243,7 @@ TEST(CpuElementwiseErrors, IntegralScalarRule) {
   expect_failure([&] { plrt::cpu::fill(i32.get(), 2147483648.0); }, PL_ERR_INVALID_ARGUMENT,
                  {"2147483648", "int32", "[-2147483648, 2147483647]"});
   expect_failure([&] { plrt::cpu::fill(i64.get(), 0x1p63); }, PL_ERR_INVALID_ARGUMENT,
-                 {"9.223372036854776e+18", "int64", "out of range"});
+                 {"9223372036854775808", "int64", "out of range"});
   expect_failure([&] { plrt::cpu::fill(i32.get(), std::nan("")); }, PL_ERR_INVALID_ARGUMENT, {"nan", "int32"});
   expect_failure([&] { plrt::cpu::scale(i64.get(), 0.5); }, PL_ERR_INVALID_ARGUMENT, {"alpha 0.5", "int64", "integral"});
   expect_failure([&] { plrt::cpu::scale(i32.get(), 1e30); }, PL_ERR_INVALID_ARGUMENT, {"1e+30", "out of range"});

@@ -116,8 +116,12 @@ TEST(CpuQuant, LastShortChunkAndExtremes) {
   EXPECT_EQ(mm.as<float>()[31], hi);
   EXPECT_GT(hi - lo, 150.0f);  // the last chunk really has its own range
   for (int64_t i = 960; i < n; ++i) {
-    if (src.at(i) == lo) EXPECT_EQ(q.as<uint8_t>()[i], 0);
-    if (src.at(i) == hi) EXPECT_EQ(q.as<uint8_t>()[i], 255);
+    if (src.at(i) == lo) {
+      EXPECT_EQ(q.as<uint8_t>()[i], 0);
+    }
+    if (src.at(i) == hi) {
+      EXPECT_EQ(q.as<uint8_t>()[i], 255);
+    }
   }
   plrt::cpu::dequantize_u8(q.get(), mm.get(), back.get(), chunk);
   for (int64_t i = 960; i < n; ++i) EXPECT_NEAR(back.at(i), src.at(i), (hi - lo) / 510.0 * 1.0001) << i;

@@ -249,7 +249,9 @@ TEST(Half, AgreesWithCompilerFloat16) {
     const auto b = static_cast<uint16_t>(h);
     std::memcpy(&x, &b, 2);
     const float want = static_cast<float>(x);
-    if (!std::isnan(want)) ASSERT_EQ(f16_to_f32(b), want) << std::hex << h;
+    if (!std::isnan(want)) {
+      ASSERT_EQ(f16_to_f32(b), want) << std::hex << h;
+    }
   }
 }
 #endif

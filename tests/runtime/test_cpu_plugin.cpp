@@ -2,6 +2,8 @@
 // kernels (the kernels themselves are checked against reference loops in tests/kernels).
 #include "test_support.hpp"
 
+#include <dlfcn.h>
+
 #include <cmath>
 #include <vector>
 
@@ -122,4 +124,23 @@ TEST_F(CpuPlugin, UnknownOptionIsRefused) {
   PL_Accelerator* other = nullptr;
   auto msg = error_of([&] { ok(api->create(rt.host(), &list, &other)); }, PL_ERR_INVALID_ARGUMENT);
   EXPECT_THAT(msg, HasSubstr("threads"));
+}
+
+TEST_F(CpuPlugin, EntryRefusesAHostOfAnotherMajorVersion) {
+  // What a future runtime with ABI 2 would hand it: the generated entry must say no.
+  auto ref = rt.find(PL_PLUGIN_ACCELERATOR, "cpu");
+  void* lib = ::dlopen(ref.path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(lib, nullptr) << ::dlerror();
+  auto entry = reinterpret_cast<PL_PluginEntryFn>(::dlsym(lib, PL_PLUGIN_ENTRY_SYMBOL));
+  ASSERT_NE(entry, nullptr);
+  PL_Host future = *rt.host();
+  future.abi_major = 2;
+  const PL_Plugin* d = reinterpret_cast<const PL_Plugin*>(0x1);
+  auto msg = error_of([&] { ok(entry(&future, &d)); }, PL_ERR_VERSION);
+  EXPECT_THAT(msg, HasSubstr("v1 host"));
+  EXPECT_EQ(d, nullptr);
+  // And the real host is accepted.
+  ok(entry(rt.host(), &d));
+  EXPECT_EQ(d, ref.plugin);
+  ::dlclose(lib);
 }

@@ -6,23 +6,25 @@
 #include "kernels.hpp"
 #include "plugin_support.hpp"
 
+#include <charconv>
 #include <cstdint>
-#include <cstdio>
 #include <string>
 
 namespace plrt::cpu::detail {
 
 using plrt::plugin::fail;
 
-// A double as the caller wrote it: shortest form that reads back exactly.
+// A number in its shortest form that reads back exactly ("0.1", "10", "1e+30", "nan").  The float
+// overload prints a float's own shortest form ("3e+38", not the digits of its double widening).
 inline std::string num(double v) {
   char buf[64];
-  for (int prec = 1; prec <= 17; ++prec) {
-    std::snprintf(buf, sizeof buf, "%.*g", prec, v);
-    double back = 0;
-    if (std::sscanf(buf, "%lf", &back) == 1 && (back == v || v != v)) break;
-  }
-  return buf;
+  const auto r = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, r.ptr);
+}
+inline std::string num(float v) {
+  char buf[64];
+  const auto r = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, r.ptr);
 }
 
 inline std::string device_name(PL_Device d) {

@@ -36,14 +36,15 @@ void sgd_loop(typename Tr::Storage* p, const typename Tr::Storage* g, typename T
   const C mom = static_cast<C>(s.momentum);
   const C damp1 = static_cast<C>(s.one_minus_dampening);
   const C wd = static_cast<C>(s.weight_decay);
+  const bool has_wd = s.has_wd, has_momentum = s.has_momentum, first = s.first_step, nesterov = s.nesterov;
   for (int64_t i = 0; i < n; ++i) {
     const C pi = Tr::load(p[i]);
     C d = Tr::load(g[i]);
-    if (s.has_wd) d = d + wd * pi;
-    if (s.has_momentum) {
-      const C b = s.first_step ? d : mom * Tr::load(buf[i]) + damp1 * d;
+    if (has_wd) d = d + wd * pi;
+    if (has_momentum) {
+      const C b = first ? d : mom * Tr::load(buf[i]) + damp1 * d;
       buf[i] = Tr::store(b);
-      d = s.nesterov ? d + mom * b : b;
+      d = nesterov ? d + mom * b : b;
     }
     p[i] = Tr::store(pi - lr * d);
   }
@@ -68,12 +69,13 @@ void adam_loop(typename Tr::Storage* p, const typename Tr::Storage* g, typename 
   const C step_size = static_cast<C>(s.step_size);
   const C bc2_sqrt = static_cast<C>(s.bc2_sqrt);
   const C decay = static_cast<C>(s.decay);
+  const bool decoupled = s.decoupled, has_wd = s.has_wd;  // locals: the stores cannot alias them
   for (int64_t i = 0; i < n; ++i) {
     C pi = Tr::load(p[i]);
     C gi = Tr::load(g[i]);
-    if (s.decoupled) {
-      if (s.has_wd) pi = pi * decay;
-    } else if (s.has_wd) {
+    if (decoupled) {
+      if (has_wd) pi = pi * decay;
+    } else if (has_wd) {
       gi = gi + wd * pi;
     }
     const C mi = b1 * Tr::load(m[i]) + omb1 * gi;

@@ -3,6 +3,7 @@
 #include "kernels_detail.hpp"
 
 #include <cmath>
+#include <limits>
 #include <string>
 
 namespace plrt::cpu {
@@ -48,7 +49,7 @@ float chunk_scale(float lo, float hi, int64_t chunk, const char* op) {
   if (!std::isfinite(scale))
     fail(PL_ERR_INVALID_ARGUMENT, std::string(op) + ": chunk " + std::to_string(chunk) + " has min " + num(lo) +
                                       " and max " + num(hi) + ", a range beyond float32; valid: max - min <= " +
-                                      num(3.4028234663852886e38));
+                                      num(std::numeric_limits<float>::max()));
   return scale;
 }
 
