@@ -11,7 +11,7 @@ packages=(
   nlohmann-json3-dev       # --list-plugins --json, --dry-run output
   libcli11-dev             # plrun's command line
   libdlpack-dev            # DLPack conversions in the SDK
-  libgtest-dev googletest  # tests
+  libgtest-dev libgmock-dev googletest  # tests
   libgloo-dev              # gloo process group
   libbenchmark-dev         # micro-benchmarks under bench/
 )
