@@ -1,7 +1,10 @@
 // Finding plugins by name, by alias, by path, through PL_PLUGIN_PATH; listing; unknown names.
 #include "test_support.hpp"
 
+#include <unistd.h>
+
 #include <cstdlib>
+#include <filesystem>
 
 using ::testing::HasSubstr;
 using plrt_test::error_of;
@@ -151,9 +154,19 @@ TEST(Loader, PluginPathEnvironmentVariable) {
 }
 
 TEST(Loader, FirstDirectoryWins) {
-  // The same name in two folders: the earlier folder's file is used.
-  pl::Runtime rt(isolated({PLRT_TEST_PLUGIN_DIR, PLRT_BUILD_PLUGIN_DIR}));
-  EXPECT_THAT(rt.find(PL_PLUGIN_STRATEGY, "independent_c").path, HasSubstr("test-plugins/good"));
+  // The same file in two folders: the earlier folder's copy is the one loaded.
+  namespace fs = std::filesystem;
+  fs::path copy_dir = fs::temp_directory_path() / ("plrt-first-wins-" + std::to_string(::getpid()));
+  fs::create_directories(copy_dir);
+  fs::copy_file(fs::path(PLRT_TEST_PLUGIN_DIR) / "libplrt_strategy_independent_c.so",
+                copy_dir / "libplrt_strategy_independent_c.so", fs::copy_options::overwrite_existing);
+  {
+    pl::Runtime copy_first(isolated({copy_dir.string(), PLRT_TEST_PLUGIN_DIR}));
+    EXPECT_THAT(copy_first.find(PL_PLUGIN_STRATEGY, "independent_c").path, HasSubstr(copy_dir.string()));
+    pl::Runtime original_first(isolated({PLRT_TEST_PLUGIN_DIR, copy_dir.string()}));
+    EXPECT_THAT(original_first.find(PL_PLUGIN_STRATEGY, "independent_c").path, HasSubstr("test-plugins/good"));
+  }
+  fs::remove_all(copy_dir);
 }
 
 TEST(Loader, ListsPluginsAndAliases) {
