@@ -12,6 +12,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -32,9 +34,14 @@ void check_cuda(cudaError_t rc, const std::string& what) {
        "cuda: " + what + " failed: " + cudaGetErrorName(rc) + " (" + cudaGetErrorString(rc) + ")");
 }
 
+// A NULL instance breaks the ABI's rule 6 and leaves no host to report through: say so and
+// stop, as the cpu plugin does, rather than pretend the call succeeded.
 template <class Body>
 PL_Error* run(PL_Accelerator* acc, Body&& body) {
-  if (acc == nullptr || acc->host == nullptr) return nullptr;  // no host to report through
+  if (acc == nullptr || acc->host == nullptr) {
+    std::fprintf(stderr, "plrt cuda accelerator: called with a NULL accelerator instance; aborting\n");
+    std::abort();
+  }
   return guard(acc->host, std::forward<Body>(body));
 }
 
