@@ -16,8 +16,15 @@
  *     the number written.  A struct_size below the v1 size is a PL_ERR_VERSION error.
  *  5. A function-table entry that a plugin does not provide is NULL; the host reports a clear
  *     "not supported" error.  Entries marked REQUIRED must be non-NULL.
- *  6. Instance pointers (PL_Accelerator*, PL_Strategy*, ...) handed to a table's functions must
+ *  6. A minor version may give a meaning to a value that earlier minors declared invalid (a NULL
+ *     out pointer, say).  A caller uses it only with a plugin whose PL_Plugin.abi_minor is at least
+ *     the minor that introduced it; with an older plugin it falls back to the old way.
+ *  7. Instance pointers (PL_Accelerator*, PL_Strategy*, ...) handed to a table's functions must
  *     not be NULL: without an instance there is no host to report the error through.
+ *
+ * HISTORY
+ *  1.0  the first contract.
+ *  1.1  process-group collectives accept out == NULL: a blocking call (see pl_process_group.h).
  *
  * ERRORS
  *  Every fallible call returns PL_Error* : NULL on success, otherwise an error object.  Error
@@ -43,7 +50,7 @@ extern "C" {
 #endif
 
 #define PL_ABI_MAJOR 1
-#define PL_ABI_MINOR 0
+#define PL_ABI_MINOR 1
 
 #if defined(_WIN32)
 #define PL_EXPORT __declspec(dllexport)

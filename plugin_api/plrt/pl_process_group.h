@@ -2,7 +2,14 @@
  * plrt plugin ABI: the process-group plugin kind (gloo, nccl).  Plain C99.
  *
  * Collectives are asynchronous: each returns a PL_Work handle at once; PL_Work is waited on with a
- * timeout.  Every collective and every wait is bounded by a timeout (the group's, default 30
+ * timeout.  Since ABI 1.1 a caller may pass out == NULL instead: the call then blocks until the
+ * operation completes and returns its error (a plugin may run it on the calling thread, which
+ * saves the hand-off to a worker thread).  Operations run in the order they are issued; every
+ * rank must issue the same collectives in the same order (send/recv excepted).
+ *
+ * Every plugin numbers its collectives (1, 2, ...) and checks that all ranks issued the same
+ * operation, dtype and size at the same number: a mismatch is an error on every rank, naming what
+ * each rank called, never a hang or a silent wrong answer.  Every collective and every wait is bounded by a timeout (the group's, default 30
  * minutes); on timeout the error names the operation, its sequence number and the missing ranks.
  */
 #ifndef PLRT_PL_PROCESS_GROUP_H_

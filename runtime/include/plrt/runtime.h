@@ -143,6 +143,30 @@ PL_RUNTIME_API PL_Error* pl_runtime_resolve_job(PL_Runtime* runtime, const PL_Jo
                                                 PL_JobConfig** out);
 PL_RUNTIME_API void pl_job_config_destroy(PL_JobConfig* config);
 
+
+/* ---- the rendezvous store: a key-value store over TCP (PyTorch TCPStore semantics) ----
+ * One process serves it (rank 0, or the launcher); every rank connects to it as a client.  Every
+ * connection presents the job's token; a client with another token is refused and logged.  The
+ * PL_Store* works with the table at pl_runtime_host(rt)->store_api (set, get, add, ...). */
+typedef struct PL_TcpStoreOptions {
+  size_t struct_size;
+  const char* host;    /* borrowed; the address to serve on or connect to.  NULL: $MASTER_ADDR,
+                          else "127.0.0.1".  The server binds this address only, never all
+                          interfaces unless it is "0.0.0.0" or "::". */
+  int32_t port;        /* < 0: $MASTER_PORT (an error if unset); 0 with is_server: a free port,
+                          read back with pl_store_port */
+  int32_t is_server;   /* nonzero: serve the store in this process (and connect to it) */
+  const char* token;   /* borrowed; NULL: $PL_JOB_TOKEN.  Empty or unset: no token, with a warning */
+  int64_t timeout_ms;  /* connecting (with retries) and each wait; <= 0: 300 000 (5 minutes) */
+} PL_TcpStoreOptions;
+
+PL_RUNTIME_API PL_Error* pl_store_create_tcp(PL_Runtime* runtime, const PL_TcpStoreOptions* options,
+                                             PL_Store** out); /* *out owned by the caller */
+/* The port the store serves on or connects to. */
+PL_RUNTIME_API int32_t pl_store_port(const PL_Store* store);
+/* Closes the connections (and stops serving, for the server).  Must outlive its process groups. */
+PL_RUNTIME_API void pl_store_destroy(PL_Store* store);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif
