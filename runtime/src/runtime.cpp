@@ -1,5 +1,6 @@
 // The runtime's C API: errors, create/destroy, the host table, finding and listing plugins.
 #include "runtime_impl.hpp"
+#include "store/tcp_store.hpp"
 
 #include <algorithm>
 #include <cstdlib>
@@ -126,7 +127,7 @@ PL_EXPORT PL_Error* pl_runtime_create(const PL_RuntimeOptions* options, PL_Runti
     rt->host.log = host_log;
     rt->host.log_enabled = host_log_enabled;
     rt->host.find_plugin = host_find_plugin;
-    rt->host.store_api = nullptr;  // the rendezvous store arrives with the process groups
+    rt->host.store_api = plrt::store::tcp_store_api();  // the rendezvous store (store/tcp_store.cpp)
 
     std::vector<std::string> dirs;
     for (size_t i = 0; i < o.num_plugin_dirs; ++i)

@@ -147,7 +147,11 @@ PL_RUNTIME_API void pl_job_config_destroy(PL_JobConfig* config);
 /* ---- the rendezvous store: a key-value store over TCP (PyTorch TCPStore semantics) ----
  * One process serves it (rank 0, or the launcher); every rank connects to it as a client.  Every
  * connection presents the job's token; a client with another token is refused and logged.  The
- * PL_Store* works with the table at pl_runtime_host(rt)->store_api (set, get, add, ...). */
+ * PL_Store* works with the table at pl_runtime_host(rt)->store_api (set, get, add, ...).
+ * One PL_Store may be used from several threads at once (a thread blocked in get/wait does not
+ * hold up the others).  It logs through its runtime's logger: destroy it before the runtime.
+ * compare_set on an absent key with a non-empty `expected` sets nothing and returns `expected`,
+ * as TCPStore does.  Wire format, limits and the handling of bad input: docs/store-protocol.md. */
 typedef struct PL_TcpStoreOptions {
   size_t struct_size;
   const char* host;    /* borrowed; the address to serve on or connect to.  NULL: $MASTER_ADDR,
@@ -162,9 +166,10 @@ typedef struct PL_TcpStoreOptions {
 
 PL_RUNTIME_API PL_Error* pl_store_create_tcp(PL_Runtime* runtime, const PL_TcpStoreOptions* options,
                                              PL_Store** out); /* *out owned by the caller */
-/* The port the store serves on or connects to. */
+/* The port the store serves on or connects to (the real one when port 0 was asked); 0 for NULL. */
 PL_RUNTIME_API int32_t pl_store_port(const PL_Store* store);
-/* Closes the connections (and stops serving, for the server).  Must outlive its process groups. */
+/* Closes the connections (and stops serving, for the server).  Must outlive its process groups,
+ * and no call on it may be in flight.  NULL is ignored. */
 PL_RUNTIME_API void pl_store_destroy(PL_Store* store);
 
 #ifdef __cplusplus
