@@ -181,7 +181,7 @@ class ProcessGroup {
     return Work(host_, api_, w);
   }
   struct Deleter {
-    const PL_ProcessGroupApi* api = nullptr;
+    const PL_ProcessGroupApi* api;
     void operator()(PL_ProcessGroup* pg) const {
       if (pg) api->destroy(pg);
     }
@@ -190,7 +190,7 @@ class ProcessGroup {
   PluginRef plugin_;
   const PL_ProcessGroupApi* api_ = nullptr;
   int rank_, world_size_;
-  std::unique_ptr<PL_ProcessGroup, Deleter> pg_;
+  std::unique_ptr<PL_ProcessGroup, Deleter> pg_{nullptr, Deleter{nullptr}};
 };
 
 // The torchrun-style environment of one worker: RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR,
