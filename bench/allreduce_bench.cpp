@@ -1,0 +1,315 @@
+// allreduce_bench: plrt's ProcessGroup allreduce (blocking, sum) against Gloo called directly
+// (gloo::allreduce with gloo::sum, its default algorithm), in the style of nccl-tests.
+//
+//   allreduce_bench -b 1K -e 256M -f 2 -n 20 -w 5 [-r 5] [--ranks 2] [--dtype f32] [--backend gloo]
+//
+// Without --worker the program is the launcher: it serves the rendezvous store, starts --ranks
+// copies of itself (with --worker and the torchrun-style environment) and waits for them.  Rank 0
+// prints one row per size.  For each size both measurements run in the same processes, interleaved:
+// for each of -r repetitions, -n back-to-back allreduces through plrt and -n through Gloo (the
+// order alternating between repetitions), after a barrier.  A repetition's time is its mean per
+// call; a size's time is the median over repetitions, then the maximum over ranks.
+#include "spawn.hpp"
+
+#include <plrt/sdk/process_group.hpp>
+#include <plrt/sdk/runtime.hpp>
+#include <plrt/sdk/store.hpp>
+
+#include <gloo/allreduce.h>
+#include <gloo/barrier.h>
+#include <gloo/math.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/store.h>
+#include <gloo/transport/tcp/device.h>
+#include <gloo/types.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <limits>
+#include <optional>
+#include <type_traits>
+#include <stdexcept>
+#include <string>
+#include <vector>
+#include <unistd.h>
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Args {
+  int64_t min_bytes = 1 << 10, max_bytes = 256 << 20;
+  double factor = 2;
+  int iters = 20, warmup = 5, reps = 5, ranks = 2, deadline_s = 3600;
+  std::string dtype = "f32", backend = "gloo";
+  bool worker = false;
+  std::vector<std::string> passthrough;  // the arguments the workers get
+};
+
+const char* kUsage =
+    "usage: allreduce_bench [-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] [-w WARMUP] [-r REPS]\n"
+    "                       [--ranks N] [--dtype f32|f64|f16|i32|i64|u8] [--backend NAME] [--deadline-s S]\n"
+    "  sizes in bytes with an optional K, M or G suffix (powers of 1024); defaults: -b 1K -e 256M -f 2\n"
+    "  -n 20 -w 5 -r 5 --ranks 2 --dtype f32 --backend gloo\n";
+
+int64_t parse_bytes(const std::string& s) {
+  size_t pos = 0;
+  double v = std::stod(s, &pos);
+  std::string unit = s.substr(pos);
+  double mult = unit.empty() || unit == "B" ? 1 : unit[0] == 'K' ? 1 << 10 : unit[0] == 'M' ? 1 << 20 : unit[0] == 'G' ? 1 << 30 : -1;
+  if (mult < 0 || v < 0) throw std::invalid_argument("bad size '" + s + "'");
+  return static_cast<int64_t>(v * mult);
+}
+
+Args parse(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    std::string k = argv[i];
+    if (k == "--worker") {
+      a.worker = true;
+      continue;
+    }
+    if (k == "-h" || k == "--help") {
+      std::cout << kUsage;
+      std::exit(0);
+    }
+    if (i + 1 >= argc) throw std::invalid_argument(k + " needs a value");
+    std::string v = argv[++i];
+    a.passthrough.insert(a.passthrough.end(), {k, v});
+    if (k == "-b") a.min_bytes = parse_bytes(v);
+    else if (k == "-e") a.max_bytes = parse_bytes(v);
+    else if (k == "-f") a.factor = std::stod(v);
+    else if (k == "-n") a.iters = std::stoi(v);
+    else if (k == "-w") a.warmup = std::stoi(v);
+    else if (k == "-r") a.reps = std::stoi(v);
+    else if (k == "--ranks") a.ranks = std::stoi(v);
+    else if (k == "--dtype") a.dtype = v;
+    else if (k == "--backend") a.backend = v;
+    else if (k == "--deadline-s") a.deadline_s = std::stoi(v);
+    else throw std::invalid_argument("unknown option '" + k + "'");
+  }
+  static const char* dtypes[] = {"f32", "f64", "f16", "i32", "i64", "u8"};
+  if (std::find(std::begin(dtypes), std::end(dtypes), a.dtype) == std::end(dtypes))
+    throw std::invalid_argument("--dtype '" + a.dtype + "': f32, f64, f16, i32, i64 or u8 (gloo has no bf16)");
+  if (a.factor <= 1 || a.iters < 1 || a.reps < 1 || a.ranks < 1 || a.min_bytes > a.max_bytes)
+    throw std::invalid_argument("need -f > 1, -n >= 1, -r >= 1, --ranks >= 1 and -b <= -e");
+  return a;
+}
+
+// ---- the launcher -------------------------------------------------------------------------------
+
+int launch(const Args& a) {
+  char self[4096];
+  ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n <= 0) throw std::runtime_error("cannot read /proc/self/exe");
+  self[n] = '\0';
+  pl::RuntimeOptions ro;
+  ro.log_level = "warn";
+  pl::Runtime rt(ro);
+  pl::StoreOptions so;
+  so.host = "127.0.0.1";
+  so.port = 0;
+  so.is_server = true;
+  so.token = plrt_test::random_token();
+  pl::Store store(rt, so);
+
+  plrt_test::DistJobOptions o;
+  o.argv = {self};
+  o.argv.insert(o.argv.end(), a.passthrough.begin(), a.passthrough.end());
+  o.argv.push_back("--worker");
+  o.world_size = a.ranks;
+  o.master_port = store.port();
+  o.token = *so.token;
+  auto specs = plrt_test::dist_job(o);
+  specs[0].capture_output = false;  // rank 0 prints the table as it goes
+  plrt_test::WaitOptions w;
+  w.deadline = std::chrono::seconds(a.deadline_s);
+  auto result = plrt_test::run_job(std::move(specs), w);
+  if (result.all_ok()) return 0;
+  std::cerr << "allreduce_bench: the ranks did not all succeed\n" << result.report();
+  return 1;
+}
+
+// ---- the workers --------------------------------------------------------------------------------
+
+// Gloo's rendezvous over the plrt store (the same TCP store the process group uses).
+class GlooStoreOverPl : public gloo::rendezvous::Store {
+ public:
+  GlooStoreOverPl(const pl::Store& s, std::string prefix) : s_(s), prefix_(std::move(prefix)) {}
+  void set(const std::string& key, const std::vector<char>& data) override {
+    s_.set(prefix_ + key, std::string(data.begin(), data.end()));
+  }
+  std::vector<char> get(const std::string& key) override {
+    std::string v = s_.get(prefix_ + key);
+    return std::vector<char>(v.begin(), v.end());
+  }
+  void wait(const std::vector<std::string>& keys) override { wait(keys, std::chrono::milliseconds(0)); }
+  void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) override {
+    std::vector<std::string> full;
+    for (const auto& k : keys) full.push_back(prefix_ + k);
+    s_.wait(full, timeout);
+  }
+
+ private:
+  const pl::Store& s_;
+  std::string prefix_;
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  size_t m = v.size() / 2;
+  return v.size() % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
+}
+
+struct Worker {
+  const Args& a;
+  int rank = 0, world = 1;
+  const pl::ProcessGroup& pg;
+  std::shared_ptr<gloo::Context> gctx;
+
+  void gloo_barrier() {
+    gloo::BarrierOptions o(gctx);
+    gloo::barrier(o);
+  }
+
+  // The maximum over ranks of v (each element).
+  void max_over_ranks(std::vector<double>& v) {
+    gloo::AllreduceOptions o(gctx);
+    o.setOutput(v.data(), v.size());
+    o.setReduceFunction(static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::max<double>));
+    o.setTag(7);
+    gloo::allreduce(o);
+  }
+
+  // T: the storage type; G: Gloo's type for it (gloo::float16 for f16).
+  template <class T, class G>
+  void run(PL_DType dtype) {
+    const double bus = world > 1 ? 2.0 * (world - 1) / world : 1.0;
+    if (rank == 0) {
+      std::printf("# allreduce_bench: %d ranks on 127.0.0.1, %s sum, plrt backend '%s' vs gloo::allreduce\n"
+                  "# time = median over %d repetitions of the mean of %d calls (after %d warm-up calls), max over ranks\n"
+                  "# busbw = algbw * 2(n-1)/n;  ratio = plrt busbw / gloo busbw;  added = plrt time - gloo time\n#\n",
+                  world, pl_dtype_name(dtype), a.backend.c_str(), a.reps, a.iters, a.warmup);
+      std::printf("# %10s %12s | %11s %8s %8s | %11s %8s %8s | %6s %9s\n", "size", "count", "plrt time", "algbw", "busbw",
+                  "gloo time", "algbw", "busbw", "ratio", "added");
+      std::printf("# %10s %12s | %11s %8s %8s | %11s %8s %8s | %6s %9s\n", "(B)", "(elements)", "(us)", "(GB/s)",
+                  "(GB/s)", "(us)", "(GB/s)", "(GB/s)", "", "(us)");
+      std::fflush(stdout);
+    }
+    std::optional<double> worst_ratio_1m, added_4k;
+    for (int64_t bytes = a.min_bytes; bytes <= a.max_bytes;) {
+      const size_t count = static_cast<size_t>(bytes) / sizeof(T);
+      std::vector<T> buf(std::max<size_t>(count, 1));
+      PL_Tensor t = pl::tensor_view(buf.data(), dtype, static_cast<int64_t>(count));
+      auto plrt_call = [&] { pg.allreduce(t, PL_REDUCE_SUM); };
+      // As a direct user of Gloo (and PyTorch's ProcessGroupGloo) does: options built per call.
+      auto gloo_call = [&] {
+        gloo::AllreduceOptions go(gctx);
+        go.setOutput(reinterpret_cast<G*>(buf.data()), count);
+        go.setReduceFunction(static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<G>));
+        go.setTag(1);
+        gloo::allreduce(go);
+      };
+
+      verify<T>(buf, count, plrt_call, "plrt");
+      verify<T>(buf, count, gloo_call, "gloo");
+      std::fill(buf.begin(), buf.end(), T{});  // zeros: sums stay exact and never overflow
+      for (int i = 0; i < a.warmup; ++i) {
+        plrt_call();
+        gloo_call();
+      }
+      std::vector<double> tp, tg;
+      for (int rep = 0; rep < a.reps; ++rep) {
+        for (int which : rep % 2 ? std::vector<int>{1, 0} : std::vector<int>{0, 1}) {
+          gloo_barrier();
+          auto t0 = Clock::now();
+          for (int i = 0; i < a.iters; ++i) which == 0 ? plrt_call() : gloo_call();
+          double us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / a.iters;
+          (which == 0 ? tp : tg).push_back(us);
+        }
+      }
+      std::vector<double> times{median(tp), median(tg)};
+      max_over_ranks(times);
+      const double p = times[0], g = times[1];
+      const double algp = bytes / p / 1e3, algg = bytes / g / 1e3;  // bytes/us/1e3 = GB/s
+      const double ratio = g / p;
+      if (rank == 0) {
+        std::printf("  %10lld %12zu | %11.2f %8.3f %8.3f | %11.2f %8.3f %8.3f | %6.3f %9.2f\n", (long long)bytes, count, p,
+                    algp, algp * bus, g, algg, algg * bus, ratio, p - g);
+        std::fflush(stdout);
+      }
+      if (bytes >= (1 << 20)) worst_ratio_1m = std::min(worst_ratio_1m.value_or(ratio), ratio);
+      if (bytes == 4096) added_4k = p - g;
+      int64_t next = static_cast<int64_t>(bytes * a.factor);
+      bytes = std::max<int64_t>(next, bytes + static_cast<int64_t>(sizeof(T)));
+    }
+    if (rank == 0) {
+      std::printf("#\n");
+      if (worst_ratio_1m) std::printf("# lowest ratio from 1M up: %.3f (target >= 0.97)\n", *worst_ratio_1m);
+      if (added_4k) std::printf("# added latency at 4K: %.2f us (target <= 5 us)\n", *added_4k);
+      std::fflush(stdout);
+    }
+  }
+
+  // Rank r contributes r+1 everywhere: every element must come back as W(W+1)/2.
+  template <class T, class Call>
+  void verify(std::vector<T>& buf, size_t count, Call&& call, const char* who) {
+    const T mine = to_t<T>(rank + 1), want = to_t<T>(world * (world + 1) / 2);
+    std::fill(buf.begin(), buf.end(), mine);
+    call();
+    for (size_t i = 0; i < count; ++i)
+      if (std::memcmp(&buf[i], &want, sizeof(T)) != 0)
+        throw std::runtime_error(std::string(who) + " allreduce gave a wrong sum at element " + std::to_string(i));
+  }
+
+  template <class T>
+  static T to_t(int v) {
+    if constexpr (std::is_same_v<T, gloo::float16>) return gloo::cpu_float2half_rn(static_cast<float>(v));
+    else return static_cast<T>(v);
+  }
+};
+
+int work(const Args& a) {
+  pl::DistEnv env = pl::DistEnv::from_env();
+  pl::RuntimeOptions ro;
+  ro.log_level = "warn";
+  pl::Runtime rt(ro);
+  pl::Store store(rt, env.store_options(std::chrono::seconds(120)));
+  pl::ProcessGroupOptions po;
+  po.rank = env.rank;
+  po.world_size = env.world_size;
+  po.group_name = "bench";
+  po.timeout = std::chrono::seconds(600);
+  pl::ProcessGroup pg(rt, a.backend, store, po);
+
+  GlooStoreOverPl gstore(store, "bench/gloo/");
+  gloo::transport::tcp::attr attr("127.0.0.1");
+  auto dev = gloo::transport::tcp::CreateDevice(attr);
+  auto gctx = std::make_shared<gloo::rendezvous::Context>(env.rank, env.world_size);
+  gctx->setTimeout(std::chrono::seconds(600));
+  gctx->connectFullMesh(gstore, dev);
+
+  Worker w{a, env.rank, env.world_size, pg, gctx};
+  if (a.dtype == "f32") w.run<float, float>(PL_F32);
+  else if (a.dtype == "f64") w.run<double, double>(PL_F64);
+  else if (a.dtype == "f16") w.run<gloo::float16, gloo::float16>(PL_F16);
+  else if (a.dtype == "i32") w.run<int32_t, int32_t>(PL_I32);
+  else if (a.dtype == "i64") w.run<int64_t, int64_t>(PL_I64);
+  else w.run<uint8_t, uint8_t>(PL_U8);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    Args a = parse(argc, argv);
+    return a.worker ? work(a) : launch(a);
+  } catch (const std::exception& e) {
+    std::cerr << "allreduce_bench: " << e.what() << "\n" << (std::string(e.what()).find("option") != std::string::npos ? kUsage : "");
+    return 2;
+  }
+}

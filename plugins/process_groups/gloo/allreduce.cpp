@@ -1,0 +1,61 @@
+// allreduce: gloo::allreduce (ring) with this plugin's reduce kernels (reduce.hpp).  AVG sums,
+// then divides by the world size; uint8 and int32 sum in an int64 temporary so that the mean is
+// exact (see reduce.hpp).
+#include "gloo_pg.hpp"
+#include "reduce.hpp"
+
+#include <gloo/allreduce.h>
+
+#include <vector>
+
+namespace plrt::gloo_pg {
+
+namespace {
+
+void gloo_allreduce(const std::shared_ptr<gloo::Context>& ctx, const pg::OpContext& oc, void* data, size_t n,
+                    size_t elem_size, pg::ReduceFn fn) {
+  gloo_call([&] {
+    gloo::AllreduceOptions opts(ctx);
+    with_element(elem_size, [&](auto t) { opts.setOutput(static_cast<decltype(t)*>(data), n); });
+    opts.setReduceFunction(fn);
+    opts.setTag(oc.tag);
+    opts.setTimeout(oc.remaining());
+    gloo::allreduce(opts);
+  });
+}
+
+}  // namespace
+
+PL_Error* allreduce(PL_ProcessGroup* pg, PL_Tensor* tensor, PL_ReduceOp op, PL_Work** out) noexcept {
+  return entry(pg, "allreduce", [&] {
+    const std::string w = where("allreduce");
+    pg::check_tensor_arg(tensor, w, "tensor", PL_DEVICE_CPU, kCpuOnly);
+    pg::check_reduce_op(op, w);
+    pg->core->throw_if_unusable();
+    pg::OpDesc d;
+    d.kind = pg::OpKind::kAllreduce;
+    d.reduce = op;
+    d.dtype = tensor->dtype;
+    d.count = tensor->numel;
+
+    const PL_Tensor t = *tensor;
+    const int world = pg->world;
+    const auto ctx = pg->context;
+    pg->core->run(std::move(d), [t, op, world, ctx](const pg::OpContext& oc) {
+      const size_t n = static_cast<size_t>(t.numel);
+      if (world == 1) return;  // the reduction of one rank (and its mean) is its own value
+      if (n == 0) return tagged_barrier(ctx, oc);
+      if (op == PL_REDUCE_AVG && pg::avg_widens(t.dtype)) {
+        std::vector<int64_t> wide(n);
+        pg::widen_to_i64(t.data, t.dtype, wide.data(), n);
+        gloo_allreduce(ctx, oc, wide.data(), n, sizeof(int64_t), pg::reduce_fn(PL_REDUCE_SUM, PL_I64));
+        pg::narrow_avg_from_i64(wide.data(), world, t.dtype, t.data, n);
+        return;
+      }
+      gloo_allreduce(ctx, oc, t.data, n, pl_dtype_size(t.dtype), pg::reduce_fn(op, t.dtype));
+      if (op == PL_REDUCE_AVG) pg::divide_inplace(t.data, t.dtype, n, world);
+    }, out);
+  });
+}
+
+}  // namespace plrt::gloo_pg

@@ -1,0 +1,103 @@
+// The gloo process-group plugin's shared declarations: the instance, the collectives' entry
+// points (one file each, in Gloo's habit), and the helpers they share.  The backend-independent
+// part (sequence numbers, worker thread, watchdog, mismatch and timeout diagnosis, reductions) is
+// plrt_pg_core in ../common.
+#pragma once
+
+#include "group_core.hpp"
+#include "op_desc.hpp"
+#include "plugin_support.hpp"
+
+#include <gloo/context.h>
+#include <gloo/transport/device.h>
+
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+struct PL_ProcessGroup {
+  const PL_Host* host = nullptr;  // borrowed; outlives the instance
+  int rank = 0;
+  int world = 1;
+  std::string name;
+  std::string address;  // what the transport listens on, for messages
+  std::shared_ptr<gloo::transport::Device> device;
+  std::shared_ptr<gloo::Context> context;  // null for a world of one rank (no transport)
+  std::unique_ptr<plrt::pg::GroupCore> core;
+};
+
+namespace plrt::gloo_pg {
+
+inline constexpr const char* kBackend = "gloo";
+inline constexpr const char* kCpuOnly = "the gloo process group takes CPU buffers (nccl takes CUDA ones)";
+
+// Slot prefixes (the top byte of a gloo slot) of the ops this plugin runs over unbound buffers;
+// gloo's own collectives use 0x01..0x08.
+inline constexpr uint64_t kP2PSlotPrefix = 0x10;
+inline constexpr uint64_t kReduceScatterSlotPrefix = 0x11;
+
+// ---- entry points (process_group.cpp builds the table) ----
+PL_Error* allreduce(PL_ProcessGroup* pg, PL_Tensor* tensor, PL_ReduceOp op, PL_Work** out) noexcept;
+PL_Error* broadcast(PL_ProcessGroup* pg, PL_Tensor* tensor, int32_t root, PL_Work** out) noexcept;
+PL_Error* allgather(PL_ProcessGroup* pg, const PL_Tensor* input, PL_Tensor* outputs, size_t num_outputs,
+                    PL_Work** out) noexcept;
+PL_Error* reduce_scatter(PL_ProcessGroup* pg, const PL_Tensor* inputs, size_t num_inputs, PL_Tensor* output,
+                         PL_ReduceOp op, PL_Work** out) noexcept;
+PL_Error* barrier(PL_ProcessGroup* pg, PL_Work** out) noexcept;
+PL_Error* send(PL_ProcessGroup* pg, const PL_Tensor* tensor, int32_t dst, int32_t tag, PL_Work** out) noexcept;
+PL_Error* recv(PL_ProcessGroup* pg, PL_Tensor* tensor, int32_t src, int32_t tag, PL_Work** out) noexcept;
+
+// ---- transport.cpp ----
+// Wakes every pending operation on every pair of `context` with `reason` and closes the sockets
+// (tcp Pair::signalExceptionExternal), so that the peers see the connection closed too.
+void abort_pairs(gloo::Context& context, const std::string& reason);
+// A barrier with the op's tag: what an op that moves no data still does, so that every rank
+// still meets every other at this sequence number (missing ranks and mismatches are caught).
+void tagged_barrier(const std::shared_ptr<gloo::Context>& context, const pg::OpContext& oc);
+
+// ---- helpers ----
+
+// A NULL instance breaks ABI rule 7 and leaves no host to report through.
+[[noreturn]] void broken_call(const char* fn);
+
+// guard() with the instance's host.
+template <class Body>
+PL_Error* entry(PL_ProcessGroup* pg, const char* fn, Body&& body) noexcept {
+  if (pg == nullptr || pg->host == nullptr) broken_call(fn);
+  return plugin::guard(pg->host, std::forward<Body>(body));
+}
+
+// "gloo allreduce": how argument errors begin.
+inline std::string where(const char* op) { return std::string(kBackend) + " " + op; }
+
+// Runs gloo code; its exceptions become std::runtime_error without gloo's "[file:line] " prefix.
+template <class F>
+void gloo_call(F&& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    std::string m = e.what();
+    if (!m.empty() && m[0] == '[') {
+      const size_t end = m.find("] ");
+      if (end != std::string::npos) m = m.substr(end + 2);
+    }
+    throw std::runtime_error(m);
+  }
+}
+
+// Calls f(T{}) with an unsigned type T of `size` bytes: gloo's templates only use sizeof(T).
+template <class F>
+void with_element(size_t size, F&& f) {
+  switch (size) {
+    case 1: f(uint8_t{}); break;
+    case 2: f(uint16_t{}); break;
+    case 4: f(uint32_t{}); break;
+    default: f(uint64_t{}); break;
+  }
+}
+
+inline size_t bytes_of(const PL_Tensor& t) { return static_cast<size_t>(t.numel) * pl_dtype_size(t.dtype); }
+
+}  // namespace plrt::gloo_pg

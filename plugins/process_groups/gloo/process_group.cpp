@@ -1,0 +1,216 @@
+// The gloo process-group plugin: create (options, the tcp device, the rendezvous through the
+// group's store, the core), destroy, set_timeout, abort, and the plugin's table and descriptor.
+//
+// Options (PL_ProcessGroupConfig.options):
+//   iface      the network interface to listen on            (see transport.hpp for the default)
+//   hostname   the address or host name to listen on
+//   probe_ms   after how long a running collective publishes its state to check for mismatched
+//              calls; default 1000, capped at a quarter of the timeout; 0 disables the probes
+#include "gloo_pg.hpp"
+#include "gloo_store.hpp"
+#include "transport.hpp"
+
+#include <gloo/rendezvous/context.h>
+#include <gloo/transport/tcp/device.h>
+
+#include <plrt/pl_plugin.h>
+
+#include <cstdio>
+#include <cstdlib>
+
+namespace plrt::gloo_pg {
+
+using plugin::fail;
+using std::chrono::milliseconds;
+
+[[noreturn]] void broken_call(const char* fn) {
+  std::fprintf(stderr, "plrt gloo process group: %s called with a NULL process group; aborting\n", fn);
+  std::abort();
+}
+
+namespace {
+
+struct Options {
+  std::string iface, hostname;
+  int64_t probe_ms = 1000;
+};
+
+Options parse_options(const PL_OptionList& list) {
+  Options o;
+  if (list.count > 0 && list.items == nullptr)
+    fail(PL_ERR_INVALID_ARGUMENT, "gloo: options.items is NULL for " + std::to_string(list.count) + " options");
+  for (size_t i = 0; i < list.count; ++i) {
+    const PL_Option& opt = list.items[i];
+    if (opt.key == nullptr || opt.value == nullptr)
+      fail(PL_ERR_INVALID_ARGUMENT, "gloo: option " + std::to_string(i) + " has a NULL key or value");
+    const std::string k = opt.key, v = opt.value;
+    if (k == "iface") {
+      o.iface = v;
+    } else if (k == "hostname") {
+      o.hostname = v;
+    } else if (k == "probe_ms") {
+      char* end = nullptr;
+      const long long x = std::strtoll(v.c_str(), &end, 10);
+      if (v.empty() || *end != '\0' || x < 0)
+        fail(PL_ERR_INVALID_ARGUMENT, "gloo: option probe_ms='" + v +
+                                          "' is not valid: it must be a whole number of milliseconds >= 0 "
+                                          "(0 disables the mismatch probes)");
+      o.probe_ms = x;
+    } else {
+      fail(PL_ERR_INVALID_ARGUMENT, "gloo: unknown option '" + k + "' (valid: iface, hostname, probe_ms)");
+    }
+  }
+  return o;
+}
+
+void check_config(const PL_Host* host, const PL_ProcessGroupConfig* c) {
+  if (c == nullptr) fail(PL_ERR_INVALID_ARGUMENT, "gloo: create: config is NULL");
+  if (c->struct_size < PL_STRUCT_SIZE(PL_ProcessGroupConfig, options))
+    fail(PL_ERR_VERSION, "gloo: PL_ProcessGroupConfig.struct_size " + std::to_string(c->struct_size) +
+                             " is smaller than the v1 size " +
+                             std::to_string(PL_STRUCT_SIZE(PL_ProcessGroupConfig, options)));
+  if (c->world_size < 1)
+    fail(PL_ERR_INVALID_ARGUMENT, "gloo: world_size " + std::to_string(c->world_size) + " is not valid: it must be >= 1");
+  if (c->rank < 0 || c->rank >= c->world_size)
+    fail(PL_ERR_INVALID_ARGUMENT, "gloo: rank " + std::to_string(c->rank) + " is out of range for world_size " +
+                                      std::to_string(c->world_size) + " (valid: 0.." +
+                                      std::to_string(c->world_size - 1) + ")");
+  if (c->store == nullptr)
+    fail(PL_ERR_INVALID_ARGUMENT, "gloo: config->store is NULL: the gloo process group meets its peers "
+                                  "through the rendezvous store (pl::Store)");
+  if (host->struct_size < PL_STRUCT_SIZE(PL_Host, store_api) || host->store_api == nullptr)
+    fail(PL_ERR_UNSUPPORTED, "gloo: the host offers no store API (PL_Host.store_api is NULL)");
+  if (c->device.type != PL_DEVICE_CPU)
+    fail(PL_ERR_INVALID_ARGUMENT, "gloo: config->device has type " + std::to_string(c->device.type) + ", but " +
+                                      kCpuOnly);
+}
+
+// After a failed rendezvous: the ranks whose addresses never reached the store.
+std::string absent_ranks(const GlooStore& gs, const pg::StoreClient& store, int world, int self) {
+  std::vector<int> absent;
+  try {
+    for (int r = 0; r < world; ++r)
+      if (r != self && !store.exists(gs.join(std::to_string(r)))) absent.push_back(r);
+  } catch (const std::exception&) {
+    return "";
+  }
+  if (absent.empty()) return "";
+  return std::string(absent.size() == 1 ? " (rank " : " (ranks ") + pg::rank_list(absent) + " never joined)";
+}
+
+PL_Error* pg_create(const PL_Host* host, const PL_ProcessGroupConfig* config, PL_ProcessGroup** out) {
+  if (host == nullptr) broken_call("create (host)");
+  return plugin::guard(host, [&] {
+    if (out == nullptr) fail(PL_ERR_INVALID_ARGUMENT, "gloo: create: out is NULL");
+    *out = nullptr;
+    check_config(host, config);
+    const Options opts = parse_options(config->options);
+    auto pg = std::make_unique<PL_ProcessGroup>();
+    pg->host = host;
+    pg->rank = config->rank;
+    pg->world = config->world_size;
+    pg->name = config->group_name && *config->group_name ? config->group_name : "default";
+    const int64_t timeout = config->timeout_ms > 0 ? config->timeout_ms : PL_DEFAULT_TIMEOUT_MS;
+
+    pg::CoreConfig cc;
+    cc.host = host;
+    cc.backend = kBackend;
+    cc.group = pg->name;
+    cc.store = config->store;
+    cc.rank = pg->rank;
+    cc.world = pg->world;
+    cc.timeout_ms = timeout;
+    cc.probe_ms = opts.probe_ms;
+    pg->core = std::make_unique<pg::GroupCore>(cc);
+
+    const std::string who = "gloo: group '" + pg->name + "' rank " + std::to_string(pg->rank) + " of " +
+                            std::to_string(pg->world);
+    if (pg->world > 1) {
+      const Endpoint ep = choose_endpoint(opts.iface, opts.hostname);
+      pg->address = ep.description;
+      try {
+        pg->device = gloo::transport::tcp::CreateDevice(ep.attr);
+      } catch (const std::exception& e) {
+        fail(PL_ERR_INVALID_ARGUMENT, who + ": cannot listen on " + ep.description + ": " + e.what());
+      }
+      auto ctx = std::make_shared<gloo::rendezvous::Context>(pg->rank, pg->world);
+      ctx->setTimeout(milliseconds(timeout));
+      GlooStore gs(pg->core->store(), pg->core->key_prefix() + "/gloo", milliseconds(timeout));
+      try {
+        ctx->connectFullMesh(gs, pg->device);
+      } catch (const plugin::Failure& f) {
+        fail(f.code, who + ": the rendezvous through the store failed" +
+                         absent_ranks(gs, pg->core->store(), pg->world, pg->rank) + ": " + f.message);
+      } catch (const std::exception& e) {
+        fail(PL_ERR_RUNTIME, who + ": connecting to the peers over " + ep.description + " failed: " + e.what());
+      }
+      pg->context = ctx;
+    } else {
+      pg->address = "no transport (a single rank)";
+    }
+    PL_ProcessGroup* raw = pg.get();
+    pg->core->start(pg->world > 1 ? pg::AbortTransport([raw](const std::string& reason) {
+      abort_pairs(*raw->context, reason);
+    })
+                                  : pg::AbortTransport());
+    plugin::logf(host, PL_LOG_DEBUG, kBackend, "group '%s': rank %d of %d connected over %s (timeout %lld ms)",
+                 pg->name.c_str(), pg->rank, pg->world, pg->address.c_str(), static_cast<long long>(timeout));
+    *out = pg.release();
+  });
+}
+
+void pg_destroy(PL_ProcessGroup* pg) {
+  if (pg == nullptr) return;
+  try {
+    pg->core->shutdown();  // runs what is queued; no transport abort after this
+    pg->context.reset();   // closes the pairs
+    pg->device.reset();
+  } catch (...) {
+  }
+  delete pg;
+}
+
+PL_Error* pg_set_timeout(PL_ProcessGroup* pg, int64_t timeout_ms) {
+  return entry(pg, "set_timeout", [&] { pg->core->set_timeout(timeout_ms); });
+}
+
+PL_Error* pg_abort(PL_ProcessGroup* pg) {
+  return entry(pg, "abort", [&] { pg->core->abort("aborted by the caller"); });
+}
+
+const PL_ProcessGroupApi kApi = {
+    sizeof(PL_ProcessGroupApi),
+    pg_create,
+    pg_destroy,
+    allreduce,
+    broadcast,
+    allgather,
+    reduce_scatter,
+    barrier,
+    send,
+    recv,
+    pg::GroupCore::work_wait,
+    pg::GroupCore::work_test,
+    pg::GroupCore::work_destroy,
+    pg_set_timeout,
+    pg_abort,
+};
+
+const PL_Plugin kPlugin = {
+    sizeof(PL_Plugin),
+    PL_ABI_MAJOR,
+    PL_ABI_MINOR,
+    PL_PLUGIN_PROCESS_GROUP,
+    "gloo",
+    "0.1.0",
+    "CPU collectives over Gloo's tcp transport, with mismatch detection and bounded waits",
+    nullptr,
+    0,
+    &kApi,
+};
+
+}  // namespace
+
+}  // namespace plrt::gloo_pg
+
+PL_DEFINE_PLUGIN(plrt::gloo_pg::kPlugin)

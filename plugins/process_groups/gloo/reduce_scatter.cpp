@@ -1,0 +1,131 @@
+// reduce_scatter: a ring over gloo unbound buffers (this gloo has no functional reduce-scatter).
+// Rank R ends with the reduction over all ranks of their inputs[R]; the per-rank element counts
+// may differ between chunks (they are part of the op's descriptor, so every rank must pass the
+// same ones).  World W: W-1 steps; in step s rank R receives chunk (R-s-2) mod W from rank R-1,
+// combines it with its own input for that chunk, and forwards the partial result to rank R+1 in
+// the next step; the last chunk received is its own, combined straight into the output.  The
+// output may be inputs[R] itself.
+#include "gloo_pg.hpp"
+#include "reduce.hpp"
+
+#include <gloo/transport/unbound_buffer.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+namespace plrt::gloo_pg {
+
+using plugin::fail;
+
+namespace {
+
+void wait_done(bool ok, const char* what) {
+  if (!ok) throw std::runtime_error(std::string("reduce_scatter: ") + what + " was interrupted");
+}
+
+void ring_reduce_scatter(const std::shared_ptr<gloo::Context>& ctx, const pg::OpContext& oc,
+                         const std::vector<const uint8_t*>& in, const std::vector<size_t>& counts, size_t es,
+                         pg::ReduceFn fn, void* output) {
+  const int world = ctx->size, rank = ctx->rank;
+  const int next = (rank + 1) % world, prev = (rank + world - 1) % world;
+  const size_t half = *std::max_element(counts.begin(), counts.end()) * es;
+  std::vector<uint8_t> scratch(2 * half);
+  const uint64_t base = (kReduceScatterSlotPrefix << 56) | (static_cast<uint64_t>(oc.tag) << 24);
+  gloo_call([&] {
+    auto sbuf = ctx->createUnboundBuffer(scratch.data(), scratch.size());
+    std::unique_ptr<gloo::transport::UnboundBuffer> first;
+    for (int s = 0; s + 1 < world; ++s) {
+      const size_t send_chunk = static_cast<size_t>((rank - s - 1 + 2 * world) % world);
+      const size_t recv_chunk = static_cast<size_t>((rank - s - 2 + 2 * world) % world);
+      const uint64_t slot = base + static_cast<uint64_t>(s);
+      const size_t recv_off = static_cast<size_t>(s & 1) * half;
+      sbuf->recv(prev, slot, recv_off, counts[recv_chunk] * es);
+      gloo::transport::UnboundBuffer* sender = sbuf.get();
+      if (s == 0) {  // our own input for the chunk, unreduced
+        first = ctx->createUnboundBuffer(const_cast<uint8_t*>(in[send_chunk]), counts[send_chunk] * es);
+        first->send(next, slot, 0, counts[send_chunk] * es);
+        sender = first.get();
+      } else {  // the partial result received in the previous step
+        sbuf->send(next, slot, static_cast<size_t>((s - 1) & 1) * half, counts[send_chunk] * es);
+      }
+      wait_done(sbuf->waitRecv(oc.remaining()), "a receive");
+      uint8_t* got = scratch.data() + recv_off;
+      if (s + 2 == world) fn(output, got, in[recv_chunk], counts[recv_chunk]);  // recv_chunk == rank
+      else fn(got, got, in[recv_chunk], counts[recv_chunk]);
+      wait_done(sender->waitSend(oc.remaining()), "a send");
+    }
+  });
+}
+
+}  // namespace
+
+PL_Error* reduce_scatter(PL_ProcessGroup* pg, const PL_Tensor* inputs, size_t num_inputs, PL_Tensor* output,
+                         PL_ReduceOp op, PL_Work** out) noexcept {
+  return entry(pg, "reduce_scatter", [&] {
+    const std::string w = where("reduce_scatter");
+    pg::check_tensor_arg(output, w, "output", PL_DEVICE_CPU, kCpuOnly);
+    pg::check_reduce_op(op, w);
+    if (inputs == nullptr) fail(PL_ERR_INVALID_ARGUMENT, w + ": inputs is NULL");
+    if (num_inputs != static_cast<size_t>(pg->world))
+      fail(PL_ERR_INVALID_ARGUMENT, w + ": num_inputs is " + std::to_string(num_inputs) + ", but the group has " +
+                                        std::to_string(pg->world) + " ranks: pass one input per rank "
+                                        "(rank r's output is the reduction of every rank's inputs[r])");
+    pg::OpDesc d;
+    d.kind = pg::OpKind::kReduceScatter;
+    d.reduce = op;
+    d.dtype = output->dtype;
+    for (size_t r = 0; r < num_inputs; ++r) {
+      const std::string name = "inputs[" + std::to_string(r) + "]";
+      pg::check_tensor_arg(&inputs[r], w, name.c_str(), PL_DEVICE_CPU, kCpuOnly);
+      pg::check_same_dtype(*output, inputs[r], w, "output", name.c_str());
+      d.counts.push_back(inputs[r].numel);
+    }
+    if (output->numel != inputs[pg->rank].numel)
+      fail(PL_ERR_INVALID_ARGUMENT, w + ": output has " + std::to_string(output->numel) + " elements but inputs[" +
+                                        std::to_string(pg->rank) + "] has " + std::to_string(inputs[pg->rank].numel) +
+                                        ": this rank's output is the reduction of inputs[" +
+                                        std::to_string(pg->rank) + "]");
+    pg->core->throw_if_unusable();
+
+    const std::vector<PL_Tensor> ins(inputs, inputs + num_inputs);
+    const PL_Tensor o = *output;
+    const auto ctx = pg->context;
+    pg->core->run(std::move(d), [ins, o, op, ctx](const pg::OpContext& oc) {
+      const size_t world = ins.size();
+      const size_t n_out = static_cast<size_t>(o.numel);
+      if (world == 1) {
+        if (n_out > 0 && o.data != ins[0].data) std::memmove(o.data, ins[0].data, bytes_of(o));
+        return;
+      }
+      std::vector<size_t> counts;
+      size_t total = 0;
+      for (const auto& t : ins) {
+        counts.push_back(static_cast<size_t>(t.numel));
+        total += counts.back();
+      }
+      if (total == 0) return tagged_barrier(ctx, oc);
+      const int64_t divisor = static_cast<int64_t>(world);
+      if (op == PL_REDUCE_AVG && pg::avg_widens(o.dtype)) {  // exact: an int64 sum, then the mean
+        std::vector<std::vector<int64_t>> wide(world);
+        std::vector<const uint8_t*> ptrs(world);
+        for (size_t r = 0; r < world; ++r) {
+          wide[r].resize(std::max<size_t>(counts[r], 1));
+          pg::widen_to_i64(ins[r].data, o.dtype, wide[r].data(), counts[r]);
+          ptrs[r] = reinterpret_cast<const uint8_t*>(wide[r].data());
+        }
+        std::vector<int64_t> result(std::max<size_t>(n_out, 1));
+        ring_reduce_scatter(ctx, oc, ptrs, counts, sizeof(int64_t), pg::reduce_fn(PL_REDUCE_SUM, PL_I64),
+                            result.data());
+        pg::narrow_avg_from_i64(result.data(), divisor, o.dtype, o.data, n_out);
+        return;
+      }
+      std::vector<const uint8_t*> ptrs(world);
+      for (size_t r = 0; r < world; ++r) ptrs[r] = static_cast<const uint8_t*>(ins[r].data);
+      ring_reduce_scatter(ctx, oc, ptrs, counts, pl_dtype_size(o.dtype), pg::reduce_fn(op, o.dtype), o.data);
+      if (op == PL_REDUCE_AVG) pg::divide_inplace(o.data, o.dtype, n_out, divisor);
+    }, out);
+  });
+}
+
+}  // namespace plrt::gloo_pg

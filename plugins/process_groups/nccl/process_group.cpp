@@ -1,0 +1,189 @@
+// The nccl process-group plugin: create (device checks, the communicator through the store, the
+// core), destroy, set_timeout, abort, and the plugin's table and descriptor.
+//
+// Options (PL_ProcessGroupConfig.options):
+//   probe_ms   after how long a running collective publishes its state to check for mismatched
+//              calls; default 1000, capped at a quarter of the timeout; 0 disables the probes
+//
+// NCCL refuses two ranks on one GPU: a world of N over nccl needs N GPUs (two processes sharing
+// one GPU can use gloo with CUDA buffers staged through the host instead).
+#include "nccl_pg.hpp"
+
+#include <plrt/pl_plugin.h>
+
+#include <cstdio>
+#include <cstdlib>
+
+namespace plrt::nccl {
+
+using plugin::fail;
+
+[[noreturn]] void broken_call(const char* fn) {
+  std::fprintf(stderr, "plrt nccl process group: %s called with a NULL process group; aborting\n", fn);
+  std::abort();
+}
+
+namespace {
+
+int64_t parse_options(const PL_OptionList& list) {
+  int64_t probe_ms = 1000;
+  if (list.count > 0 && list.items == nullptr)
+    fail(PL_ERR_INVALID_ARGUMENT, "nccl: options.items is NULL for " + std::to_string(list.count) + " options");
+  for (size_t i = 0; i < list.count; ++i) {
+    const PL_Option& opt = list.items[i];
+    if (opt.key == nullptr || opt.value == nullptr)
+      fail(PL_ERR_INVALID_ARGUMENT, "nccl: option " + std::to_string(i) + " has a NULL key or value");
+    const std::string k = opt.key, v = opt.value;
+    if (k == "probe_ms") {
+      char* end = nullptr;
+      const long long x = std::strtoll(v.c_str(), &end, 10);
+      if (v.empty() || *end != '\0' || x < 0)
+        fail(PL_ERR_INVALID_ARGUMENT, "nccl: option probe_ms='" + v +
+                                          "' is not valid: it must be a whole number of milliseconds >= 0");
+      probe_ms = x;
+    } else {
+      fail(PL_ERR_INVALID_ARGUMENT, "nccl: unknown option '" + k + "' (valid: probe_ms)");
+    }
+  }
+  return probe_ms;
+}
+
+void check_config(const PL_Host* host, const PL_ProcessGroupConfig* c) {
+  if (c == nullptr) fail(PL_ERR_INVALID_ARGUMENT, "nccl: create: config is NULL");
+  if (c->struct_size < PL_STRUCT_SIZE(PL_ProcessGroupConfig, options))
+    fail(PL_ERR_VERSION, "nccl: PL_ProcessGroupConfig.struct_size " + std::to_string(c->struct_size) +
+                             " is smaller than the v1 size " +
+                             std::to_string(PL_STRUCT_SIZE(PL_ProcessGroupConfig, options)));
+  if (c->world_size < 1)
+    fail(PL_ERR_INVALID_ARGUMENT, "nccl: world_size " + std::to_string(c->world_size) + " is not valid: it must be >= 1");
+  if (c->rank < 0 || c->rank >= c->world_size)
+    fail(PL_ERR_INVALID_ARGUMENT, "nccl: rank " + std::to_string(c->rank) + " is out of range for world_size " +
+                                      std::to_string(c->world_size) + " (valid: 0.." +
+                                      std::to_string(c->world_size - 1) + ")");
+  if (c->store == nullptr)
+    fail(PL_ERR_INVALID_ARGUMENT, "nccl: config->store is NULL: NCCL's unique id travels through the rendezvous store");
+  if (host->struct_size < PL_STRUCT_SIZE(PL_Host, store_api) || host->store_api == nullptr)
+    fail(PL_ERR_UNSUPPORTED, "nccl: the host offers no store API (PL_Host.store_api is NULL)");
+  if (c->device.type != PL_DEVICE_CUDA)
+    fail(PL_ERR_INVALID_ARGUMENT, "nccl: config->device has type " + std::to_string(c->device.type) +
+                                      " (cpu), but the nccl process group runs on a CUDA device; use gloo for CPU buffers");
+  std::string reason;
+  const int n = visible_device_count(&reason);
+  if (n == 0) fail(PL_ERR_RUNTIME, "nccl: no CUDA device is usable (" + reason + "); use the gloo backend on CPU");
+  if (c->device.index < 0 || c->device.index >= n)
+    fail(PL_ERR_INVALID_ARGUMENT, "nccl: config->device cuda:" + std::to_string(c->device.index) +
+                                      " does not exist: this process sees " + std::to_string(n) +
+                                      " CUDA device(s), cuda:0..cuda:" + std::to_string(n - 1));
+}
+
+void free_buffers(PL_ProcessGroup* pg) {
+  if (pg->fp_device) cudaFree(pg->fp_device);
+  if (pg->fp_host) cudaFreeHost(pg->fp_host);
+  pg->fp_device = nullptr;
+  pg->fp_host = nullptr;
+}
+
+PL_Error* pg_create(const PL_Host* host, const PL_ProcessGroupConfig* config, PL_ProcessGroup** out) {
+  if (host == nullptr) broken_call("create (host)");
+  return plugin::guard(host, [&] {
+    if (out == nullptr) fail(PL_ERR_INVALID_ARGUMENT, "nccl: create: out is NULL");
+    *out = nullptr;
+    check_config(host, config);
+    const int64_t probe_ms = parse_options(config->options);
+    auto pg = std::unique_ptr<PL_ProcessGroup, void (*)(PL_ProcessGroup*)>(new PL_ProcessGroup(), [](PL_ProcessGroup* p) {
+      if (p->core) p->core->shutdown();
+      p->comm.reset();
+      free_buffers(p);
+      delete p;
+    });
+    pg->host = host;
+    pg->rank = config->rank;
+    pg->world = config->world_size;
+    pg->device = config->device.index;
+    pg->name = config->group_name && *config->group_name ? config->group_name : "default";
+    const int64_t timeout = config->timeout_ms > 0 ? config->timeout_ms : PL_DEFAULT_TIMEOUT_MS;
+
+    pg::CoreConfig cc;
+    cc.host = host;
+    cc.backend = kBackend;
+    cc.group = pg->name;
+    cc.store = config->store;
+    cc.rank = pg->rank;
+    cc.world = pg->world;
+    cc.timeout_ms = timeout;
+    cc.probe_ms = probe_ms;
+    pg->core = std::make_unique<pg::GroupCore>(cc);
+
+    check_cuda(cudaSetDevice(pg->device), "nccl: cudaSetDevice(" + std::to_string(pg->device) + ")");
+    check_cuda(cudaMalloc(reinterpret_cast<void**>(&pg->fp_device), 2 * sizeof(int64_t)), "nccl: cudaMalloc");
+    check_cuda(cudaMallocHost(reinterpret_cast<void**>(&pg->fp_host), 4 * sizeof(int64_t)), "nccl: cudaMallocHost");
+    try {
+      pg->comm = std::make_unique<Comm>(pg->core->store(), pg->core->key_prefix() + "/nccl/", pg->rank, pg->world,
+                                        pg->device, timeout);
+    } catch (const plugin::Failure& f) {
+      fail(f.code, "nccl: group '" + pg->name + "' rank " + std::to_string(pg->rank) + " of " +
+                       std::to_string(pg->world) + ": " + f.message);
+    }
+    Comm* comm = pg->comm.get();
+    pg->core->start([comm](const std::string& reason) { comm->abort(reason); });
+    plugin::logf(host, PL_LOG_DEBUG, kBackend, "group '%s': rank %d of %d on cuda:%d (timeout %lld ms)",
+                 pg->name.c_str(), pg->rank, pg->world, pg->device, static_cast<long long>(timeout));
+    *out = pg.release();
+  });
+}
+
+void pg_destroy(PL_ProcessGroup* pg) {
+  if (pg == nullptr) return;
+  try {
+    pg->core->shutdown();  // runs what is queued; no transport abort after this
+    pg->comm.reset();
+  } catch (...) {
+  }
+  free_buffers(pg);
+  delete pg;
+}
+
+PL_Error* pg_set_timeout(PL_ProcessGroup* pg, int64_t timeout_ms) {
+  return entry(pg, "set_timeout", [&] { pg->core->set_timeout(timeout_ms); });
+}
+
+PL_Error* pg_abort(PL_ProcessGroup* pg) {
+  return entry(pg, "abort", [&] { pg->core->abort("aborted by the caller"); });
+}
+
+const PL_ProcessGroupApi kApi = {
+    sizeof(PL_ProcessGroupApi),
+    pg_create,
+    pg_destroy,
+    allreduce,
+    broadcast,
+    allgather,
+    reduce_scatter,
+    barrier,
+    send,
+    recv,
+    pg::GroupCore::work_wait,
+    pg::GroupCore::work_test,
+    pg::GroupCore::work_destroy,
+    pg_set_timeout,
+    pg_abort,
+};
+
+const PL_Plugin kPlugin = {
+    sizeof(PL_Plugin),
+    PL_ABI_MAJOR,
+    PL_ABI_MINOR,
+    PL_PLUGIN_PROCESS_GROUP,
+    "nccl",
+    "0.1.0",
+    "CUDA collectives over NCCL, non-blocking communicators aborted on timeout, mismatch detection",
+    nullptr,
+    0,
+    &kApi,
+};
+
+}  // namespace
+
+}  // namespace plrt::nccl
+
+PL_DEFINE_PLUGIN(plrt::nccl::kPlugin)

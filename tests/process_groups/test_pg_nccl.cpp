@@ -1,0 +1,166 @@
+// The nccl process group in one process: it loads and lists without a GPU, refuses CPU buffers and
+// missing devices by name, and (with a GPU) runs every collective in a world of one rank.  The
+// multi-rank cases are in test_pg_multiprocess (they need one GPU per rank).
+#include <plrt/sdk/process_group.hpp>
+
+#include <cuda_runtime_api.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace {
+
+using ::testing::HasSubstr;
+
+int gpu_count(std::string* why) {
+  int n = 0;
+  cudaError_t rc = cudaGetDeviceCount(&n);  // leaves n untouched on error: check the code
+  if (rc != cudaSuccess) {
+    *why = std::string(cudaGetErrorName(rc)) + ": " + cudaGetErrorString(rc);
+    cudaGetLastError();
+    return 0;
+  }
+  if (n == 0) *why = "no CUDA device";
+  return n;
+}
+
+pl::RuntimeOptions quiet() {
+  pl::RuntimeOptions o;
+  o.log_level = "warn";
+  return o;
+}
+
+struct NcclOneRank : ::testing::Test {
+  pl::Runtime rt{quiet()};
+  pl::Store store{rt, [] {
+                    pl::StoreOptions o;
+                    o.host = "127.0.0.1";
+                    o.port = 0;
+                    o.is_server = true;
+                    o.token = "nccl-test";
+                    o.timeout = std::chrono::milliseconds(10000);
+                    return o;
+                  }()};
+  pl::ProcessGroupOptions options(PL_Device device) {
+    pl::ProcessGroupOptions o;
+    o.rank = 0;
+    o.world_size = 1;
+    o.group_name = "nccl-one";
+    o.timeout = std::chrono::milliseconds(20000);
+    o.device = device;
+    return o;
+  }
+};
+
+TEST_F(NcclOneRank, LoadsAndListsWithoutAGpu) {
+  auto ref = rt.find(PL_PLUGIN_PROCESS_GROUP, "nccl");
+  EXPECT_EQ(ref.name(), "nccl");
+  EXPECT_GE(ref.plugin->abi_minor, 1);
+}
+
+TEST_F(NcclOneRank, RefusesACpuGroup) {
+  try {
+    pl::ProcessGroup pg(rt, "nccl", store, options({PL_DEVICE_CPU, 0}));
+    FAIL() << "a cpu nccl group was created";
+  } catch (const pl::Error& e) {
+    EXPECT_EQ(e.code(), PL_ERR_INVALID_ARGUMENT);
+    EXPECT_THAT(e.what(), HasSubstr("use gloo for CPU buffers"));
+  }
+}
+
+TEST_F(NcclOneRank, WithoutAGpuSaysWhy) {
+  std::string why;
+  if (gpu_count(&why) > 0) GTEST_SKIP() << "this machine has a GPU; the no-GPU message is checked elsewhere";
+  try {
+    pl::ProcessGroup pg(rt, "nccl", store, options({PL_DEVICE_CUDA, 0}));
+    FAIL() << "an nccl group was created without a GPU";
+  } catch (const pl::Error& e) {
+    EXPECT_EQ(e.code(), PL_ERR_RUNTIME);
+    EXPECT_THAT(e.what(), HasSubstr("no CUDA device is usable"));
+    EXPECT_THAT(e.what(), HasSubstr("use the gloo backend"));
+  }
+}
+
+TEST_F(NcclOneRank, ADeviceThatDoesNotExistIsNamed) {
+  std::string why;
+  const int n = gpu_count(&why);
+  if (n == 0) GTEST_SKIP() << "no GPU (" << why << ")";
+  try {
+    pl::ProcessGroup pg(rt, "nccl", store, options({PL_DEVICE_CUDA, n}));
+    FAIL() << "a group on a missing device was created";
+  } catch (const pl::Error& e) {
+    EXPECT_EQ(e.code(), PL_ERR_INVALID_ARGUMENT);
+    EXPECT_THAT(e.what(), HasSubstr("cuda:" + std::to_string(n) + " does not exist"));
+  }
+}
+
+// Device memory for `n` values, copied back on demand.
+template <class T>
+struct DeviceBuf {
+  explicit DeviceBuf(const std::vector<T>& host) : n(host.size()) {
+    EXPECT_EQ(cudaMalloc(&ptr, std::max<size_t>(1, n) * sizeof(T)), cudaSuccess);
+    if (n) EXPECT_EQ(cudaMemcpy(ptr, host.data(), n * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
+  }
+  ~DeviceBuf() { cudaFree(ptr); }
+  std::vector<T> read() const {
+    std::vector<T> out(n);
+    if (n) EXPECT_EQ(cudaMemcpy(out.data(), ptr, n * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
+    return out;
+  }
+  PL_Tensor tensor() { return pl::tensor_view(ptr, pl::dtype_of<T>(), static_cast<int64_t>(n), {PL_DEVICE_CUDA, 0}); }
+  void* ptr = nullptr;
+  size_t n;
+};
+
+TEST_F(NcclOneRank, EveryCollectiveInAWorldOfOne) {
+  std::string why;
+  if (gpu_count(&why) == 0) GTEST_SKIP() << "no GPU (" << why << ")";
+  pl::ProcessGroup pg(rt, "nccl", store, options({PL_DEVICE_CUDA, 0}));
+
+  DeviceBuf<float> f({1.5f, -2.0f, 3.0f});
+  auto ft = f.tensor();
+  for (PL_ReduceOp op : {PL_REDUCE_SUM, PL_REDUCE_AVG, PL_REDUCE_MIN, PL_REDUCE_MAX, PL_REDUCE_PRODUCT})
+    pg.allreduce(ft, op);
+  EXPECT_EQ(f.read(), (std::vector<float>{1.5f, -2.0f, 3.0f}));
+
+  DeviceBuf<int32_t> i({7, -7, 2147483647});
+  auto it = i.tensor();
+  pg.allreduce(it, PL_REDUCE_AVG);  // widened to int64: no overflow
+  EXPECT_EQ(i.read(), (std::vector<int32_t>{7, -7, 2147483647}));
+
+  DeviceBuf<uint8_t> u({255, 0, 9});
+  auto ut = u.tensor();
+  pg.broadcast(ut, 0);
+  DeviceBuf<uint8_t> g(std::vector<uint8_t>(3, 0));
+  std::vector<PL_Tensor> outs{g.tensor()};
+  pg.allgather(ut, outs);
+  EXPECT_EQ(g.read(), (std::vector<uint8_t>{255, 0, 9}));
+
+  DeviceBuf<int64_t> rs_out(std::vector<int64_t>(3, 0));
+  DeviceBuf<int64_t> rs_in({10, 20, 31});
+  std::vector<PL_Tensor> ins{rs_in.tensor()};
+  auto rs = rs_out.tensor();
+  pg.reduce_scatter(ins, rs, PL_REDUCE_AVG);
+  EXPECT_EQ(rs_out.read(), (std::vector<int64_t>{10, 20, 31}));
+
+  pg.barrier();
+  auto w = pg.allreduce_async(ft, PL_REDUCE_SUM);
+  w.wait();
+  EXPECT_TRUE(w.test());
+
+  // A CPU buffer handed to an nccl group is refused by name.
+  std::vector<float> host(3, 1.0f);
+  auto ht = pl::tensor_view(host);
+  try {
+    pg.allreduce(ht);
+    FAIL() << "a CPU tensor was accepted";
+  } catch (const pl::Error& e) {
+    EXPECT_EQ(e.code(), PL_ERR_INVALID_ARGUMENT);
+    EXPECT_THAT(e.what(), HasSubstr("is on cpu:0"));
+  }
+}
+
+}  // namespace
