@@ -2,13 +2,15 @@
 // (gloo::allreduce with gloo::sum, its default algorithm), in the style of nccl-tests.
 //
 //   allreduce_bench -b 1K -e 256M -f 2 -n 20 -w 5 [-r 5] [--ranks 2] [--dtype f32] [--backend gloo]
+//                   [--stat median|min]
 //
 // Without --worker the program is the launcher: it serves the rendezvous store, starts --ranks
 // copies of itself (with --worker and the torchrun-style environment) and waits for them.  Rank 0
 // prints one row per size.  For each size both measurements run in the same processes, interleaved:
 // for each of -r repetitions, -n back-to-back allreduces through plrt and -n through Gloo (the
 // order alternating between repetitions), after a barrier.  A repetition's time is its mean per
-// call; a size's time is the median over repetitions, then the maximum over ranks.
+// call; a size's time is the median (--stat min: the minimum) over repetitions, then the maximum
+// over ranks.
 #include "spawn.hpp"
 
 #include <plrt/sdk/process_group.hpp>
@@ -44,16 +46,17 @@ struct Args {
   int64_t min_bytes = 1 << 10, max_bytes = 256 << 20;
   double factor = 2;
   int iters = 20, warmup = 5, reps = 5, ranks = 2, deadline_s = 3600;
-  std::string dtype = "f32", backend = "gloo";
+  std::string dtype = "f32", backend = "gloo", stat = "median";
   bool worker = false;
   std::vector<std::string> passthrough;  // the arguments the workers get
 };
 
 const char* kUsage =
     "usage: allreduce_bench [-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] [-w WARMUP] [-r REPS]\n"
-    "                       [--ranks N] [--dtype f32|f64|f16|i32|i64|u8] [--backend NAME] [--deadline-s S]\n"
+    "                       [--ranks N] [--dtype f32|f64|f16|i32|i64|u8] [--backend NAME] [--stat median|min]\n"
+    "                       [--deadline-s S]\n"
     "  sizes in bytes with an optional K, M or G suffix (powers of 1024); defaults: -b 1K -e 256M -f 2\n"
-    "  -n 20 -w 5 -r 5 --ranks 2 --dtype f32 --backend gloo\n";
+    "  -n 20 -w 5 -r 5 --ranks 2 --dtype f32 --backend gloo --stat median (over the repetitions)\n";
 
 int64_t parse_bytes(const std::string& s) {
   size_t pos = 0;
@@ -89,11 +92,13 @@ Args parse(int argc, char** argv) {
     else if (k == "--dtype") a.dtype = v;
     else if (k == "--backend") a.backend = v;
     else if (k == "--deadline-s") a.deadline_s = std::stoi(v);
+    else if (k == "--stat") a.stat = v;
     else throw std::invalid_argument("unknown option '" + k + "'");
   }
   static const char* dtypes[] = {"f32", "f64", "f16", "i32", "i64", "u8"};
   if (std::find(std::begin(dtypes), std::end(dtypes), a.dtype) == std::end(dtypes))
     throw std::invalid_argument("--dtype '" + a.dtype + "': f32, f64, f16, i32, i64 or u8 (gloo has no bf16)");
+  if (a.stat != "median" && a.stat != "min") throw std::invalid_argument("--stat '" + a.stat + "': median or min");
   if (a.factor <= 1 || a.iters < 1 || a.reps < 1 || a.ranks < 1 || a.min_bytes > a.max_bytes)
     throw std::invalid_argument("need -f > 1, -n >= 1, -r >= 1, --ranks >= 1 and -b <= -e");
   return a;
@@ -158,8 +163,10 @@ class GlooStoreOverPl : public gloo::rendezvous::Store {
   std::string prefix_;
 };
 
-double median(std::vector<double> v) {
+// The median (or the minimum) of the repetitions' times.
+double summarize(std::vector<double> v, const std::string& stat) {
   std::sort(v.begin(), v.end());
+  if (stat == "min") return v.front();
   size_t m = v.size() / 2;
   return v.size() % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
 }
@@ -190,9 +197,9 @@ struct Worker {
     const double bus = world > 1 ? 2.0 * (world - 1) / world : 1.0;
     if (rank == 0) {
       std::printf("# allreduce_bench: %d ranks on 127.0.0.1, %s sum, plrt backend '%s' vs gloo::allreduce\n"
-                  "# time = median over %d repetitions of the mean of %d calls (after %d warm-up calls), max over ranks\n"
+                  "# time = %s over %d repetitions of the mean of %d calls (after %d warm-up calls), max over ranks\n"
                   "# busbw = algbw * 2(n-1)/n;  ratio = plrt busbw / gloo busbw;  added = plrt time - gloo time\n#\n",
-                  world, pl_dtype_name(dtype), a.backend.c_str(), a.reps, a.iters, a.warmup);
+                  world, pl_dtype_name(dtype), a.backend.c_str(), a.stat.c_str(), a.reps, a.iters, a.warmup);
       std::printf("# %10s %12s | %11s %8s %8s | %11s %8s %8s | %6s %9s\n", "size", "count", "plrt time", "algbw", "busbw",
                   "gloo time", "algbw", "busbw", "ratio", "added");
       std::printf("# %10s %12s | %11s %8s %8s | %11s %8s %8s | %6s %9s\n", "(B)", "(elements)", "(us)", "(GB/s)",
@@ -231,7 +238,7 @@ struct Worker {
           (which == 0 ? tp : tg).push_back(us);
         }
       }
-      std::vector<double> times{median(tp), median(tg)};
+      std::vector<double> times{summarize(tp, a.stat), summarize(tg, a.stat)};
       max_over_ranks(times);
       const double p = times[0], g = times[1];
       const double algp = bytes / p / 1e3, algg = bytes / g / 1e3;  // bytes/us/1e3 = GB/s

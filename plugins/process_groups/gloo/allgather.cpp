@@ -16,26 +16,8 @@ PL_Error* allgather(PL_ProcessGroup* pg, const PL_Tensor* input, PL_Tensor* outp
                     PL_Work** out) noexcept {
   return entry(pg, "allgather", [&] {
     const std::string w = where("allgather");
-    pg::check_tensor_arg(input, w, "input", PL_DEVICE_CPU, kCpuOnly);
-    if (outputs == nullptr) fail(PL_ERR_INVALID_ARGUMENT, w + ": outputs is NULL");
-    if (num_outputs != static_cast<size_t>(pg->world))
-      fail(PL_ERR_INVALID_ARGUMENT, w + ": num_outputs is " + std::to_string(num_outputs) + ", but the group has " +
-                                        std::to_string(pg->world) + " ranks: pass one output per rank "
-                                        "(outputs[r] receives rank r's input)");
+    pg::OpDesc d = pg::allgather_args(input, outputs, num_outputs, shape(pg), w, cpu_tensors(w));
     std::vector<PL_Tensor> outs(outputs, outputs + num_outputs);
-    pg::OpDesc d;
-    d.kind = pg::OpKind::kAllgather;
-    d.dtype = input->dtype;
-    for (size_t r = 0; r < num_outputs; ++r) {
-      const std::string name = "outputs[" + std::to_string(r) + "]";
-      pg::check_tensor_arg(&outputs[r], w, name.c_str(), PL_DEVICE_CPU, kCpuOnly);
-      pg::check_same_dtype(*input, outputs[r], w, "input", name.c_str());
-      d.counts.push_back(outputs[r].numel);
-    }
-    if (outputs[pg->rank].numel != input->numel)
-      fail(PL_ERR_INVALID_ARGUMENT, w + ": outputs[" + std::to_string(pg->rank) + "] has " +
-                                        std::to_string(outputs[pg->rank].numel) + " elements but the input has " +
-                                        std::to_string(input->numel) + ": this rank's output receives its own input");
     pg->core->throw_if_unusable();
 
     const PL_Tensor in = *input;

@@ -29,14 +29,8 @@ void gloo_allreduce(const std::shared_ptr<gloo::Context>& ctx, const pg::OpConte
 PL_Error* allreduce(PL_ProcessGroup* pg, PL_Tensor* tensor, PL_ReduceOp op, PL_Work** out) noexcept {
   return entry(pg, "allreduce", [&] {
     const std::string w = where("allreduce");
-    pg::check_tensor_arg(tensor, w, "tensor", PL_DEVICE_CPU, kCpuOnly);
-    pg::check_reduce_op(op, w);
+    pg::OpDesc d = pg::allreduce_args(tensor, op, w, cpu_tensors(w));
     pg->core->throw_if_unusable();
-    pg::OpDesc d;
-    d.kind = pg::OpKind::kAllreduce;
-    d.reduce = op;
-    d.dtype = tensor->dtype;
-    d.count = tensor->numel;
 
     const PL_Tensor t = *tensor;
     const int world = pg->world;

@@ -8,14 +8,8 @@ namespace plrt::gloo_pg {
 PL_Error* broadcast(PL_ProcessGroup* pg, PL_Tensor* tensor, int32_t root, PL_Work** out) noexcept {
   return entry(pg, "broadcast", [&] {
     const std::string w = where("broadcast");
-    pg::check_tensor_arg(tensor, w, "tensor", PL_DEVICE_CPU, kCpuOnly);
-    pg::check_rank_arg(root, w, "root", pg->world, pg->rank, false);
+    pg::OpDesc d = pg::broadcast_args(tensor, root, shape(pg), w, cpu_tensors(w));
     pg->core->throw_if_unusable();
-    pg::OpDesc d;
-    d.kind = pg::OpKind::kBroadcast;
-    d.dtype = tensor->dtype;
-    d.peer = root;
-    d.count = tensor->numel;
 
     const PL_Tensor t = *tensor;
     const int world = pg->world;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include "group_core.hpp"
+#include "op_args.hpp"
 #include "op_desc.hpp"
 #include "plugin_support.hpp"
 
@@ -97,6 +98,12 @@ void with_element(size_t size, F&& f) {
     default: f(uint64_t{}); break;
   }
 }
+
+// The gloo rule for tensor arguments: CPU buffers.
+inline pg::TensorCheck cpu_tensors(const std::string& where) {
+  return [where](const PL_Tensor* t, const char* what) { pg::check_tensor_arg(t, where, what, PL_DEVICE_CPU, kCpuOnly); };
+}
+inline pg::GroupShape shape(const PL_ProcessGroup* pg) { return {pg->rank, pg->world}; }
 
 inline size_t bytes_of(const PL_Tensor& t) { return static_cast<size_t>(t.numel) * pl_dtype_size(t.dtype); }
 

@@ -13,27 +13,16 @@ namespace {
 
 uint64_t p2p_slot(uint32_t tag) { return (kP2PSlotPrefix << 56) | (static_cast<uint64_t>(tag) << 24); }
 
-pg::OpDesc p2p_desc(pg::OpKind kind, const PL_Tensor& t, int32_t peer, int32_t tag) {
-  pg::OpDesc d;
-  d.kind = kind;
-  d.dtype = t.dtype;
-  d.peer = peer;
-  d.user_tag = tag;
-  d.count = t.numel;
-  return d;
-}
-
 }  // namespace
 
 PL_Error* send(PL_ProcessGroup* pg, const PL_Tensor* tensor, int32_t dst, int32_t tag, PL_Work** out) noexcept {
   return entry(pg, "send", [&] {
     const std::string w = where("send");
-    pg::check_tensor_arg(tensor, w, "tensor", PL_DEVICE_CPU, kCpuOnly);
-    pg::check_rank_arg(dst, w, "dst", pg->world, pg->rank, true);
+    pg::OpDesc d = pg::p2p_args(true, tensor, dst, tag, shape(pg), w, cpu_tensors(w));
     pg->core->throw_if_unusable();
     const PL_Tensor t = *tensor;
     const auto ctx = pg->context;
-    pg->core->run_p2p(p2p_desc(pg::OpKind::kSend, t, dst, tag), [t, dst, ctx](const pg::OpContext& oc) {
+    pg->core->run_p2p(std::move(d), [t, dst, ctx](const pg::OpContext& oc) {
       std::shared_ptr<gloo::transport::UnboundBuffer> buf;
       gloo_call([&] {
         buf = ctx->createUnboundBuffer(const_cast<void*>(t.data), bytes_of(t));
@@ -51,12 +40,11 @@ PL_Error* send(PL_ProcessGroup* pg, const PL_Tensor* tensor, int32_t dst, int32_
 PL_Error* recv(PL_ProcessGroup* pg, PL_Tensor* tensor, int32_t src, int32_t tag, PL_Work** out) noexcept {
   return entry(pg, "recv", [&] {
     const std::string w = where("recv");
-    pg::check_tensor_arg(tensor, w, "tensor", PL_DEVICE_CPU, kCpuOnly);
-    pg::check_rank_arg(src, w, "src", pg->world, pg->rank, true);
+    pg::OpDesc d = pg::p2p_args(false, tensor, src, tag, shape(pg), w, cpu_tensors(w));
     pg->core->throw_if_unusable();
     const PL_Tensor t = *tensor;
     const auto ctx = pg->context;
-    pg->core->run_p2p(p2p_desc(pg::OpKind::kRecv, t, src, tag), [t, src, ctx](const pg::OpContext& oc) {
+    pg->core->run_p2p(std::move(d), [t, src, ctx](const pg::OpContext& oc) {
       std::shared_ptr<gloo::transport::UnboundBuffer> buf;
       gloo_call([&] {
         buf = ctx->createUnboundBuffer(t.data, bytes_of(t));

@@ -30,56 +30,8 @@ using std::chrono::milliseconds;
 
 namespace {
 
-struct Options {
-  std::string iface, hostname;
-  int64_t probe_ms = 1000;
-};
-
-Options parse_options(const PL_OptionList& list) {
-  Options o;
-  if (list.count > 0 && list.items == nullptr)
-    fail(PL_ERR_INVALID_ARGUMENT, "gloo: options.items is NULL for " + std::to_string(list.count) + " options");
-  for (size_t i = 0; i < list.count; ++i) {
-    const PL_Option& opt = list.items[i];
-    if (opt.key == nullptr || opt.value == nullptr)
-      fail(PL_ERR_INVALID_ARGUMENT, "gloo: option " + std::to_string(i) + " has a NULL key or value");
-    const std::string k = opt.key, v = opt.value;
-    if (k == "iface") {
-      o.iface = v;
-    } else if (k == "hostname") {
-      o.hostname = v;
-    } else if (k == "probe_ms") {
-      char* end = nullptr;
-      const long long x = std::strtoll(v.c_str(), &end, 10);
-      if (v.empty() || *end != '\0' || x < 0)
-        fail(PL_ERR_INVALID_ARGUMENT, "gloo: option probe_ms='" + v +
-                                          "' is not valid: it must be a whole number of milliseconds >= 0 "
-                                          "(0 disables the mismatch probes)");
-      o.probe_ms = x;
-    } else {
-      fail(PL_ERR_INVALID_ARGUMENT, "gloo: unknown option '" + k + "' (valid: iface, hostname, probe_ms)");
-    }
-  }
-  return o;
-}
-
 void check_config(const PL_Host* host, const PL_ProcessGroupConfig* c) {
-  if (c == nullptr) fail(PL_ERR_INVALID_ARGUMENT, "gloo: create: config is NULL");
-  if (c->struct_size < PL_STRUCT_SIZE(PL_ProcessGroupConfig, options))
-    fail(PL_ERR_VERSION, "gloo: PL_ProcessGroupConfig.struct_size " + std::to_string(c->struct_size) +
-                             " is smaller than the v1 size " +
-                             std::to_string(PL_STRUCT_SIZE(PL_ProcessGroupConfig, options)));
-  if (c->world_size < 1)
-    fail(PL_ERR_INVALID_ARGUMENT, "gloo: world_size " + std::to_string(c->world_size) + " is not valid: it must be >= 1");
-  if (c->rank < 0 || c->rank >= c->world_size)
-    fail(PL_ERR_INVALID_ARGUMENT, "gloo: rank " + std::to_string(c->rank) + " is out of range for world_size " +
-                                      std::to_string(c->world_size) + " (valid: 0.." +
-                                      std::to_string(c->world_size - 1) + ")");
-  if (c->store == nullptr)
-    fail(PL_ERR_INVALID_ARGUMENT, "gloo: config->store is NULL: the gloo process group meets its peers "
-                                  "through the rendezvous store (pl::Store)");
-  if (host->struct_size < PL_STRUCT_SIZE(PL_Host, store_api) || host->store_api == nullptr)
-    fail(PL_ERR_UNSUPPORTED, "gloo: the host offers no store API (PL_Host.store_api is NULL)");
+  pg::check_group_config(kBackend, host, c);
   if (c->device.type != PL_DEVICE_CPU)
     fail(PL_ERR_INVALID_ARGUMENT, "gloo: config->device has type " + std::to_string(c->device.type) + ", but " +
                                       kCpuOnly);
@@ -104,29 +56,21 @@ PL_Error* pg_create(const PL_Host* host, const PL_ProcessGroupConfig* config, PL
     if (out == nullptr) fail(PL_ERR_INVALID_ARGUMENT, "gloo: create: out is NULL");
     *out = nullptr;
     check_config(host, config);
-    const Options opts = parse_options(config->options);
+    const auto opts = pg::parse_options(kBackend, config->options, {"iface", "hostname"});
+    const pg::CoreConfig cc = pg::core_config(kBackend, host, *config, opts);
     auto pg = std::make_unique<PL_ProcessGroup>();
     pg->host = host;
     pg->rank = config->rank;
     pg->world = config->world_size;
-    pg->name = config->group_name && *config->group_name ? config->group_name : "default";
-    const int64_t timeout = config->timeout_ms > 0 ? config->timeout_ms : PL_DEFAULT_TIMEOUT_MS;
-
-    pg::CoreConfig cc;
-    cc.host = host;
-    cc.backend = kBackend;
-    cc.group = pg->name;
-    cc.store = config->store;
-    cc.rank = pg->rank;
-    cc.world = pg->world;
-    cc.timeout_ms = timeout;
-    cc.probe_ms = opts.probe_ms;
+    pg->name = cc.group;
+    const int64_t timeout = cc.timeout_ms;
     pg->core = std::make_unique<pg::GroupCore>(cc);
 
     const std::string who = "gloo: group '" + pg->name + "' rank " + std::to_string(pg->rank) + " of " +
                             std::to_string(pg->world);
     if (pg->world > 1) {
-      const Endpoint ep = choose_endpoint(opts.iface, opts.hostname);
+      const auto opt = [&](const char* k) { auto it = opts.find(k); return it == opts.end() ? std::string() : it->second; };
+      const Endpoint ep = choose_endpoint(opt("iface"), opt("hostname"));
       pg->address = ep.description;
       try {
         pg->device = gloo::transport::tcp::CreateDevice(ep.attr);

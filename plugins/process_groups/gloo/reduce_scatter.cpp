@@ -64,28 +64,7 @@ PL_Error* reduce_scatter(PL_ProcessGroup* pg, const PL_Tensor* inputs, size_t nu
                          PL_ReduceOp op, PL_Work** out) noexcept {
   return entry(pg, "reduce_scatter", [&] {
     const std::string w = where("reduce_scatter");
-    pg::check_tensor_arg(output, w, "output", PL_DEVICE_CPU, kCpuOnly);
-    pg::check_reduce_op(op, w);
-    if (inputs == nullptr) fail(PL_ERR_INVALID_ARGUMENT, w + ": inputs is NULL");
-    if (num_inputs != static_cast<size_t>(pg->world))
-      fail(PL_ERR_INVALID_ARGUMENT, w + ": num_inputs is " + std::to_string(num_inputs) + ", but the group has " +
-                                        std::to_string(pg->world) + " ranks: pass one input per rank "
-                                        "(rank r's output is the reduction of every rank's inputs[r])");
-    pg::OpDesc d;
-    d.kind = pg::OpKind::kReduceScatter;
-    d.reduce = op;
-    d.dtype = output->dtype;
-    for (size_t r = 0; r < num_inputs; ++r) {
-      const std::string name = "inputs[" + std::to_string(r) + "]";
-      pg::check_tensor_arg(&inputs[r], w, name.c_str(), PL_DEVICE_CPU, kCpuOnly);
-      pg::check_same_dtype(*output, inputs[r], w, "output", name.c_str());
-      d.counts.push_back(inputs[r].numel);
-    }
-    if (output->numel != inputs[pg->rank].numel)
-      fail(PL_ERR_INVALID_ARGUMENT, w + ": output has " + std::to_string(output->numel) + " elements but inputs[" +
-                                        std::to_string(pg->rank) + "] has " + std::to_string(inputs[pg->rank].numel) +
-                                        ": this rank's output is the reduction of inputs[" +
-                                        std::to_string(pg->rank) + "]");
+    pg::OpDesc d = pg::reduce_scatter_args(inputs, num_inputs, output, op, shape(pg), w, cpu_tensors(w));
     pg->core->throw_if_unusable();
 
     const std::vector<PL_Tensor> ins(inputs, inputs + num_inputs);

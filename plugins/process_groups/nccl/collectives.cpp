@@ -12,11 +12,14 @@ namespace plrt::nccl {
 
 using plugin::fail;
 
-void check_on_device(const PL_ProcessGroup& pg, const PL_Tensor* t, const std::string& w, const char* what) {
-  pg::check_tensor_arg(t, w, what, PL_DEVICE_CUDA, kCudaOnly);
-  if (t->device.index != pg.device)
-    fail(PL_ERR_INVALID_ARGUMENT, w + ": " + what + " is on cuda:" + std::to_string(t->device.index) +
-                                      ", but the group runs on cuda:" + std::to_string(pg.device));
+pg::TensorCheck device_tensors(const PL_ProcessGroup& pg, const std::string& w) {
+  const int device = pg.device;
+  return [w, device](const PL_Tensor* t, const char* what) {
+    pg::check_tensor_arg(t, w, what, PL_DEVICE_CUDA, kCudaOnly);
+    if (t->device.index != device)
+      fail(PL_ERR_INVALID_ARGUMENT, w + ": " + what + " is on cuda:" + std::to_string(t->device.index) +
+                                        ", but the group runs on cuda:" + std::to_string(device));
+  };
 }
 
 void run_collective(PL_ProcessGroup& pg, const pg::OpDesc& desc, const pg::OpContext& oc, const NcclOps& ops) {
@@ -70,14 +73,8 @@ ncclResult_t as_nccl(cudaError_t rc) { return rc == cudaSuccess ? ncclSuccess : 
 PL_Error* allreduce(PL_ProcessGroup* pg, PL_Tensor* tensor, PL_ReduceOp op, PL_Work** out) noexcept {
   return entry(pg, "allreduce", [&] {
     const std::string w = where("allreduce");
-    check_on_device(*pg, tensor, w, "tensor");
-    pg::check_reduce_op(op, w);
+    const pg::OpDesc d = pg::allreduce_args(tensor, op, w, device_tensors(*pg, w));
     pg->core->throw_if_unusable();
-    pg::OpDesc d;
-    d.kind = pg::OpKind::kAllreduce;
-    d.reduce = op;
-    d.dtype = tensor->dtype;
-    d.count = tensor->numel;
     const PL_Tensor t = *tensor;
     PL_ProcessGroup* self = pg;
     pg->core->run(d, [self, t, op, d](const pg::OpContext& oc) {
@@ -113,14 +110,8 @@ PL_Error* allreduce(PL_ProcessGroup* pg, PL_Tensor* tensor, PL_ReduceOp op, PL_W
 PL_Error* broadcast(PL_ProcessGroup* pg, PL_Tensor* tensor, int32_t root, PL_Work** out) noexcept {
   return entry(pg, "broadcast", [&] {
     const std::string w = where("broadcast");
-    check_on_device(*pg, tensor, w, "tensor");
-    pg::check_rank_arg(root, w, "root", pg->world, pg->rank, false);
+    const pg::OpDesc d = pg::broadcast_args(tensor, root, shape(pg), w, device_tensors(*pg, w));
     pg->core->throw_if_unusable();
-    pg::OpDesc d;
-    d.kind = pg::OpKind::kBroadcast;
-    d.dtype = tensor->dtype;
-    d.peer = root;
-    d.count = tensor->numel;
     const PL_Tensor t = *tensor;
     PL_ProcessGroup* self = pg;
     pg->core->run(d, [self, t, root, d](const pg::OpContext& oc) {
@@ -136,24 +127,7 @@ PL_Error* allgather(PL_ProcessGroup* pg, const PL_Tensor* input, PL_Tensor* outp
                     PL_Work** out) noexcept {
   return entry(pg, "allgather", [&] {
     const std::string w = where("allgather");
-    check_on_device(*pg, input, w, "input");
-    if (outputs == nullptr) fail(PL_ERR_INVALID_ARGUMENT, w + ": outputs is NULL");
-    if (num_outputs != static_cast<size_t>(pg->world))
-      fail(PL_ERR_INVALID_ARGUMENT, w + ": num_outputs is " + std::to_string(num_outputs) + ", but the group has " +
-                                        std::to_string(pg->world) + " ranks: pass one output per rank");
-    pg::OpDesc d;
-    d.kind = pg::OpKind::kAllgather;
-    d.dtype = input->dtype;
-    for (size_t r = 0; r < num_outputs; ++r) {
-      const std::string name = "outputs[" + std::to_string(r) + "]";
-      check_on_device(*pg, &outputs[r], w, name.c_str());
-      pg::check_same_dtype(*input, outputs[r], w, "input", name.c_str());
-      d.counts.push_back(outputs[r].numel);
-    }
-    if (outputs[pg->rank].numel != input->numel)
-      fail(PL_ERR_INVALID_ARGUMENT, w + ": outputs[" + std::to_string(pg->rank) + "] has " +
-                                        std::to_string(outputs[pg->rank].numel) + " elements but the input has " +
-                                        std::to_string(input->numel) + ": this rank's output receives its own input");
+    const pg::OpDesc d = pg::allgather_args(input, outputs, num_outputs, shape(pg), w, device_tensors(*pg, w));
     pg->core->throw_if_unusable();
     const PL_Tensor in = *input;
     std::vector<PL_Tensor> outs(outputs, outputs + num_outputs);
@@ -188,25 +162,7 @@ PL_Error* reduce_scatter(PL_ProcessGroup* pg, const PL_Tensor* inputs, size_t nu
                          PL_ReduceOp op, PL_Work** out) noexcept {
   return entry(pg, "reduce_scatter", [&] {
     const std::string w = where("reduce_scatter");
-    check_on_device(*pg, output, w, "output");
-    pg::check_reduce_op(op, w);
-    if (inputs == nullptr) fail(PL_ERR_INVALID_ARGUMENT, w + ": inputs is NULL");
-    if (num_inputs != static_cast<size_t>(pg->world))
-      fail(PL_ERR_INVALID_ARGUMENT, w + ": num_inputs is " + std::to_string(num_inputs) + ", but the group has " +
-                                        std::to_string(pg->world) + " ranks: pass one input per rank");
-    pg::OpDesc d;
-    d.kind = pg::OpKind::kReduceScatter;
-    d.reduce = op;
-    d.dtype = output->dtype;
-    for (size_t r = 0; r < num_inputs; ++r) {
-      const std::string name = "inputs[" + std::to_string(r) + "]";
-      check_on_device(*pg, &inputs[r], w, name.c_str());
-      pg::check_same_dtype(*output, inputs[r], w, "output", name.c_str());
-      d.counts.push_back(inputs[r].numel);
-    }
-    if (inputs[pg->rank].numel != output->numel)
-      fail(PL_ERR_INVALID_ARGUMENT, w + ": output has " + std::to_string(output->numel) + " elements but inputs[" +
-                                        std::to_string(pg->rank) + "] has " + std::to_string(inputs[pg->rank].numel));
+    const pg::OpDesc d = pg::reduce_scatter_args(inputs, num_inputs, output, op, shape(pg), w, device_tensors(*pg, w));
     pg->core->throw_if_unusable();
     std::vector<PL_Tensor> ins(inputs, inputs + num_inputs);
     const PL_Tensor o = *output;
@@ -283,15 +239,8 @@ PL_Error* p2p(PL_ProcessGroup* pg, PL_Tensor* tensor, int32_t peer, int32_t tag,
   const char* name = is_send ? "send" : "recv";
   return entry(pg, name, [&] {
     const std::string w = where(name);
-    check_on_device(*pg, tensor, w, "tensor");
-    pg::check_rank_arg(peer, w, is_send ? "dst" : "src", pg->world, pg->rank, true);
+    const pg::OpDesc d = pg::p2p_args(is_send, tensor, peer, tag, shape(pg), w, device_tensors(*pg, w));
     pg->core->throw_if_unusable();
-    pg::OpDesc d;
-    d.kind = is_send ? pg::OpKind::kSend : pg::OpKind::kRecv;
-    d.dtype = tensor->dtype;
-    d.peer = peer;
-    d.user_tag = tag;
-    d.count = tensor->numel;
     const PL_Tensor t = *tensor;
     PL_ProcessGroup* self = pg;
     // NCCL matches sends and receives by order between two ranks; the tag is only checked by the

@@ -13,6 +13,7 @@
 #pragma once
 
 #include "group_core.hpp"
+#include "op_args.hpp"
 #include "nccl_comm.hpp"
 #include "op_desc.hpp"
 #include "plugin_support.hpp"
@@ -60,8 +61,9 @@ PL_Error* entry(PL_ProcessGroup* pg, const char* fn, Body&& body) noexcept {
 
 inline std::string where(const char* op) { return std::string(kBackend) + " " + op; }
 
-// Checks that `t` is a CUDA tensor on the group's device (after check_tensor_arg).
-void check_on_device(const PL_ProcessGroup& pg, const PL_Tensor* t, const std::string& where, const char* what);
+// The nccl rule for tensor arguments: CUDA buffers on the group's device.
+pg::TensorCheck device_tensors(const PL_ProcessGroup& pg, const std::string& where);
+inline pg::GroupShape shape(const PL_ProcessGroup* pg) { return {pg->rank, pg->world}; }
 
 // Runs one collective: the fingerprint in, `ops(comm, stream)` and the fingerprint allreduce in one
 // NCCL group, the fingerprint out, then waits for completion and checks the fingerprints.

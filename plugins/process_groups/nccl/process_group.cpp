@@ -25,45 +25,8 @@ using plugin::fail;
 
 namespace {
 
-int64_t parse_options(const PL_OptionList& list) {
-  int64_t probe_ms = 1000;
-  if (list.count > 0 && list.items == nullptr)
-    fail(PL_ERR_INVALID_ARGUMENT, "nccl: options.items is NULL for " + std::to_string(list.count) + " options");
-  for (size_t i = 0; i < list.count; ++i) {
-    const PL_Option& opt = list.items[i];
-    if (opt.key == nullptr || opt.value == nullptr)
-      fail(PL_ERR_INVALID_ARGUMENT, "nccl: option " + std::to_string(i) + " has a NULL key or value");
-    const std::string k = opt.key, v = opt.value;
-    if (k == "probe_ms") {
-      char* end = nullptr;
-      const long long x = std::strtoll(v.c_str(), &end, 10);
-      if (v.empty() || *end != '\0' || x < 0)
-        fail(PL_ERR_INVALID_ARGUMENT, "nccl: option probe_ms='" + v +
-                                          "' is not valid: it must be a whole number of milliseconds >= 0");
-      probe_ms = x;
-    } else {
-      fail(PL_ERR_INVALID_ARGUMENT, "nccl: unknown option '" + k + "' (valid: probe_ms)");
-    }
-  }
-  return probe_ms;
-}
-
 void check_config(const PL_Host* host, const PL_ProcessGroupConfig* c) {
-  if (c == nullptr) fail(PL_ERR_INVALID_ARGUMENT, "nccl: create: config is NULL");
-  if (c->struct_size < PL_STRUCT_SIZE(PL_ProcessGroupConfig, options))
-    fail(PL_ERR_VERSION, "nccl: PL_ProcessGroupConfig.struct_size " + std::to_string(c->struct_size) +
-                             " is smaller than the v1 size " +
-                             std::to_string(PL_STRUCT_SIZE(PL_ProcessGroupConfig, options)));
-  if (c->world_size < 1)
-    fail(PL_ERR_INVALID_ARGUMENT, "nccl: world_size " + std::to_string(c->world_size) + " is not valid: it must be >= 1");
-  if (c->rank < 0 || c->rank >= c->world_size)
-    fail(PL_ERR_INVALID_ARGUMENT, "nccl: rank " + std::to_string(c->rank) + " is out of range for world_size " +
-                                      std::to_string(c->world_size) + " (valid: 0.." +
-                                      std::to_string(c->world_size - 1) + ")");
-  if (c->store == nullptr)
-    fail(PL_ERR_INVALID_ARGUMENT, "nccl: config->store is NULL: NCCL's unique id travels through the rendezvous store");
-  if (host->struct_size < PL_STRUCT_SIZE(PL_Host, store_api) || host->store_api == nullptr)
-    fail(PL_ERR_UNSUPPORTED, "nccl: the host offers no store API (PL_Host.store_api is NULL)");
+  pg::check_group_config(kBackend, host, c);
   if (c->device.type != PL_DEVICE_CUDA)
     fail(PL_ERR_INVALID_ARGUMENT, "nccl: config->device has type " + std::to_string(c->device.type) +
                                       " (cpu), but the nccl process group runs on a CUDA device; use gloo for CPU buffers");
@@ -89,7 +52,8 @@ PL_Error* pg_create(const PL_Host* host, const PL_ProcessGroupConfig* config, PL
     if (out == nullptr) fail(PL_ERR_INVALID_ARGUMENT, "nccl: create: out is NULL");
     *out = nullptr;
     check_config(host, config);
-    const int64_t probe_ms = parse_options(config->options);
+    const auto opts = pg::parse_options(kBackend, config->options, {});
+    const pg::CoreConfig cc = pg::core_config(kBackend, host, *config, opts);
     auto pg = std::unique_ptr<PL_ProcessGroup, void (*)(PL_ProcessGroup*)>(new PL_ProcessGroup(), [](PL_ProcessGroup* p) {
       if (p->core) p->core->shutdown();
       p->comm.reset();
@@ -100,18 +64,8 @@ PL_Error* pg_create(const PL_Host* host, const PL_ProcessGroupConfig* config, PL
     pg->rank = config->rank;
     pg->world = config->world_size;
     pg->device = config->device.index;
-    pg->name = config->group_name && *config->group_name ? config->group_name : "default";
-    const int64_t timeout = config->timeout_ms > 0 ? config->timeout_ms : PL_DEFAULT_TIMEOUT_MS;
-
-    pg::CoreConfig cc;
-    cc.host = host;
-    cc.backend = kBackend;
-    cc.group = pg->name;
-    cc.store = config->store;
-    cc.rank = pg->rank;
-    cc.world = pg->world;
-    cc.timeout_ms = timeout;
-    cc.probe_ms = probe_ms;
+    pg->name = cc.group;
+    const int64_t timeout = cc.timeout_ms;
     pg->core = std::make_unique<pg::GroupCore>(cc);
 
     check_cuda(cudaSetDevice(pg->device), "nccl: cudaSetDevice(" + std::to_string(pg->device) + ")");
