@@ -2,15 +2,16 @@
 // (gloo::allreduce with gloo::sum, its default algorithm), in the style of nccl-tests.
 //
 //   allreduce_bench -b 1K -e 256M -f 2 -n 20 -w 5 [-r 5] [--ranks 2] [--dtype f32] [--backend gloo]
-//                   [--stat median|min]
+//                   [--stat call-median|median|min]
 //
 // Without --worker the program is the launcher: it serves the rendezvous store, starts --ranks
 // copies of itself (with --worker and the torchrun-style environment) and waits for them.  Rank 0
 // prints one row per size.  For each size both measurements run in the same processes, interleaved:
 // for each of -r repetitions, -n back-to-back allreduces through plrt and -n through Gloo (the
-// order alternating between repetitions), after a barrier.  A repetition's time is its mean per
-// call; a size's time is the median (--stat min: the minimum) over repetitions, then the maximum
-// over ranks.
+// order alternating between repetitions), after a barrier.  A size's time is the median of the
+// times of all its timed calls (--stat call-median, the default; robust on a noisy machine), or the
+// median / minimum over the repetitions of their mean per call (--stat median|min); then the
+// maximum over ranks.
 #include "spawn.hpp"
 
 #include <plrt/sdk/process_group.hpp>
@@ -46,17 +47,18 @@ struct Args {
   int64_t min_bytes = 1 << 10, max_bytes = 256 << 20;
   double factor = 2;
   int iters = 20, warmup = 5, reps = 5, ranks = 2, deadline_s = 3600;
-  std::string dtype = "f32", backend = "gloo", stat = "median";
+  std::string dtype = "f32", backend = "gloo", stat = "call-median";
   bool worker = false;
   std::vector<std::string> passthrough;  // the arguments the workers get
 };
 
 const char* kUsage =
     "usage: allreduce_bench [-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] [-w WARMUP] [-r REPS]\n"
-    "                       [--ranks N] [--dtype f32|f64|f16|i32|i64|u8] [--backend NAME] [--stat median|min]\n"
-    "                       [--deadline-s S]\n"
+    "                       [--ranks N] [--dtype f32|f64|f16|i32|i64|u8] [--backend NAME]\n"
+    "                       [--stat call-median|median|min] [--deadline-s S]\n"
     "  sizes in bytes with an optional K, M or G suffix (powers of 1024); defaults: -b 1K -e 256M -f 2\n"
-    "  -n 20 -w 5 -r 5 --ranks 2 --dtype f32 --backend gloo --stat median (over the repetitions)\n";
+    "  -n 20 -w 5 -r 5 --ranks 2 --dtype f32 --backend gloo --stat call-median\n"
+    "  call-median: the median of every timed call's time; median, min: of the repetitions' means\n";
 
 int64_t parse_bytes(const std::string& s) {
   size_t pos = 0;
@@ -98,7 +100,8 @@ Args parse(int argc, char** argv) {
   static const char* dtypes[] = {"f32", "f64", "f16", "i32", "i64", "u8"};
   if (std::find(std::begin(dtypes), std::end(dtypes), a.dtype) == std::end(dtypes))
     throw std::invalid_argument("--dtype '" + a.dtype + "': f32, f64, f16, i32, i64 or u8 (gloo has no bf16)");
-  if (a.stat != "median" && a.stat != "min") throw std::invalid_argument("--stat '" + a.stat + "': median or min");
+  if (a.stat != "median" && a.stat != "min" && a.stat != "call-median")
+    throw std::invalid_argument("--stat '" + a.stat + "': min, median or call-median");
   if (a.factor <= 1 || a.iters < 1 || a.reps < 1 || a.ranks < 1 || a.min_bytes > a.max_bytes)
     throw std::invalid_argument("need -f > 1, -n >= 1, -r >= 1, --ranks >= 1 and -b <= -e");
   return a;
@@ -197,7 +200,7 @@ struct Worker {
     const double bus = world > 1 ? 2.0 * (world - 1) / world : 1.0;
     if (rank == 0) {
       std::printf("# allreduce_bench: %d ranks on 127.0.0.1, %s sum, plrt backend '%s' vs gloo::allreduce\n"
-                  "# time = %s over %d repetitions of the mean of %d calls (after %d warm-up calls), max over ranks\n"
+                  "# time = %s of %d repetitions x %d calls (after %d warm-up calls), max over ranks\n"
                   "# busbw = algbw * 2(n-1)/n;  ratio = plrt busbw / gloo busbw;  added = plrt time - gloo time\n#\n",
                   world, pl_dtype_name(dtype), a.backend.c_str(), a.stat.c_str(), a.reps, a.iters, a.warmup);
       std::printf("# %10s %12s | %11s %8s %8s | %11s %8s %8s | %6s %9s\n", "size", "count", "plrt time", "algbw", "busbw",
@@ -228,17 +231,25 @@ struct Worker {
         plrt_call();
         gloo_call();
       }
-      std::vector<double> tp, tg;
+      std::vector<double> tp, tg, cp, cg;  // per repetition (mean per call); per call
       for (int rep = 0; rep < a.reps; ++rep) {
         for (int which : rep % 2 ? std::vector<int>{1, 0} : std::vector<int>{0, 1}) {
+          auto& calls = which == 0 ? cp : cg;
           gloo_barrier();
-          auto t0 = Clock::now();
-          for (int i = 0; i < a.iters; ++i) which == 0 ? plrt_call() : gloo_call();
-          double us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / a.iters;
-          (which == 0 ? tp : tg).push_back(us);
+          const auto t0 = Clock::now();
+          auto prev = t0;
+          for (int i = 0; i < a.iters; ++i) {
+            which == 0 ? plrt_call() : gloo_call();
+            const auto now = Clock::now();
+            calls.push_back(std::chrono::duration<double, std::micro>(now - prev).count());
+            prev = now;
+          }
+          (which == 0 ? tp : tg).push_back(std::chrono::duration<double, std::micro>(prev - t0).count() / a.iters);
         }
       }
-      std::vector<double> times{summarize(tp, a.stat), summarize(tg, a.stat)};
+      std::vector<double> times = a.stat == "call-median"
+                                      ? std::vector<double>{summarize(cp, "median"), summarize(cg, "median")}
+                                      : std::vector<double>{summarize(tp, a.stat), summarize(tg, a.stat)};
       max_over_ranks(times);
       const double p = times[0], g = times[1];
       const double algp = bytes / p / 1e3, algg = bytes / g / 1e3;  // bytes/us/1e3 = GB/s
