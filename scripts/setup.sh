@@ -6,6 +6,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config git
   clang                    # libFuzzer targets and the C99 header check
+  libclang-rt-14-dev       # libFuzzer's runtime (only recommended by clang, so named here)
   libboost-dev             # Boost.DLL (header-only when BOOST_DLL_USE_STD_FS is set)
   libspdlog-dev libfmt-dev # logging
   nlohmann-json3-dev       # --list-plugins --json, --dry-run output
