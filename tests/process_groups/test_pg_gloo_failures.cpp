@@ -6,6 +6,8 @@
 
 #include <gmock/gmock.h>
 
+#include <csignal>
+
 using namespace gloo_threads;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
@@ -252,6 +254,9 @@ TEST(GlooAbort, ARecvFromAPeerThatAbortedSaysSo) {
   GroupOptions go;
   go.timeout = 15s;
   job.run([&](Rank& r) {
+    // Both ranks finish connecting first: a group aborted while its peer is still inside
+    // create() fails that create instead ("Connection closed by peer").
+    r.pg->barrier();
     if (r.rank == 1) {
       r.pg->abort();
       aborted.open();
@@ -268,6 +273,30 @@ TEST(GlooAbort, ARecvFromAPeerThatAbortedSaysSo) {
     EXPECT_LT(c.ms, 2000);
     finished.open();
   }, go);
+}
+
+// Gloo writes without MSG_NOSIGNAL: with SIGPIPE at its default action, a peer's exit would kill
+// this process instead of failing the collective.  A group of two or more ignores it (as Python
+// does), unless the host installed a handler of its own.
+void on_sigpipe(int) {}
+
+TEST(GlooSigpipe, ADefaultSigpipeIsIgnoredOnceAGroupExists) {
+  std::signal(SIGPIPE, SIG_DFL);
+  Job job(2);
+  job.run([&](Rank& r) { f32_allreduce(r, 7); });
+  struct sigaction now {};
+  ASSERT_EQ(sigaction(SIGPIPE, nullptr, &now), 0);
+  EXPECT_EQ(now.sa_handler, SIG_IGN);
+}
+
+TEST(GlooSigpipe, AHandlerOfTheHostIsLeftAlone) {
+  std::signal(SIGPIPE, on_sigpipe);
+  Job job(2);
+  job.run([&](Rank& r) { f32_allreduce(r, 7); });
+  struct sigaction now {};
+  ASSERT_EQ(sigaction(SIGPIPE, nullptr, &now), 0);
+  EXPECT_EQ(now.sa_handler, &on_sigpipe);
+  std::signal(SIGPIPE, SIG_DFL);
 }
 
 }  // namespace

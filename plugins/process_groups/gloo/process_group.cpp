@@ -15,6 +15,7 @@
 
 #include <plrt/pl_plugin.h>
 
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 
@@ -37,6 +38,21 @@ void check_config(const PL_Host* host, const PL_ProcessGroupConfig* c) {
                                       kCpuOnly);
 }
 
+// Gloo writes to its sockets without MSG_NOSIGNAL, so a peer that exits would kill this process
+// with SIGPIPE instead of failing the collective with an error that names it.  Like Python (and
+// so PyTorch), ignore SIGPIPE, but only while it has its default action: a handler the host
+// program installed is left alone.
+void ignore_sigpipe(const PL_Host* host) {
+  struct sigaction current {};
+  if (sigaction(SIGPIPE, nullptr, &current) != 0 || current.sa_handler != SIG_DFL) return;
+  struct sigaction ignore {};
+  ignore.sa_handler = SIG_IGN;
+  sigemptyset(&ignore.sa_mask);
+  if (sigaction(SIGPIPE, &ignore, nullptr) == 0)
+    plugin::logf(host, PL_LOG_DEBUG, kBackend,
+                 "SIGPIPE is now ignored in this process: a peer that exits is reported as an error");
+}
+
 // After a failed rendezvous: the ranks whose addresses never reached the store.
 std::string absent_ranks(const GlooStore& gs, const pg::StoreClient& store, int world, int self) {
   std::vector<int> absent;
@@ -56,6 +72,7 @@ PL_Error* pg_create(const PL_Host* host, const PL_ProcessGroupConfig* config, PL
     if (out == nullptr) fail(PL_ERR_INVALID_ARGUMENT, "gloo: create: out is NULL");
     *out = nullptr;
     check_config(host, config);
+    if (config->world_size > 1) ignore_sigpipe(host);
     const auto opts = pg::parse_options(kBackend, config->options, {"iface", "hostname"});
     const pg::CoreConfig cc = pg::core_config(kBackend, host, *config, opts);
     auto pg = std::make_unique<PL_ProcessGroup>();
