@@ -102,12 +102,16 @@ template <class T>
 struct DeviceBuf {
   explicit DeviceBuf(const std::vector<T>& host) : n(host.size()) {
     EXPECT_EQ(cudaMalloc(&ptr, std::max<size_t>(1, n) * sizeof(T)), cudaSuccess);
-    if (n) EXPECT_EQ(cudaMemcpy(ptr, host.data(), n * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
+    if (n) {
+      EXPECT_EQ(cudaMemcpy(ptr, host.data(), n * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
+    }
   }
   ~DeviceBuf() { cudaFree(ptr); }
   std::vector<T> read() const {
     std::vector<T> out(n);
-    if (n) EXPECT_EQ(cudaMemcpy(out.data(), ptr, n * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
+    if (n) {
+      EXPECT_EQ(cudaMemcpy(out.data(), ptr, n * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
+    }
     return out;
   }
   PL_Tensor tensor() { return pl::tensor_view(ptr, pl::dtype_of<T>(), static_cast<int64_t>(n), {PL_DEVICE_CUDA, 0}); }
