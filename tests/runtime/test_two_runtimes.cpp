@@ -10,21 +10,7 @@ using plrt_test::isolated;
 
 namespace {
 
-struct LogCapture {
-  std::mutex mu;
-  std::vector<std::string> lines;
-  static void callback(void* user, PL_LogLevel, const char* line) {
-    auto* self = static_cast<LogCapture*>(user);
-    std::lock_guard<std::mutex> lock(self->mu);
-    self->lines.emplace_back(line);
-  }
-  bool contains(const std::string& s) {
-    std::lock_guard<std::mutex> lock(mu);
-    for (const auto& l : lines)
-      if (l.find(s) != std::string::npos) return true;
-    return false;
-  }
-};
+using plrt_test::LogCapture;
 
 pl::RuntimeOptions with_log(std::vector<std::string> dirs, LogCapture* cap, int rank) {
   auto o = isolated(std::move(dirs));

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "store/protocol.hpp"
+#include "test_support.hpp"
 
 #include <plrt/sdk/store.hpp>
 
@@ -32,45 +33,7 @@ inline int64_t ms_since(Clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count();
 }
 
-// Every line the runtime logs.
-struct LogCapture {
-  std::mutex mu;
-  std::vector<std::string> lines;
-
-  static void callback(void* user, PL_LogLevel, const char* line) {
-    auto* self = static_cast<LogCapture*>(user);
-    std::lock_guard<std::mutex> lock(self->mu);
-    self->lines.emplace_back(line);
-  }
-  size_t count(const std::string& needle) {
-    std::lock_guard<std::mutex> lock(mu);
-    size_t n = 0;
-    for (const auto& l : lines) n += l.find(needle) != std::string::npos;
-    return n;
-  }
-  // Waits (at most `limit`) for a line containing every needle; returns it, or "" if none came.
-  std::string wait_for(const std::vector<std::string>& needles, std::chrono::milliseconds limit = 3000ms) {
-    auto end = Clock::now() + limit;
-    for (;;) {
-      {
-        std::lock_guard<std::mutex> lock(mu);
-        for (const auto& l : lines) {
-          bool all = true;
-          for (const auto& n : needles) all = all && l.find(n) != std::string::npos;
-          if (all) return l;
-        }
-      }
-      if (Clock::now() > end) return {};
-      std::this_thread::sleep_for(5ms);
-    }
-  }
-  std::string all() {
-    std::lock_guard<std::mutex> lock(mu);
-    std::string out;
-    for (const auto& l : lines) out += l + "\n";
-    return out;
-  }
-};
+using plrt_test::LogCapture;
 
 inline pl::RuntimeOptions runtime_options(LogCapture* log, const char* level = "warn") {
   pl::RuntimeOptions o;
@@ -237,17 +200,6 @@ class RawSocket {
   int connect_errno_ = 0;
 };
 
-// Runs `fn`, expects a pl::Error with `code`, and returns its message.
-template <class Fn>
-std::string error_of(Fn&& fn, PL_ErrorCode code) {
-  try {
-    fn();
-  } catch (const pl::Error& e) {
-    EXPECT_EQ(e.code(), code) << e.what();
-    return e.what();
-  }
-  ADD_FAILURE() << "expected a pl::Error with code " << code;
-  return {};
-}
+using plrt_test::error_of;
 
 }  // namespace store_test
