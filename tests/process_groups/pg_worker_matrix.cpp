@@ -245,7 +245,7 @@ class Matrix {
   }
 
   // A ring: each rank sends to the next and receives from the previous; async, then blocking with
-  // even ranks sending first.
+  // even ranks sending first (async too with nccl, whose sends and receives run one at a time).
   template <class T>
   void sendrecv(int64_t n) {
     constexpr PL_DType dt = Traits<T>::dtype;
@@ -267,6 +267,12 @@ class Matrix {
       } else if (blocking) {
         ctx_.pg->recv(rt, prev, tag);
         ctx_.pg->send(st, next, tag);
+      } else if (ctx_.backend == "nccl" && r_ % 2 == 1) {
+        // nccl runs send/recv one at a time on its stream (README): odd ranks receive first.
+        pl::Work rw = ctx_.pg->recv_async(rt, prev, tag);
+        pl::Work sw = ctx_.pg->send_async(st, next, tag);
+        rw.wait();
+        sw.wait();
       } else {
         pl::Work sw = ctx_.pg->send_async(st, next, tag);
         pl::Work rw = ctx_.pg->recv_async(rt, prev, tag);
