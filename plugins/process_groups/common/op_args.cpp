@@ -1,10 +1,18 @@
 #include "op_args.hpp"
 
+#include "pg_entry.hpp"
+
+#include <cstdio>
 #include <cstdlib>
 
 namespace plrt::pg {
 
 using plugin::fail;
+
+[[noreturn]] void broken_call(const char* backend, const char* fn) {
+  std::fprintf(stderr, "plrt %s process group: %s called with a NULL process group; aborting\n", backend, fn);
+  std::abort();
+}
 
 OpDesc allreduce_args(const PL_Tensor* tensor, PL_ReduceOp op, const std::string& where, const TensorCheck& check) {
   check(tensor, "tensor");

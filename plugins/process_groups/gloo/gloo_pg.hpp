@@ -6,6 +6,7 @@
 
 #include "group_core.hpp"
 #include "op_args.hpp"
+#include "pg_entry.hpp"
 #include "op_desc.hpp"
 #include "plugin_support.hpp"
 
@@ -19,6 +20,7 @@
 #include <utility>
 
 struct PL_ProcessGroup {
+  static constexpr const char* kBackend = "gloo";  // names it in pg::entry's messages
   const PL_Host* host = nullptr;  // borrowed; outlives the instance
   int rank = 0;
   int world = 1;
@@ -60,18 +62,8 @@ void tagged_barrier(const std::shared_ptr<gloo::Context>& context, const pg::OpC
 
 // ---- helpers ----
 
-// A NULL instance breaks ABI rule 7 and leaves no host to report through.
-[[noreturn]] void broken_call(const char* fn);
-
-// guard() with the instance's host.
-template <class Body>
-PL_Error* entry(PL_ProcessGroup* pg, const char* fn, Body&& body) noexcept {
-  if (pg == nullptr || pg->host == nullptr) broken_call(fn);
-  return plugin::guard(pg->host, std::forward<Body>(body));
-}
-
-// "gloo allreduce": how argument errors begin.
-inline std::string where(const char* op) { return std::string(kBackend) + " " + op; }
+using pg::entry;
+inline std::string where(const char* op) { return pg::where(kBackend, op); }
 
 // Runs gloo code; its exceptions become std::runtime_error without gloo's "[file:line] " prefix.
 template <class F>

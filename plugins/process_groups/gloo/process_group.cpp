@@ -24,11 +24,6 @@ namespace plrt::gloo_pg {
 using plugin::fail;
 using std::chrono::milliseconds;
 
-[[noreturn]] void broken_call(const char* fn) {
-  std::fprintf(stderr, "plrt gloo process group: %s called with a NULL process group; aborting\n", fn);
-  std::abort();
-}
-
 namespace {
 
 void check_config(const PL_Host* host, const PL_ProcessGroupConfig* c) {
@@ -67,7 +62,7 @@ std::string absent_ranks(const GlooStore& gs, const pg::StoreClient& store, int 
 }
 
 PL_Error* pg_create(const PL_Host* host, const PL_ProcessGroupConfig* config, PL_ProcessGroup** out) {
-  if (host == nullptr) broken_call("create (host)");
+  if (host == nullptr) pg::broken_call(kBackend, "create (host)");
   return plugin::guard(host, [&] {
     if (out == nullptr) fail(PL_ERR_INVALID_ARGUMENT, "gloo: create: out is NULL");
     *out = nullptr;
@@ -131,14 +126,6 @@ void pg_destroy(PL_ProcessGroup* pg) {
   delete pg;
 }
 
-PL_Error* pg_set_timeout(PL_ProcessGroup* pg, int64_t timeout_ms) {
-  return entry(pg, "set_timeout", [&] { pg->core->set_timeout(timeout_ms); });
-}
-
-PL_Error* pg_abort(PL_ProcessGroup* pg) {
-  return entry(pg, "abort", [&] { pg->core->abort("aborted by the caller"); });
-}
-
 const PL_ProcessGroupApi kApi = {
     sizeof(PL_ProcessGroupApi),
     pg_create,
@@ -153,8 +140,8 @@ const PL_ProcessGroupApi kApi = {
     pg::GroupCore::work_wait,
     pg::GroupCore::work_test,
     pg::GroupCore::work_destroy,
-    pg_set_timeout,
-    pg_abort,
+    pg::set_timeout_entry<PL_ProcessGroup>,
+    pg::abort_entry<PL_ProcessGroup>,
 };
 
 const PL_Plugin kPlugin = {

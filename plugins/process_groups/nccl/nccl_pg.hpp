@@ -14,6 +14,7 @@
 
 #include "group_core.hpp"
 #include "op_args.hpp"
+#include "pg_entry.hpp"
 #include "nccl_comm.hpp"
 #include "op_desc.hpp"
 #include "plugin_support.hpp"
@@ -24,6 +25,7 @@
 #include <utility>
 
 struct PL_ProcessGroup {
+  static constexpr const char* kBackend = "nccl";  // names it in pg::entry's messages
   const PL_Host* host = nullptr;  // borrowed; outlives the instance
   int rank = 0;
   int world = 1;
@@ -51,15 +53,8 @@ PL_Error* barrier(PL_ProcessGroup* pg, PL_Work** out) noexcept;
 PL_Error* send(PL_ProcessGroup* pg, const PL_Tensor* tensor, int32_t dst, int32_t tag, PL_Work** out) noexcept;
 PL_Error* recv(PL_ProcessGroup* pg, PL_Tensor* tensor, int32_t src, int32_t tag, PL_Work** out) noexcept;
 
-[[noreturn]] void broken_call(const char* fn);
-
-template <class Body>
-PL_Error* entry(PL_ProcessGroup* pg, const char* fn, Body&& body) noexcept {
-  if (pg == nullptr || pg->host == nullptr) broken_call(fn);
-  return plugin::guard(pg->host, std::forward<Body>(body));
-}
-
-inline std::string where(const char* op) { return std::string(kBackend) + " " + op; }
+using pg::entry;
+inline std::string where(const char* op) { return pg::where(kBackend, op); }
 
 // The nccl rule for tensor arguments: CUDA buffers on the group's device.
 pg::TensorCheck device_tensors(const PL_ProcessGroup& pg, const std::string& where);

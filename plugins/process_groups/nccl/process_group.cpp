@@ -18,11 +18,6 @@ namespace plrt::nccl {
 
 using plugin::fail;
 
-[[noreturn]] void broken_call(const char* fn) {
-  std::fprintf(stderr, "plrt nccl process group: %s called with a NULL process group; aborting\n", fn);
-  std::abort();
-}
-
 namespace {
 
 void check_config(const PL_Host* host, const PL_ProcessGroupConfig* c) {
@@ -47,7 +42,7 @@ void free_buffers(PL_ProcessGroup* pg) {
 }
 
 PL_Error* pg_create(const PL_Host* host, const PL_ProcessGroupConfig* config, PL_ProcessGroup** out) {
-  if (host == nullptr) broken_call("create (host)");
+  if (host == nullptr) pg::broken_call(kBackend, "create (host)");
   return plugin::guard(host, [&] {
     if (out == nullptr) fail(PL_ERR_INVALID_ARGUMENT, "nccl: create: out is NULL");
     *out = nullptr;
@@ -97,14 +92,6 @@ void pg_destroy(PL_ProcessGroup* pg) {
   delete pg;
 }
 
-PL_Error* pg_set_timeout(PL_ProcessGroup* pg, int64_t timeout_ms) {
-  return entry(pg, "set_timeout", [&] { pg->core->set_timeout(timeout_ms); });
-}
-
-PL_Error* pg_abort(PL_ProcessGroup* pg) {
-  return entry(pg, "abort", [&] { pg->core->abort("aborted by the caller"); });
-}
-
 const PL_ProcessGroupApi kApi = {
     sizeof(PL_ProcessGroupApi),
     pg_create,
@@ -119,8 +106,8 @@ const PL_ProcessGroupApi kApi = {
     pg::GroupCore::work_wait,
     pg::GroupCore::work_test,
     pg::GroupCore::work_destroy,
-    pg_set_timeout,
-    pg_abort,
+    pg::set_timeout_entry<PL_ProcessGroup>,
+    pg::abort_entry<PL_ProcessGroup>,
 };
 
 const PL_Plugin kPlugin = {
