@@ -25,6 +25,8 @@
  * HISTORY
  *  1.0  the first contract.
  *  1.1  process-group collectives accept out == NULL: a blocking call (see pl_process_group.h).
+ *  1.2  accelerators: the layers' math (gemm, add_bias, sum_rows, relu, relu_backward,
+ *       cross_entropy, argmax_rows); strategies: get_stat.
  *
  * ERRORS
  *  Every fallible call returns PL_Error* : NULL on success, otherwise an error object.  Error
@@ -50,7 +52,7 @@ extern "C" {
 #endif
 
 #define PL_ABI_MAJOR 1
-#define PL_ABI_MINOR 1
+#define PL_ABI_MINOR 2
 
 #if defined(_WIN32)
 #define PL_EXPORT __declspec(dllexport)

@@ -133,6 +133,36 @@ typedef struct PL_AcceleratorApi {
                            PL_Tensor* minmax, int64_t chunk_size, PL_Stream* stream);
   PL_Error* (*dequantize_u8)(PL_Accelerator* acc, const PL_Tensor* q, const PL_Tensor* minmax,
                              PL_Tensor* dst, int64_t chunk_size, PL_Stream* stream);
+
+  /* ---- ABI 1.2: the math of dense layers, so that a module runs on any accelerator ----
+   * Matrices are row-major 2-D tensors (ndim == 2) of one float dtype, f32 or f64 (f16/bf16 are
+   * PL_ERR_UNSUPPORTED here).  Shapes are checked; a mismatch is PL_ERR_INVALID_ARGUMENT naming
+   * both shapes.  Outputs never alias inputs unless the entry says so. */
+  /* c = alpha * op(a) @ op(b) + beta * c, where op(x) is x (trans == 0) or x^T.  op(a) is [m, k],
+   * op(b) [k, n], c [m, n].  beta == 0: c is only written (NaNs in it are not propagated). */
+  PL_Error* (*gemm)(PL_Accelerator* acc, int32_t trans_a, int32_t trans_b, double alpha, const PL_Tensor* a,
+                    const PL_Tensor* b, double beta, PL_Tensor* c, PL_Stream* stream);
+  /* y[i, j] += bias[j]; y [rows, cols], bias [cols] (ndim 1). */
+  PL_Error* (*add_bias)(PL_Accelerator* acc, PL_Tensor* y, const PL_Tensor* bias, PL_Stream* stream);
+  /* out[j] = alpha * sum_i x[i, j] + beta * out[j]; x [rows, cols], out [cols].  beta == 0: out is
+   * only written. */
+  PL_Error* (*sum_rows)(PL_Accelerator* acc, double alpha, const PL_Tensor* x, double beta, PL_Tensor* out,
+                        PL_Stream* stream);
+  /* y = max(x, 0) element-wise; same shape; y may be x. */
+  PL_Error* (*relu)(PL_Accelerator* acc, const PL_Tensor* x, PL_Tensor* y, PL_Stream* stream);
+  /* dx = dy where y > 0, else 0 (y is relu's output); same shapes; dx may be dy. */
+  PL_Error* (*relu_backward)(PL_Accelerator* acc, const PL_Tensor* y, const PL_Tensor* dy, PL_Tensor* dx,
+                             PL_Stream* stream);
+  /* Softmax cross-entropy over the rows of logits [n, c] (f32/f64) with labels (i64 [n]):
+   *   loss[i] = logsumexp(logits[i, :]) - logits[i, labels[i]]    (loss [n], logits' dtype)
+   *   grad[i, j] = grad_scale * (softmax(logits[i, :])[j] - (j == labels[i]))   (grad may be NULL;
+   *   grad may be logits itself).  Computed stably (max subtracted).  A label outside [0, c) is
+   *   PL_ERR_INVALID_ARGUMENT naming the row and the value (an asynchronous accelerator may report
+   *   it at the next synchronisation). */
+  PL_Error* (*cross_entropy)(PL_Accelerator* acc, const PL_Tensor* logits, const PL_Tensor* labels,
+                             PL_Tensor* loss, PL_Tensor* grad, double grad_scale, PL_Stream* stream);
+  /* out[i] = the first j with x[i, j] maximal (i64 [rows]); x [rows, cols], f32 or f64. */
+  PL_Error* (*argmax_rows)(PL_Accelerator* acc, const PL_Tensor* x, PL_Tensor* out, PL_Stream* stream);
 } PL_AcceleratorApi;
 
 /* The smallest table a v1 host accepts: everything through the REQUIRED device entries. */

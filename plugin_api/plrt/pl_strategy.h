@@ -102,6 +102,12 @@ typedef struct PL_StrategyApi {
    * NULL when it runs alone. */
   PL_Error* (*process_group)(PL_Strategy* strategy, const PL_ProcessGroupApi** out_api,
                              PL_ProcessGroup** out_group);
+
+  /* ---- ABI 1.2 (optional) ---- */
+  /* A named statistic of the strategy's work so far (`name` borrowed for the call), e.g. ddp's
+   * "allreduce_ms" and "exposed_allreduce_ms".  An unknown name is PL_ERR_NOT_FOUND, listing the
+   * known ones. */
+  PL_Error* (*get_stat)(PL_Strategy* strategy, const char* name, double* out);
 } PL_StrategyApi;
 
 #define PL_STRATEGY_API_MIN_SIZE PL_STRUCT_SIZE(PL_StrategyApi, teardown)

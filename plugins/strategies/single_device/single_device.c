@@ -99,7 +99,8 @@ static const PL_StrategyApi kApi = {
     NULL, /* set_grad_sync: nothing to sync */
     NULL, /* before_optimizer_step */
     NULL, /* after_optimizer_step */
-    NULL  /* process_group: runs alone */
+    NULL, /* process_group: runs alone */
+    NULL  /* get_stat: nothing to report */
 };
 
 static const PL_Plugin kPlugin = {

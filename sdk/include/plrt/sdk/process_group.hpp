@@ -3,6 +3,7 @@
 #pragma once
 
 #include <plrt/pl_process_group.h>
+#include <plrt/sdk/dtype.hpp>
 #include <plrt/sdk/error.hpp>
 #include <plrt/sdk/runtime.hpp>
 #include <plrt/sdk/store.hpp>
@@ -29,12 +30,6 @@ inline PL_Tensor tensor_view(void* data, PL_DType dtype, int64_t numel, PL_Devic
   return t;
 }
 
-template <class T> constexpr PL_DType dtype_of();
-template <> constexpr PL_DType dtype_of<float>() { return PL_F32; }
-template <> constexpr PL_DType dtype_of<double>() { return PL_F64; }
-template <> constexpr PL_DType dtype_of<int32_t>() { return PL_I32; }
-template <> constexpr PL_DType dtype_of<int64_t>() { return PL_I64; }
-template <> constexpr PL_DType dtype_of<uint8_t>() { return PL_U8; }
 
 template <class T>
 PL_Tensor tensor_view(std::vector<T>& v) {

@@ -1,0 +1,95 @@
+// Data: a Dataset gathers rows into batches of host tensors; a DataLoader walks it in batches,
+// in order or shuffled (a permutation drawn from seed + epoch); under a distributed strategy the
+// trainer makes it distributed (Lightning's automatic DistributedSampler).
+#pragma once
+
+#include <plrt/sdk/tensor.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+namespace pl {
+
+using Batch = std::vector<Tensor>;  // one host tensor per field; dim 0 is the batch
+
+class Dataset {
+ public:
+  virtual ~Dataset();
+  virtual int64_t size() const = 0;
+  // The rows `indices` (each in [0, size())) of every field, stacked in that order.
+  virtual Batch get_batch(const std::vector<int64_t>& indices) const = 0;
+};
+
+// Fields of equal length along dim 0 (torch.utils.data.TensorDataset).  Host tensors.
+class TensorDataset : public Dataset {
+ public:
+  explicit TensorDataset(std::vector<Tensor> fields);  // throws on unequal lengths or device tensors
+  int64_t size() const override { return size_; }
+  Batch get_batch(const std::vector<int64_t>& indices) const override;
+  const std::vector<Tensor>& fields() const { return fields_; }
+
+ private:
+  std::vector<Tensor> fields_;
+  int64_t size_ = 0;
+};
+
+// torch.utils.data.DistributedSampler: with shuffle, a permutation of [0, N) drawn from
+// seed + epoch (the same on every rank); without drop_last it is padded by wrap-around to a
+// multiple of num_replicas, with drop_last the tail is cut; rank r takes positions r, r+W, r+2W...
+class DistributedSampler {
+ public:
+  DistributedSampler(int64_t dataset_size, int num_replicas, int rank, bool shuffle = true, uint64_t seed = 0,
+                     bool drop_last = false);  // bad values throw, naming them
+  void set_epoch(int64_t epoch) { epoch_ = epoch; }
+  int64_t epoch() const { return epoch_; }
+  std::vector<int64_t> indices() const;  // this rank's, for the current epoch
+  int64_t num_samples() const { return num_samples_; }  // per rank
+  int64_t total_size() const { return num_samples_ * num_replicas_; }
+  int64_t padding() const;  // duplicated samples added (0 with drop_last)
+
+ private:
+  int64_t n_;
+  int num_replicas_, rank_;
+  bool shuffle_, drop_last_;
+  uint64_t seed_;
+  int64_t epoch_ = 0;
+  int64_t num_samples_;
+};
+
+struct DataLoaderOptions {
+  int64_t batch_size = 1;   // >= 1
+  bool shuffle = false;
+  bool drop_last = false;   // drop the last incomplete batch
+  uint64_t seed = 0;        // shuffling seed; the trainer sets it from seed_everything when unset
+};
+
+class DataLoader {
+ public:
+  DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions options);
+  const Dataset& dataset() const { return *dataset_; }
+  const DataLoaderOptions& options() const { return o_; }
+
+  // Makes this loader take rank `rank` of `num_replicas` shards through a DistributedSampler
+  // (shuffle, seed and drop_last from the options).  Called by the trainer.
+  void distribute(int num_replicas, int rank);
+  bool distributed() const { return sampler_ != nullptr; }
+  const DistributedSampler* sampler() const { return sampler_.get(); }
+  void set_seed(uint64_t seed);
+
+  void set_epoch(int64_t epoch);
+  int64_t num_samples() const;  // this rank's samples per epoch
+  int64_t num_batches() const;  // this rank's batches per epoch
+  Batch batch(int64_t i) const; // the i-th batch of the current epoch (host tensors)
+
+ private:
+  std::vector<int64_t> epoch_indices() const;
+  std::shared_ptr<const Dataset> dataset_;
+  DataLoaderOptions o_;
+  std::unique_ptr<DistributedSampler> sampler_;
+  int64_t epoch_ = 0;
+  mutable std::vector<int64_t> cached_;  // indices of epoch cached_epoch_
+  mutable int64_t cached_epoch_ = -1;
+};
+
+}  // namespace pl

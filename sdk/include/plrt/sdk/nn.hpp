@@ -1,0 +1,61 @@
+// pl::nn: dense layers with explicit backward, running on the module's accelerator (its gemm,
+// add_bias, relu and cross_entropy kernels), so the same model code runs on cpu or cuda.
+//
+// Backward is explicit (there is no autograd): forward keeps what backward needs; backward writes
+// the parameters' gradients (scaled by Module::grad_scale, added to the existing gradient unless
+// it was zeroed) and calls Module::grad_ready for each, so that ddp overlaps its allreduce with the
+// rest of backward.  Activations are reused between steps when the shape stays the same.
+#pragma once
+
+#include <plrt/sdk/module.hpp>
+#include <plrt/sdk/random.hpp>
+#include <plrt/sdk/tensor.hpp>
+
+#include <cstdint>
+
+namespace pl::nn {
+
+// y = x W^T + b, with weight [out, in] and bias [out] as torch.nn.Linear lays them out and
+// initialises them (uniform in +-1/sqrt(in), drawn from `gen`, default the global generator).
+class Linear : public Module {
+ public:
+  Linear(int64_t in_features, int64_t out_features, bool bias = true, Generator* gen = nullptr);
+  int64_t in_features() const { return in_; }
+  int64_t out_features() const { return out_; }
+  Parameter& weight() { return *weight_; }
+  Parameter* bias() { return bias_; }  // nullptr without bias
+
+  // x [N, in] on the module's device -> [N, out].  Keeps x (shared) for backward.
+  Tensor forward(const Tensor& x);
+  // dy [N, out] -> dx [N, in] (an undefined tensor when need_input_grad is false).  Writes the
+  // gradients of bias then weight, calling grad_ready after each.
+  Tensor backward(const Tensor& dy, bool need_input_grad = true);
+
+ private:
+  int64_t in_, out_;
+  Parameter* weight_ = nullptr;
+  Parameter* bias_ = nullptr;
+  Tensor x_, y_, dx_;
+};
+
+class ReLU {
+ public:
+  Tensor forward(const Tensor& x);    // a new tensor, kept for backward
+  Tensor backward(const Tensor& dy);  // dy where the output was > 0
+
+ private:
+  Tensor y_, dx_;
+};
+
+struct CrossEntropy {
+  double loss = 0;      // mean over the batch
+  Tensor grad;          // d(mean loss)/d(logits), on the logits' device (undefined if not asked)
+  int64_t correct = 0;  // rows whose argmax equals the label
+  int64_t count = 0;    // rows
+};
+
+// Softmax cross-entropy of logits [N, C] against labels (i64 [N], on any device), averaged over
+// the batch, as torch.nn.functional.cross_entropy.  A label outside [0, C) throws, naming it.
+CrossEntropy cross_entropy(const Tensor& logits, const Tensor& labels, bool with_grad = true);
+
+}  // namespace pl::nn

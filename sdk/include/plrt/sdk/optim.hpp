@@ -1,0 +1,97 @@
+// pl::SGD, pl::Adam, pl::AdamW: torch.optim's update rules, each a fused kernel of the
+// parameters' accelerator (one pass over param, grad and state).  A parameter whose gradient was
+// not written since zero_grad is skipped, as PyTorch skips a None gradient.
+#pragma once
+
+#include <plrt/sdk/module.hpp>
+#include <plrt/sdk/tensor.hpp>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace pl {
+
+class Optimizer {
+ public:
+  explicit Optimizer(std::vector<Parameter*> params, double lr);
+  virtual ~Optimizer();
+  virtual void step() = 0;
+  virtual std::string name() const = 0;  // "SGD", "Adam", "AdamW"
+  void zero_grad();
+  double lr() const { return lr_; }
+  void set_lr(double lr);  // negative or non-finite throws
+  const std::vector<Parameter*>& params() const { return params_; }
+  int64_t steps() const { return steps_; }
+
+  // ---- checkpoints: tensors named "state.<param index>.<name>" (momentum_buffer, exp_avg,
+  // exp_avg_sq), scalars by name (lr, step, ...).  load_state checks names and shapes. ----
+  virtual std::vector<std::pair<std::string, Tensor>> state_tensors() const = 0;
+  virtual std::map<std::string, double> state_scalars() const;
+  virtual void load_state(const std::map<std::string, Tensor>& tensors, const std::map<std::string, double>& scalars) = 0;
+
+ protected:
+  std::vector<Parameter*> params_;
+  double lr_;
+  int64_t steps_ = 0;
+};
+
+struct SgdOptions {
+  double lr = 0.01;
+  double momentum = 0;
+  double dampening = 0;
+  double weight_decay = 0;
+  bool nesterov = false;  // needs momentum > 0 and dampening == 0 (else throws, as PyTorch)
+};
+
+class SGD : public Optimizer {
+ public:
+  SGD(std::vector<Parameter*> params, SgdOptions options);
+  void step() override;
+  std::string name() const override { return "SGD"; }
+  std::vector<std::pair<std::string, Tensor>> state_tensors() const override;
+  std::map<std::string, double> state_scalars() const override;
+  void load_state(const std::map<std::string, Tensor>& tensors, const std::map<std::string, double>& scalars) override;
+
+ private:
+  SgdOptions o_;
+  std::vector<Tensor> momentum_;  // per parameter; undefined until its first step
+};
+
+struct AdamOptions {
+  double lr = 1e-3;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 0;  // AdamW's default is 1e-2
+};
+
+class Adam : public Optimizer {
+ public:
+  Adam(std::vector<Parameter*> params, AdamOptions options, bool decoupled_weight_decay = false);
+  void step() override;
+  std::string name() const override { return decoupled_ ? "AdamW" : "Adam"; }
+  std::vector<std::pair<std::string, Tensor>> state_tensors() const override;
+  std::map<std::string, double> state_scalars() const override;
+  void load_state(const std::map<std::string, Tensor>& tensors, const std::map<std::string, double>& scalars) override;
+
+ private:
+  AdamOptions o_;
+  bool decoupled_;
+  std::vector<Tensor> exp_avg_, exp_avg_sq_;
+  std::vector<int64_t> step_;  // per parameter (1-based after its first update)
+};
+
+class AdamW : public Adam {
+ public:
+  static AdamOptions defaults() {
+    AdamOptions o;
+    o.weight_decay = 1e-2;
+    return o;
+  }
+  AdamW(std::vector<Parameter*> params, AdamOptions options = defaults()) : Adam(std::move(params), options, true) {}
+};
+
+}  // namespace pl
