@@ -1,0 +1,70 @@
+// pl::Tensor and pl::Accelerator over the cpu plugin: allocation, views, copies, errors.
+#include <plrt/sdk/tensor.hpp>
+
+#include <gtest/gtest.h>
+
+namespace {
+
+pl::Runtime& runtime() {
+  static pl::Runtime rt([] {
+    pl::RuntimeOptions o;
+    o.plugin_dirs = {PLRT_BUILD_PLUGIN_DIR};
+    o.use_env_dirs = false;
+    o.log_level = "warn";
+    return o;
+  }());
+  return rt;
+}
+
+TEST(Tensor, HostTensorHasShapeAndZeros) {
+  auto t = pl::Tensor::zeros({3, 4});
+  EXPECT_EQ(t.numel(), 12);
+  EXPECT_EQ(t.size(-1), 4);
+  EXPECT_EQ(t.nbytes(), 48u);
+  for (float v : t.to_vector<float>()) EXPECT_EQ(v, 0.0f);
+  EXPECT_THROW(t.size(2), pl::Error);
+  EXPECT_THROW(t.data_ptr<double>(), pl::Error);
+}
+
+TEST(Tensor, NarrowAndReshapeShareStorage) {
+  auto t = pl::Tensor::from_vector<float>({0, 1, 2, 3, 4, 5}, {3, 2});
+  auto rows = t.narrow(1, 2);
+  EXPECT_EQ(rows.shape(), (pl::Shape{2, 2}));
+  EXPECT_EQ(rows.to_vector<float>(), (std::vector<float>{2, 3, 4, 5}));
+  rows.data_ptr<float>()[0] = 42;
+  EXPECT_EQ(t.to_vector<float>()[2], 42);
+  EXPECT_EQ(t.reshape({6}).shape(), (pl::Shape{6}));
+  try {
+    t.reshape({4});
+    FAIL();
+  } catch (const pl::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("[4]"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(t.narrow(2, 2), pl::Error);
+}
+
+TEST(Tensor, AcceleratorTensorsCopyAndClone) {
+  pl::Accelerator acc(runtime(), "cpu");
+  auto d = pl::Tensor::zeros(acc, {PL_DEVICE_CPU, 0}, {5}, PL_F64);
+  EXPECT_TRUE(d.accelerator() == acc);
+  auto h = pl::Tensor::from_vector<double>({1, 2, 3, 4, 5}, {5});
+  d.copy_from(h);
+  auto c = d.clone();
+  d.data_ptr<double>()[0] = -1;
+  EXPECT_EQ(c.to_vector<double>(), (std::vector<double>{1, 2, 3, 4, 5}));
+  EXPECT_THROW(d.copy_from(pl::Tensor::zeros({4}, PL_F64)), pl::Error);
+}
+
+TEST(Accelerator, EmptyHandleAndMissingPluginAreNamed) {
+  pl::Accelerator none;
+  EXPECT_FALSE(none.defined());
+  try {
+    (void)none.name();
+    FAIL();
+  } catch (const pl::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("empty handle"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(pl::Accelerator(runtime(), "no_such_accelerator"), pl::Error);
+}
+
+}  // namespace
