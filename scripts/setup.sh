@@ -15,6 +15,7 @@ packages=(
   libgtest-dev libgmock-dev googletest  # tests
   libgloo-dev              # gloo process group
   libbenchmark-dev         # micro-benchmarks under bench/
+  libopenblas-dev          # the cpu accelerator's gemm (cblas_sgemm/dgemm, openblas_set_num_threads)
 )
 
 missing=()

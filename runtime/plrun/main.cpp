@@ -1,5 +1,9 @@
-// plrun: list plrt's plugins and resolve a job's configuration (Lightning's knobs) before
-// launching it.  Exit codes: 0 success, 2 invalid input (the error on stderr), 1 anything else.
+// plrun: launches plrt jobs as torchrun does (one process per device, or one per node for the
+// spawn and single-process strategies), lists plrt's plugins and resolves a job's configuration
+// (Lightning's knobs).  Exit codes: 0 success, 2 invalid input (the error on stderr), 1 anything
+// else; when it launches, the job's code (see supervisor.hpp).
+#include "launcher.hpp"
+
 #include <plrt/sdk/runtime.hpp>
 
 #include <CLI/CLI.hpp>
@@ -7,6 +11,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -18,9 +24,29 @@ constexpr int kExitInvalid = 2;
 const char* kDescription =
     "plrun: launches plrt training jobs (PyTorch Lightning's strategies for C++ programs).\n"
     "\n"
+    "  plrun [job flags] [--num-nodes N --node-rank I --master-addr H --master-port P]\n"
+    "        [--grace-period S] [--exit-barrier-timeout S] -- program args...\n"
+    "  plrun --dry-run [job flags] [--assume-device-count N]\n"
     "  plrun --list-plugins [--json]\n"
-    "  plrun --dry-run [--accelerator A] [--devices D] [--strategy S] [--num-nodes N]\n"
-    "                  [--precision P] [--process-group-backend B] [--assume-device-count N]\n"
+    "\n"
+    "job flags: --accelerator A --devices D --strategy S --precision P --process-group-backend B\n"
+    "\n"
+    "plrun starts one process per device (ddp), or one per node (ddp_spawn, single-device\n"
+    "strategies), as torchrun does.  Each gets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,\n"
+    "NODE_RANK, GROUP_RANK, MASTER_ADDR, MASTER_PORT, PL_JOB_TOKEN, PL_USE_AGENT_STORE=1 and the\n"
+    "job flags given here as PL_TRAINER_<FLAG> (e.g. PL_TRAINER_DEVICES); a spawn strategy's\n"
+    "process gets PL_LAUNCH_MODE=spawn and no RANK.  Node 0's plrun serves the rendezvous store\n"
+    "for the whole job.  Output lines are prefixed \"[rank N] \" (\"[node N] \" for a process per\n"
+    "node).  SIGINT, SIGTERM and SIGHUP are passed to the workers, then SIGKILL after the grace\n"
+    "period; plrun exits 128+signal.  When a worker fails, plrun stops the others and exits with\n"
+    "its code (128+signal if it was killed).\n"
+    "\n"
+    "Several nodes: run plrun on each with the same --num-nodes, --master-addr (node 0's address)\n"
+    "and --master-port (default 29500), its own --node-rank, and the same PL_JOB_TOKEN in the\n"
+    "environment (e.g. export PL_JOB_TOKEN=$(openssl rand -hex 16)).  One node: the store takes a\n"
+    "free port on 127.0.0.1 and a fresh token unless PL_JOB_TOKEN is set.  When its workers\n"
+    "succeed, node 0's plrun serves the store until every node's workers are done (at most\n"
+    "--exit-barrier-timeout), so that no node loses the store before its workers finish.\n"
     "\n"
     "--devices takes Lightning's forms: 2 (the first two), -1 (all), \"1, 3\" or [1,3] (those\n"
     "indices), \"2,\" (index 2), auto.  With the cpu accelerator it is a number of processes.\n"
@@ -79,6 +105,22 @@ nlohmann::json to_json(const pl::JobConfig& c) {
           {"precision", c.precision}};
 }
 
+// The workers look for plugins where plrun did: --plugin-path first (absolute, in case a program
+// changes its directory), then the inherited PL_PLUGIN_PATH.  "" leaves the inherited one.
+std::string worker_plugin_path(const std::vector<std::string>& dirs) {
+  if (dirs.empty()) return "";
+  std::string out;
+  for (const auto& d : dirs) {
+    if (d.empty()) continue;
+    std::error_code ec;
+    auto abs = std::filesystem::absolute(d, ec);
+    out += (out.empty() ? "" : ":") + (ec ? d : abs.string());
+  }
+  if (const char* inherited = std::getenv("PL_PLUGIN_PATH"); inherited && *inherited)
+    out += (out.empty() ? "" : ":") + std::string(inherited);
+  return out;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -89,6 +131,8 @@ int main(int argc, char** argv) {
   std::string devices = "auto";
   std::vector<std::string> plugin_dirs;
   std::vector<std::string> command;
+  plrun::LaunchOptions launch;
+  int master_port = -1;
   app.add_flag("--list-plugins", list, "List the plugins found (kind, name, version, description, file)");
   app.add_flag("--json", as_json, "With --list-plugins: print JSON");
   app.add_flag("--dry-run", dry_run, "Print the resolved configuration as JSON and exit");
@@ -102,6 +146,18 @@ int main(int argc, char** argv) {
   app.add_option("--assume-device-count", req.assume_device_count,
                  "Validate as if the accelerator had N devices (e.g. a GPU job on a login node)");
   app.add_option("--plugin-path", plugin_dirs, "Extra plugin folder, searched first (repeatable)");
+  app.add_option("--node-rank", launch.node_rank, "This node's rank, in [0, --num-nodes)")->capture_default_str();
+  auto* addr_opt = app.add_option("--master-addr", "Node 0's host name or address, where it serves the store "
+                                                     "(default 127.0.0.1; required with several nodes)");
+  app.add_option("--master-port", master_port,
+                 "The store's port (default: a free one on a single node, 29500 with several)");
+  app.add_option("--grace-period", launch.grace_period_s,
+                 "Seconds between passing a stop signal (or SIGTERM) to the workers and SIGKILL, in [0, 5]")
+      ->capture_default_str();
+  app.add_option("--exit-barrier-timeout", launch.exit_barrier_timeout_s,
+                 "Several nodes: seconds node 0 keeps serving the store after its workers succeeded, until "
+                 "every node's have")
+      ->capture_default_str();
   app.add_option("command", command, "The program to launch and its arguments (after --)");
 
   try {
@@ -113,26 +169,46 @@ int main(int argc, char** argv) {
     std::cerr << "plrun: error: " << e.what() << "\n(see plrun --help)\n";
     return kExitInvalid;
   }
+  if (addr_opt->count()) launch.master_addr = addr_opt->as<std::string>();
+  if (app.count("--master-port")) launch.master_port = master_port;
   if (req.assume_device_count < -1) {
     std::cerr << "plrun: error: --assume-device-count " << req.assume_device_count << ": must be >= 0\n";
     return kExitInvalid;
   }
 
   try {
-    pl::RuntimeOptions opts;
-    opts.plugin_dirs = plugin_dirs;
-    pl::Runtime rt(opts);
-    if (list) return list_plugins(rt, as_json);
     req.devices = pl::Devices::from_text(devices);
-    if (dry_run) {
-      auto config = rt.resolve(req);
-      nlohmann::json j = to_json(config);
-      j["command"] = command;
-      std::cout << j.dump(2) << "\n";
-      return 0;
+    if (list || dry_run || command.empty()) {
+      pl::RuntimeOptions opts;
+      opts.plugin_dirs = plugin_dirs;
+      pl::Runtime rt(opts);
+      if (list) return list_plugins(rt, as_json);
+      if (dry_run) {
+        auto config = rt.resolve(req);
+        nlohmann::json j = to_json(config);
+        j["command"] = command;
+        std::cout << j.dump(2) << "\n";
+        return 0;
+      }
+      std::cerr << "plrun: error: nothing to do: give a program to launch after --, or --list-plugins or "
+                   "--dry-run (see plrun --help)\n";
+      return kExitInvalid;
     }
-    std::cerr << "plrun: error: nothing to do: give --list-plugins or --dry-run (see plrun --help)\n";
-    return kExitInvalid;
+    // Launching: the launcher makes its own runtime, after it has set up its signal handling.
+    plrun::LaunchRequest lr;
+    lr.job = req;
+    lr.command = command;
+    lr.plugin_dirs = plugin_dirs;
+    launch.num_nodes = req.num_nodes;
+    // Only the flags given here reach the program (PL_TRAINER_*): its own defaults apply otherwise.
+    for (const auto& [flag, name] : std::vector<std::pair<std::string, std::string>>{
+             {"--accelerator", "ACCELERATOR"}, {"--devices", "DEVICES"}, {"--strategy", "STRATEGY"},
+             {"--num-nodes", "NUM_NODES"}, {"--precision", "PRECISION"},
+             {"--process-group-backend", "PROCESS_GROUP_BACKEND"}})
+      if (app.count(flag)) launch.trainer_flags.emplace_back(name, app.get_option(flag)->as<std::string>());
+    launch.plugin_path = worker_plugin_path(plugin_dirs);
+    lr.options = launch;
+    return plrun::launch(lr);
   } catch (const pl::Error& e) {
     std::cerr << "plrun: error: " << e.what() << "\n";
     return e.code() == PL_ERR_INVALID_ARGUMENT || e.code() == PL_ERR_NOT_FOUND ? kExitInvalid : 1;

@@ -5,11 +5,14 @@
 #include <dlfcn.h>
 
 #include <cmath>
+#include <cstdlib>
+#include <string>
 #include <vector>
 
 using ::testing::HasSubstr;
 using plrt_test::error_of;
 using plrt_test::isolated;
+using plrt_test::LogCapture;
 
 namespace {
 
@@ -41,7 +44,9 @@ TEST_F(CpuPlugin, EveryEntryIsProvided) {
                    (void*)api->stream_synchronize, (void*)api->event_create, (void*)api->event_destroy,
                    (void*)api->event_record, (void*)api->event_synchronize, (void*)api->stream_wait_event,
                    (void*)api->fill, (void*)api->scale, (void*)api->axpy, (void*)api->cast, (void*)api->sgd_step,
-                   (void*)api->adam_step, (void*)api->quantize_u8, (void*)api->dequantize_u8})
+                   (void*)api->adam_step, (void*)api->quantize_u8, (void*)api->dequantize_u8, (void*)api->gemm,
+                   (void*)api->add_bias, (void*)api->sum_rows, (void*)api->relu, (void*)api->relu_backward,
+                   (void*)api->cross_entropy, (void*)api->argmax_rows})
     EXPECT_NE(fn, nullptr);
 }
 
@@ -116,6 +121,70 @@ TEST_F(CpuPlugin, KernelsThroughTheTable) {
   EXPECT_FLOAT_EQ(mm[2], 4.0f);
   ok(api->dequantize_u8(acc, &tq, &tmm, &tb, 4, nullptr));
   for (size_t i = 0; i < src.size(); ++i) EXPECT_NEAR(back[i], src[i], 3.0 / 510 + 1e-6);
+}
+
+TEST_F(CpuPlugin, LayerKernelsThroughTheTable) {
+  // [[1,2,3],[4,5,6]] @ [[1,0],[0,1],[1,1]] = [[4,5],[10,11]]
+  std::vector<float> a = {1, 2, 3, 4, 5, 6}, b = {1, 0, 0, 1, 1, 1}, c(4, NAN), bias = {0.5f, -20};
+  PL_Tensor ta = f32(a), tb = f32(b), tc = f32(c), tbias = f32(bias);
+  ta.ndim = tb.ndim = tc.ndim = 2;
+  ta.shape[0] = 2, ta.shape[1] = 3, tb.shape[0] = 3, tb.shape[1] = 2, tc.shape[0] = 2, tc.shape[1] = 2;
+  ok(api->gemm(acc, 0, 0, 1.0, &ta, &tb, 0.0, &tc, nullptr));
+  EXPECT_EQ(c, (std::vector<float>{4, 5, 10, 11}));
+  ok(api->add_bias(acc, &tc, &tbias, nullptr));
+  ok(api->relu(acc, &tc, &tc, nullptr));
+  EXPECT_EQ(c, (std::vector<float>{4.5f, 0, 10.5f, 0}));
+  std::vector<int64_t> idx(2);
+  PL_Tensor tidx{sizeof(PL_Tensor), idx.data(), PL_I64, {PL_DEVICE_CPU, 0}, 2, 1, {2}};
+  ok(api->argmax_rows(acc, &tc, &tidx, nullptr));
+  EXPECT_EQ(idx, (std::vector<int64_t>{0, 0}));
+  // A shape error comes back as a PL_Error naming both shapes.
+  auto msg = error_of([&] { ok(api->gemm(acc, 0, 0, 1.0, &ta, &ta, 0.0, &tc, nullptr)); }, PL_ERR_INVALID_ARGUMENT);
+  EXPECT_THAT(msg, HasSubstr("[2, 3]"));
+}
+
+TEST_F(CpuPlugin, NumThreadsOptionIsCheckedAndApplied) {
+  PL_Accelerator* other = nullptr;
+  for (const char* bad : {"0", "-2", "two", "3x", ""}) {
+    PL_Option o{sizeof(PL_Option), "num_threads", bad};
+    PL_OptionList list{sizeof(PL_OptionList), &o, 1};
+    auto msg = error_of([&] { ok(api->create(rt.host(), &list, &other)); }, PL_ERR_INVALID_ARGUMENT);
+    EXPECT_THAT(msg, HasSubstr("num_threads '" + std::string(bad) + "'"));
+    EXPECT_THAT(msg, HasSubstr(">= 1"));
+    EXPECT_EQ(other, nullptr);
+  }
+  // A valid count reaches OpenBLAS: create logs the pool size it ends up with.
+  LogCapture log;
+  pl::RuntimeOptions o = isolated({PLRT_BUILD_PLUGIN_DIR});
+  o.log_level = "debug";
+  o.log_callback = &LogCapture::callback;
+  o.log_user = &log;
+  pl::Runtime verbose(o);
+  const auto* vapi = verbose.find(PL_PLUGIN_ACCELERATOR, "cpu").api<PL_AcceleratorApi>();
+  PL_Option one{sizeof(PL_Option), "num_threads", "1"};
+  PL_OptionList list{sizeof(PL_OptionList), &one, 1};
+  pl::check(verbose.host(), vapi->create(verbose.host(), &list, &other));
+  EXPECT_TRUE(log.contains("gemm uses 1 OpenBLAS thread(s)")) << log.all();
+  vapi->destroy(other);
+}
+
+TEST_F(CpuPlugin, BadLocalWorldSizeIsNamed) {
+  // Without num_threads, LOCAL_WORLD_SIZE sets the default share; a malformed one is an error.
+  const char* saved_lws = std::getenv("LOCAL_WORLD_SIZE");
+  const std::string lws = saved_lws ? saved_lws : "";
+  const char* saved_ob = std::getenv("OPENBLAS_NUM_THREADS");
+  const std::string ob = saved_ob ? saved_ob : "";
+  ::unsetenv("OPENBLAS_NUM_THREADS");
+  ::setenv("LOCAL_WORLD_SIZE", "zero", 1);
+  PL_Accelerator* other = nullptr;
+  auto msg = error_of([&] { ok(api->create(rt.host(), nullptr, &other)); }, PL_ERR_INVALID_ARGUMENT);
+  EXPECT_THAT(msg, HasSubstr("LOCAL_WORLD_SIZE"));
+  EXPECT_THAT(msg, HasSubstr("'zero'"));
+  ::setenv("LOCAL_WORLD_SIZE", "1000000", 1);  // more processes than threads: still one each
+  ok(api->create(rt.host(), nullptr, &other));
+  api->destroy(other);
+  if (saved_lws) ::setenv("LOCAL_WORLD_SIZE", lws.c_str(), 1); else ::unsetenv("LOCAL_WORLD_SIZE");
+  if (saved_ob) ::setenv("OPENBLAS_NUM_THREADS", ob.c_str(), 1);
 }
 
 TEST_F(CpuPlugin, UnknownOptionIsRefused) {

@@ -1,5 +1,5 @@
 // plrun as a user runs it: --help, --list-plugins [--json], --dry-run, and exit code 2 with the
-// error on stderr for every invalid input.
+// error on stderr for every invalid input (launching jobs: tests/launcher).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -21,12 +21,13 @@ struct Result {
   std::string out, err;
 };
 
-// Runs plrun with `args` (a shell-quoted string), PL_PLUGIN_PATH unset unless `env` says otherwise.
+// Runs plrun with `args` (a shell-quoted string), PL_PLUGIN_PATH, PL_LOG_LEVEL and PL_JOB_TOKEN unset
+// unless `env` says otherwise.
 Result plrun(const std::string& args, const std::string& env = "") {
   char err_path[] = "/tmp/plrun-test-XXXXXX";
   int fd = ::mkstemp(err_path);
   ::close(fd);
-  std::string cmd = "env -u PL_PLUGIN_PATH -u PL_LOG_LEVEL " + env + " " + PLRUN_PATH + " " + args + " 2>" + err_path;
+  std::string cmd = "env -u PL_PLUGIN_PATH -u PL_LOG_LEVEL -u PL_JOB_TOKEN " + env + " " + PLRUN_PATH + " " + args + " 2>" + err_path;
   Result r;
   FILE* p = ::popen(cmd.c_str(), "r");
   std::array<char, 4096> buf{};
@@ -65,6 +66,10 @@ TEST(Plrun, Help) {
   EXPECT_THAT(r.out, HasSubstr("--list-plugins"));
   EXPECT_THAT(r.out, HasSubstr("--dry-run"));
   EXPECT_THAT(r.out, HasSubstr("--assume-device-count"));
+  // Launching (tests/launcher runs jobs).
+  for (const char* flag : {"--node-rank", "--master-addr", "--master-port", "--grace-period", "--exit-barrier-timeout"})
+    EXPECT_THAT(r.out, HasSubstr(flag));
+  EXPECT_THAT(r.out, HasSubstr("PL_JOB_TOKEN"));
 }
 
 TEST(Plrun, ListPluginsTable) {
@@ -139,6 +144,11 @@ TEST(Plrun, InvalidInputsExitTwoWithTheError) {
   expect_invalid("--dry-run --assume-device-count -5", "--assume-device-count -5");
   expect_invalid("--no-such-flag", "--no-such-flag");
   expect_invalid("", "nothing to do");
+  expect_invalid("--node-rank 1 -- true", "--node-rank 1 is out of range");
+  expect_invalid("--grace-period 6 -- true", "--grace-period 6");
+  expect_invalid("--master-port 65536 -- true", "--master-port 65536");
+  expect_invalid("--num-nodes 2 --master-addr h -- true", "PL_JOB_TOKEN");
+  expect_invalid("-- no-such-program-plrt-abc", "program 'no-such-program-plrt-abc' not found");
 }
 
 TEST(Plrun, LogLevelFromEnvironmentIsChecked) {

@@ -1,11 +1,13 @@
 // The "cpu" accelerator plugin: the host as one device (Lightning's CPUAccelerator, where
 // `devices` counts processes), plain host memory, trivially complete streams and events, and the
-// reference kernels of kernels.hpp.
+// reference kernels of kernels.hpp (gemm on OpenBLAS, whose thread count the "num_threads" option
+// sets).
 //
 // Every exported function runs its body inside plrt::plugin::guard(host, ...), so no C++ exception
 // crosses the C ABI.  The host table lives in the instance (PL_Accelerator), never in a global.
 // A NULL instance (or a NULL host in create) leaves no way to report an error through the host;
 // that is a broken caller invariant and aborts with a message on stderr.
+#include "cpu_options.hpp"
 #include "kernels.hpp"
 #include "plugin_support.hpp"
 
@@ -158,23 +160,11 @@ PL_Error* cpu_create(const PL_Host* host, const PL_OptionList* options, PL_Accel
   return guard(host, [&] {
     require_out(out, "create");
     *out = nullptr;
-    // A zero struct_size is an empty (zero-initialised) list.
-    if (options != nullptr && options->struct_size != 0) {
-      if (options->struct_size < PL_STRUCT_SIZE(PL_OptionList, count))
-        fail(PL_ERR_VERSION, "create: PL_OptionList.struct_size " + std::to_string(options->struct_size) +
-                                 " is smaller than the v1 size " +
-                                 std::to_string(PL_STRUCT_SIZE(PL_OptionList, count)));
-      if (options->count > 0) {
-        if (options->items == nullptr)
-          fail(PL_ERR_INVALID_ARGUMENT, "create: options.count is " + std::to_string(options->count) +
-                                            " but options.items is NULL");
-        const PL_Option& o = options->items[0];
-        const std::string key = o.key ? o.key : "(NULL)";
-        fail(PL_ERR_INVALID_ARGUMENT, "create: unknown option '" + key + "'; the cpu accelerator takes no options");
-      }
-    }
+    const int threads = plrt::cpu::blas_threads_for(options);
+    if (threads > 0) plrt::cpu::set_blas_threads(threads);
     *out = new PL_Accelerator{host};
-    plrt::plugin::logf(host, PL_LOG_DEBUG, "cpu", "cpu accelerator created");
+    plrt::plugin::logf(host, PL_LOG_DEBUG, "cpu", "cpu accelerator created; gemm uses %d OpenBLAS thread(s)%s",
+                       plrt::cpu::blas_threads(), threads > 0 ? "" : " (OpenBLAS's default)");
   });
 }
 
@@ -369,6 +359,61 @@ PL_Error* cpu_dequantize_u8(PL_Accelerator* acc, const PL_Tensor* q, const PL_Te
   });
 }
 
+// ---- layer kernels (ABI 1.2) ----
+
+PL_Error* cpu_gemm(PL_Accelerator* acc, int32_t trans_a, int32_t trans_b, double alpha, const PL_Tensor* a,
+                   const PL_Tensor* b, double beta, PL_Tensor* c, PL_Stream* stream) {
+  return run(acc, "gemm", [&] {
+    check_stream(acc, stream, "gemm");
+    plrt::cpu::gemm(trans_a, trans_b, alpha, a, b, beta, c);
+  });
+}
+
+PL_Error* cpu_add_bias(PL_Accelerator* acc, PL_Tensor* y, const PL_Tensor* bias, PL_Stream* stream) {
+  return run(acc, "add_bias", [&] {
+    check_stream(acc, stream, "add_bias");
+    plrt::cpu::add_bias(y, bias);
+  });
+}
+
+PL_Error* cpu_sum_rows(PL_Accelerator* acc, double alpha, const PL_Tensor* x, double beta, PL_Tensor* out,
+                       PL_Stream* stream) {
+  return run(acc, "sum_rows", [&] {
+    check_stream(acc, stream, "sum_rows");
+    plrt::cpu::sum_rows(alpha, x, beta, out);
+  });
+}
+
+PL_Error* cpu_relu(PL_Accelerator* acc, const PL_Tensor* x, PL_Tensor* y, PL_Stream* stream) {
+  return run(acc, "relu", [&] {
+    check_stream(acc, stream, "relu");
+    plrt::cpu::relu(x, y);
+  });
+}
+
+PL_Error* cpu_relu_backward(PL_Accelerator* acc, const PL_Tensor* y, const PL_Tensor* dy, PL_Tensor* dx,
+                            PL_Stream* stream) {
+  return run(acc, "relu_backward", [&] {
+    check_stream(acc, stream, "relu_backward");
+    plrt::cpu::relu_backward(y, dy, dx);
+  });
+}
+
+PL_Error* cpu_cross_entropy(PL_Accelerator* acc, const PL_Tensor* logits, const PL_Tensor* labels, PL_Tensor* loss,
+                            PL_Tensor* grad, double grad_scale, PL_Stream* stream) {
+  return run(acc, "cross_entropy", [&] {
+    check_stream(acc, stream, "cross_entropy");
+    plrt::cpu::cross_entropy(logits, labels, loss, grad, grad_scale);
+  });
+}
+
+PL_Error* cpu_argmax_rows(PL_Accelerator* acc, const PL_Tensor* x, PL_Tensor* out, PL_Stream* stream) {
+  return run(acc, "argmax_rows", [&] {
+    check_stream(acc, stream, "argmax_rows");
+    plrt::cpu::argmax_rows(x, out);
+  });
+}
+
 // ---- the descriptor ----
 
 PL_AcceleratorApi make_api() {
@@ -402,6 +447,13 @@ PL_AcceleratorApi make_api() {
   a.adam_step = cpu_adam_step;
   a.quantize_u8 = cpu_quantize_u8;
   a.dequantize_u8 = cpu_dequantize_u8;
+  a.gemm = cpu_gemm;
+  a.add_bias = cpu_add_bias;
+  a.sum_rows = cpu_sum_rows;
+  a.relu = cpu_relu;
+  a.relu_backward = cpu_relu_backward;
+  a.cross_entropy = cpu_cross_entropy;
+  a.argmax_rows = cpu_argmax_rows;
   return a;
 }
 
@@ -414,7 +466,8 @@ const PL_Plugin kPlugin = {
     PL_PLUGIN_ACCELERATOR,
     "cpu",
     "0.1.0",
-    "The host CPU: devices count processes; reference kernels for fill, axpy, cast, SGD, Adam, uint8 quantisation",
+    "The host CPU: devices count processes; reference kernels for fill, axpy, cast, SGD, Adam, uint8 "
+    "quantisation, and dense layers (gemm on OpenBLAS, bias, ReLU, cross-entropy, argmax); option num_threads",
     nullptr,
     0,
     &kApi,

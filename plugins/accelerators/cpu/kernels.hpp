@@ -105,4 +105,53 @@ void quantize_u8(const PL_Tensor* src, const PL_Tensor* q, const PL_Tensor* minm
 void dequantize_u8(const PL_Tensor* q, const PL_Tensor* minmax, const PL_Tensor* dst,
                    int64_t chunk_size);
 
+// ---- ABI 1.2: the math of dense layers (kernels_gemm.cpp, kernels_layers.cpp) ----
+// Matrices are row-major tensors with ndim == 2 and numel == shape[0] * shape[1]; vectors have
+// ndim == 1.  Float operands are float32 or float64 (float16/bfloat16 and the integer dtypes are
+// PL_ERR_UNSUPPORTED) and all float operands of one call share the dtype.  A shape mismatch is
+// PL_ERR_INVALID_ARGUMENT naming both shapes.  Outputs must not overlap inputs, except where an
+// entry allows an exact alias (the same data pointer); a partial overlap is PL_ERR_INVALID_ARGUMENT.
+// Sums run in the compute type C (float for float32, double for float64); results within float
+// rounding of the exact math, as other accelerators give (their summation order differs).
+
+// c = alpha * op(a) @ op(b) + beta * c through OpenBLAS (cblas_sgemm / cblas_dgemm).  trans_a and
+// trans_b are 0 (op(x) = x) or 1 (op(x) = x^T); op(a) [m, k], op(b) [k, n], c [m, n].  beta == 0:
+// c is only written (NaNs in it do not propagate); k == 0: c = beta * c.  Each size must fit
+// OpenBLAS's index type (int).
+void gemm(int32_t trans_a, int32_t trans_b, double alpha, const PL_Tensor* a, const PL_Tensor* b, double beta,
+          const PL_Tensor* c);
+
+// OpenBLAS's thread pool size for gemm.  Process-wide (OpenBLAS keeps one pool): the last
+// accelerator instance that sets it wins.  n >= 1 (else PL_ERR_INVALID_ARGUMENT).
+void set_blas_threads(int n);
+int blas_threads();
+
+// y[i, j] = y[i, j] + bias[j]; y [rows, cols], bias [cols].
+void add_bias(const PL_Tensor* y, const PL_Tensor* bias);
+
+// out[j] = alpha * (sum_i x[i, j]) + beta * out[j]; x [rows, cols], out [cols].  The column sums
+// run over i in order, in C.  beta == 0: out is only written.
+void sum_rows(double alpha, const PL_Tensor* x, double beta, const PL_Tensor* out);
+
+// y = x < 0 ? 0 : x (NaN stays NaN, as torch.relu); x, y of one shape; y may be x.
+void relu(const PL_Tensor* x, const PL_Tensor* y);
+
+// dx = y > 0 ? dy : 0 (y is relu's output); y, dy, dx of one shape; dx may be dy.
+void relu_backward(const PL_Tensor* y, const PL_Tensor* dy, const PL_Tensor* dx);
+
+// Softmax cross-entropy over the rows of logits [n, c] with labels (int64 [n]), in C:
+//    mx = max_j x[i, j];  s = sum_j exp(x[i, j] - mx)
+//    loss[i] = log(s) - (x[i, label] - mx)                     (loss [n], the logits' dtype)
+//    grad[i, j] = grad_scale * (exp(x[i, j] - mx) / s - (j == label))   (grad [n, c]; optional)
+// grad may be NULL, or logits itself (each element is read before it is overwritten).  Every label
+// is checked before anything is written: one outside [0, c) is PL_ERR_INVALID_ARGUMENT naming its
+// row, its value and c (so c == 0 with n > 0 is an error: no label can be valid).
+void cross_entropy(const PL_Tensor* logits, const PL_Tensor* labels, const PL_Tensor* loss, const PL_Tensor* grad,
+                   double grad_scale);
+
+// out[i] = the first j where x[i, j] is maximal (a NaN counts as the maximum, as torch.argmax);
+// x [rows, cols] float32/float64, out int64 [rows].  cols == 0 with rows > 0 is
+// PL_ERR_INVALID_ARGUMENT (an empty row has no argmax).
+void argmax_rows(const PL_Tensor* x, const PL_Tensor* out);
+
 }  // namespace plrt::cpu

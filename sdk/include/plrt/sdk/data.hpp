@@ -1,6 +1,10 @@
 // Data: a Dataset gathers rows into batches of host tensors; a DataLoader walks it in batches,
 // in order or shuffled (a permutation drawn from seed + epoch); under a distributed strategy the
 // trainer makes it distributed (Lightning's automatic DistributedSampler).
+//
+// Shuffling draws a permutation of [0, N) by Fisher-Yates from std::mt19937_64 seeded with
+// seed + epoch, with an unbiased bounded draw of our own (std::uniform_int_distribution differs
+// between standard libraries): the same order on every rank, platform and run.
 #pragma once
 
 #include <plrt/sdk/tensor.hpp>
@@ -21,10 +25,12 @@ class Dataset {
   virtual Batch get_batch(const std::vector<int64_t>& indices) const = 0;
 };
 
-// Fields of equal length along dim 0 (torch.utils.data.TensorDataset).  Host tensors.
+// Fields of equal length along dim 0 (torch.utils.data.TensorDataset): host tensors of any dtype
+// and any trailing shape; a batch is a new tensor [k, trailing...] per field (a copy).
 class TensorDataset : public Dataset {
  public:
-  explicit TensorDataset(std::vector<Tensor> fields);  // throws on unequal lengths or device tensors
+  // Throws on no fields, undefined, 0-d or device tensors, or unequal lengths, naming the field.
+  explicit TensorDataset(std::vector<Tensor> fields);
   int64_t size() const override { return size_; }
   Batch get_batch(const std::vector<int64_t>& indices) const override;
   const std::vector<Tensor>& fields() const { return fields_; }
@@ -43,8 +49,14 @@ class DistributedSampler {
                      bool drop_last = false);  // bad values throw, naming them
   void set_epoch(int64_t epoch) { epoch_ = epoch; }
   int64_t epoch() const { return epoch_; }
-  std::vector<int64_t> indices() const;  // this rank's, for the current epoch
+  std::vector<int64_t> indices() const;  // this rank's, for the current epoch (num_samples of them)
   int64_t num_samples() const { return num_samples_; }  // per rank
+  int64_t dataset_size() const { return n_; }
+  int num_replicas() const { return num_replicas_; }
+  int rank() const { return rank_; }
+  bool shuffle() const { return shuffle_; }
+  bool drop_last() const { return drop_last_; }
+  uint64_t seed() const { return seed_; }
   int64_t total_size() const { return num_samples_ * num_replicas_; }
   int64_t padding() const;  // duplicated samples added (0 with drop_last)
 
@@ -66,7 +78,7 @@ struct DataLoaderOptions {
 
 class DataLoader {
  public:
-  DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions options);
+  DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions options);  // throws on null or batch_size < 1
   const Dataset& dataset() const { return *dataset_; }
   const DataLoaderOptions& options() const { return o_; }
 
@@ -75,21 +87,24 @@ class DataLoader {
   void distribute(int num_replicas, int rank);
   bool distributed() const { return sampler_ != nullptr; }
   const DistributedSampler* sampler() const { return sampler_.get(); }
-  void set_seed(uint64_t seed);
+  void set_seed(uint64_t seed);  // also the sampler's, when distributed
 
-  void set_epoch(int64_t epoch);
+  void set_epoch(int64_t epoch);  // also the sampler's; a new order when shuffling
+  int64_t epoch() const { return epoch_; }
   int64_t num_samples() const;  // this rank's samples per epoch
   int64_t num_batches() const;  // this rank's batches per epoch
-  Batch batch(int64_t i) const; // the i-th batch of the current epoch (host tensors)
+  Batch batch(int64_t i) const; // the i-th batch of the current epoch (host tensors); i in [0, num_batches)
+  const std::vector<int64_t>& indices() const;  // the current epoch's sample order on this rank
 
  private:
-  std::vector<int64_t> epoch_indices() const;
   std::shared_ptr<const Dataset> dataset_;
   DataLoaderOptions o_;
   std::unique_ptr<DistributedSampler> sampler_;
   int64_t epoch_ = 0;
-  mutable std::vector<int64_t> cached_;  // indices of epoch cached_epoch_
-  mutable int64_t cached_epoch_ = -1;
+  // The epoch's order, computed once per epoch (a permutation of N costs O(N) per batch otherwise);
+  // cleared whenever the order changes (epoch, seed, distribute).
+  mutable std::vector<int64_t> cached_;
+  mutable bool cache_valid_ = false;
 };
 
 }  // namespace pl

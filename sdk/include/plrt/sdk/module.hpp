@@ -2,6 +2,10 @@
 // Registered tensors follow the module: Module::to moves every parameter, gradient and buffer to a
 // device, so that user code never moves tensors by hand.  Names are PyTorch-style dotted paths
 // ("layers.0.weight"), so state_dict() loads into the same PyTorch model.
+//
+// A module tree has one root (the module no other module registered).  Placement (accelerator,
+// device), training mode, grad_scale and the grad_ready hook are the root's: a submodule reads
+// them from its root, and setting them through any module of the tree sets the root's.
 #pragma once
 
 #include <plrt/sdk/accelerator.hpp>
@@ -28,23 +32,31 @@ struct Parameter {
 class Module {
  public:
   Module() = default;
+  // Detaches from the parent and from the children, so that either may outlive the other.
   virtual ~Module();
   Module(const Module&) = delete;
   Module& operator=(const Module&) = delete;
 
-  // ---- registration (normally in the constructor); a duplicate or empty name throws ----
+  // ---- registration (normally in the constructor) ----
+  // Names are non-empty, contain no '.', and are unique among this module's parameters, buffers
+  // and children (else pl::Error naming the name).  Registering into a tree that was already
+  // placed with to() places the new tensors too.
   Parameter& register_parameter(const std::string& name, Tensor value, bool requires_grad = true);
   Tensor& register_buffer(const std::string& name, Tensor value);
-  // `child` must outlive this module (usually a member of it).
+  // `child` must outlive this module (usually a member of it), be a root, and not be this module
+  // or one of its ancestors.
   void register_module(const std::string& name, Module& child);
 
-  // ---- enumeration, in registration order, depth first; names dotted from this module ----
+  // ---- enumeration, depth first as PyTorch: this module's own entries in registration order,
+  // then each child's; names dotted from this module ----
   std::vector<std::pair<std::string, Parameter*>> named_parameters();
   std::vector<std::pair<std::string, Tensor*>> named_buffers();
   std::vector<Parameter*> parameters();
 
-  // ---- device placement (applies to every submodule) ----
-  // Moves parameters, gradients and buffers to `device` of `acc` and allocates missing gradients.
+  // ---- device placement ----
+  // Moves parameters, gradients and buffers of the whole tree (from its root) to `device` of `acc`
+  // and allocates missing gradients (zeros, for parameters that require grad); records acc and
+  // device on the root.
   void to(const Accelerator& acc, PL_Device device);
   // The accelerator and device the module lives on (the root's); an undefined accelerator and the
   // cpu device before to().
@@ -55,9 +67,9 @@ class Module {
   void train(bool on = true);
   void eval() { train(false); }
   bool training() const;
-  void zero_grad();  // grad_is_zero on every parameter
+  void zero_grad();  // grad_is_zero on every parameter of this module and its submodules
   // Factor the layers apply to the gradients they write (1 / accumulate_grad_batches), set by the
-  // trainer; 1 by default.
+  // trainer; 1 by default.  Finite and > 0, else pl::Error.
   double grad_scale() const;
   void set_grad_scale(double scale);
   // Layers call grad_ready(p) in backward once p's gradient for this backward is final; the root's
@@ -65,16 +77,22 @@ class Module {
   void grad_ready(Parameter& p);
   void set_grad_ready_hook(std::function<void(Parameter&)> hook);
 
-  // ---- state dict: parameters then buffers, dotted names ----
+  // ---- state dict: per module its parameters then its buffers, then the children's (PyTorch's
+  // order), dotted names.  The tensors are the module's own (shared storage). ----
   std::vector<std::pair<std::string, Tensor>> state_dict();
   // Copies values in (onto the module's device).  strict: a missing or unexpected key throws,
   // naming them all; a shape or dtype mismatch always throws, naming the key and both shapes.
+  // Everything is checked before anything is copied.
   void load_state_dict(const std::map<std::string, Tensor>& state, bool strict = true);
 
  private:
   Module* root();
   const Module* root() const;
   void check_name(const std::string& name) const;
+  void collect_parameters(const std::string& prefix, std::vector<std::pair<std::string, Parameter*>>& out);
+  void collect_buffers(const std::string& prefix, std::vector<std::pair<std::string, Tensor*>>& out);
+  void collect_state(const std::string& prefix, std::vector<std::pair<std::string, Tensor>>& out);
+  void place_tree(const Accelerator& acc, PL_Device device);
 
   Module* parent_ = nullptr;
   // deques: references handed out by register_* stay valid as more are registered

@@ -4,7 +4,11 @@
 // Backward is explicit (there is no autograd): forward keeps what backward needs; backward writes
 // the parameters' gradients (scaled by Module::grad_scale, added to the existing gradient unless
 // it was zeroed) and calls Module::grad_ready for each, so that ddp overlaps its allreduce with the
-// rest of backward.  Activations are reused between steps when the shape stays the same.
+// rest of backward.
+//
+// Activations are reused between steps when the shape stays the same: the tensor a forward or
+// backward returns is the layer's own buffer, overwritten by its next call with that shape.  Copy
+// it (clone()) to keep it longer.
 #pragma once
 
 #include <plrt/sdk/module.hpp>
@@ -16,32 +20,41 @@
 namespace pl::nn {
 
 // y = x W^T + b, with weight [out, in] and bias [out] as torch.nn.Linear lays them out and
-// initialises them (uniform in +-1/sqrt(in), drawn from `gen`, default the global generator).
+// initialises them (uniform in +-1/sqrt(in), weight then bias, drawn from `gen`, default the
+// global generator).  in and out must be >= 1; dtype float32 or float64.  The layer computes
+// through its module tree's accelerator: call Module::to(accelerator, device) first (the trainer
+// does it), else forward and backward throw.
 class Linear : public Module {
  public:
-  Linear(int64_t in_features, int64_t out_features, bool bias = true, Generator* gen = nullptr);
+  Linear(int64_t in_features, int64_t out_features, bool bias = true, Generator* gen = nullptr,
+         PL_DType dtype = PL_F32);
   int64_t in_features() const { return in_; }
   int64_t out_features() const { return out_; }
   Parameter& weight() { return *weight_; }
   Parameter* bias() { return bias_; }  // nullptr without bias
 
-  // x [N, in] on the module's device -> [N, out].  Keeps x (shared) for backward.
+  // x [N, in] on the module's device, of the weight's dtype -> [N, out].  Keeps x (shared) for
+  // backward.
   Tensor forward(const Tensor& x);
   // dy [N, out] -> dx [N, in] (an undefined tensor when need_input_grad is false).  Writes the
-  // gradients of bias then weight, calling grad_ready after each.
+  // gradients of bias then weight (those that require grad), calling grad_ready after each, then
+  // dx = dy W (not scaled).
   Tensor backward(const Tensor& dy, bool need_input_grad = true);
 
  private:
+  const Accelerator& need_accelerator(const char* what) const;
   int64_t in_, out_;
   Parameter* weight_ = nullptr;
   Parameter* bias_ = nullptr;
   Tensor x_, y_, dx_;
 };
 
+// Not a Module (no parameters): it computes through the accelerator that owns its input, as the
+// outputs of Linear are.  A tensor without one (a plain host tensor) throws.
 class ReLU {
  public:
-  Tensor forward(const Tensor& x);    // a new tensor, kept for backward
-  Tensor backward(const Tensor& dy);  // dy where the output was > 0
+  Tensor forward(const Tensor& x);    // the layer's output buffer, kept for backward
+  Tensor backward(const Tensor& dy);  // dy where the output was > 0, else 0
 
  private:
   Tensor y_, dx_;
@@ -54,8 +67,9 @@ struct CrossEntropy {
   int64_t count = 0;    // rows
 };
 
-// Softmax cross-entropy of logits [N, C] against labels (i64 [N], on any device), averaged over
-// the batch, as torch.nn.functional.cross_entropy.  A label outside [0, C) throws, naming it.
+// Softmax cross-entropy of logits [N, C] (N >= 1; computed by the accelerator that owns them)
+// against labels (i64 [N], on any device: copied to the logits' device when needed), averaged
+// over the batch, as torch.nn.functional.cross_entropy.  A label outside [0, C) throws, naming it.
 CrossEntropy cross_entropy(const Tensor& logits, const Tensor& labels, bool with_grad = true);
 
 }  // namespace pl::nn

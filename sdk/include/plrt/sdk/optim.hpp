@@ -1,6 +1,8 @@
 // pl::SGD, pl::Adam, pl::AdamW: torch.optim's update rules, each a fused kernel of the
 // parameters' accelerator (one pass over param, grad and state).  A parameter whose gradient was
-// not written since zero_grad is skipped, as PyTorch skips a None gradient.
+// not written since zero_grad (grad_is_zero), or that does not require grad, is skipped, as
+// PyTorch skips a None gradient.  The kernel runs on the accelerator that owns the parameter's
+// gradient (Module::to allocates it there).
 #pragma once
 
 #include <plrt/sdk/module.hpp>
@@ -16,6 +18,7 @@ namespace pl {
 
 class Optimizer {
  public:
+  // params: non-null and distinct (else pl::Error); lr finite and >= 0.
   explicit Optimizer(std::vector<Parameter*> params, double lr);
   virtual ~Optimizer();
   virtual void step() = 0;
@@ -27,12 +30,33 @@ class Optimizer {
   int64_t steps() const { return steps_; }
 
   // ---- checkpoints: tensors named "state.<param index>.<name>" (momentum_buffer, exp_avg,
-  // exp_avg_sq), scalars by name (lr, step, ...).  load_state checks names and shapes. ----
+  // exp_avg_sq), scalars by name ("lr", "step" = steps(), Adam's "state.<i>.step").  state_tensors
+  // returns the live state (shared storage): serialise or clone it before the next step.
+  // load_state checks every name, shape and dtype before changing anything, and copies the
+  // tensors onto the parameters' devices. ----
   virtual std::vector<std::pair<std::string, Tensor>> state_tensors() const = 0;
   virtual std::map<std::string, double> state_scalars() const;
   virtual void load_state(const std::map<std::string, Tensor>& tensors, const std::map<std::string, double>& scalars) = 0;
 
  protected:
+  // The accelerator that owns parameter i's gradient (or value); throws naming the parameter when
+  // neither has one.
+  const Accelerator& accelerator_of(size_t i) const;
+  // Whether step() updates parameter i; throws when its gradient was written but is missing.
+  bool takes_step(size_t i) const;
+  // A copy of `src` on parameter i's device, after checking its shape and dtype against the value.
+  Tensor load_tensor(size_t i, const std::string& key, const Tensor& src) const;
+  // The parameter index of "state.<i>.<field>" with `field` one of `fields`; any other name throws,
+  // naming it and the valid names.
+  size_t state_index(const std::string& key, const std::vector<std::string>& fields, std::string* field) const;
+  struct Scalars {
+    double lr;
+    int64_t steps;
+    std::map<std::string, double> rest;  // every other name, for the subclass to check
+  };
+  // "lr" and "step" checked (a missing one keeps the current value).
+  Scalars read_scalars(const std::map<std::string, double>& scalars) const;
+
   std::vector<Parameter*> params_;
   double lr_;
   int64_t steps_ = 0;

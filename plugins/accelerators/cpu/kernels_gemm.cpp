@@ -1,0 +1,102 @@
+// gemm through OpenBLAS, and the size of OpenBLAS's thread pool (see kernels.hpp).
+#include "kernels.hpp"
+#include "kernels_matrix.hpp"
+
+#include <cblas.h>
+
+#include <limits>
+#include <string>
+
+namespace plrt::cpu {
+namespace {
+
+using namespace detail;
+
+// OpenBLAS indexes with blasint (int in the LP64 build Debian ships); a larger size would wrap.
+blasint blas_size(int64_t v, const char* op, const char* what) {
+  constexpr int64_t kMax = static_cast<int64_t>(std::numeric_limits<blasint>::max());
+  if (v > kMax)
+    fail(PL_ERR_INVALID_ARGUMENT, std::string(op) + ": " + what + " " + std::to_string(v) +
+                                      " exceeds OpenBLAS's index range (at most " + std::to_string(kMax) + ")");
+  return static_cast<blasint>(v);
+}
+
+void check_trans(int32_t t, const char* name) {
+  if (t != 0 && t != 1)
+    fail(PL_ERR_INVALID_ARGUMENT, std::string("gemm: ") + name + " " + std::to_string(t) +
+                                      " is invalid; use 0 (the matrix as is) or 1 (its transpose)");
+}
+
+// c = beta * c, for k == 0 (no product to add); beta == 0 writes zeros, dropping NaNs in c.
+template <class T>
+void scale_only(T* c, int64_t n, double beta) {
+  const T b = static_cast<T>(beta);
+  if (beta == 0) {
+    for (int64_t i = 0; i < n; ++i) c[i] = T(0);
+  } else {
+    for (int64_t i = 0; i < n; ++i) c[i] = b * c[i];
+  }
+}
+
+}  // namespace
+
+void gemm(int32_t trans_a, int32_t trans_b, double alpha, const PL_Tensor* a, const PL_Tensor* b, double beta,
+          const PL_Tensor* c) {
+  check_trans(trans_a, "trans_a");
+  check_trans(trans_b, "trans_b");
+  check_shaped(a, 2, "gemm", "a");
+  check_shaped(b, 2, "gemm", "b");
+  check_shaped(c, 2, "gemm", "c");
+  require_f32_f64(a, "gemm", "a");
+  check_same_dtype(a, "a", b, "b", "gemm");
+  check_same_dtype(a, "a", c, "c", "gemm");
+
+  const int64_t m = trans_a ? a->shape[1] : a->shape[0];
+  const int64_t k = trans_a ? a->shape[0] : a->shape[1];
+  const int64_t kb = trans_b ? b->shape[1] : b->shape[0];
+  const int64_t n = trans_b ? b->shape[0] : b->shape[1];
+  const std::string ops = " (trans_a " + std::to_string(trans_a) + ", trans_b " + std::to_string(trans_b) + ")";
+  if (k != kb)
+    fail(PL_ERR_INVALID_ARGUMENT, "gemm: " + both_shapes(a, "a", b, "b") + ops + ": op(a) is [" + std::to_string(m) +
+                                      ", " + std::to_string(k) + "] and op(b) is [" + std::to_string(kb) + ", " +
+                                      std::to_string(n) + "]; their inner sizes must match");
+  if (c->shape[0] != m || c->shape[1] != n)
+    fail(PL_ERR_INVALID_ARGUMENT, "gemm: c has shape " + shape_str(c) + " but op(a) @ op(b) is [" + std::to_string(m) +
+                                      ", " + std::to_string(n) + "] (a " + shape_str(a) + ", b " + shape_str(b) + ops +
+                                      ")");
+  check_no_overlap(c, "c", a, "a", "gemm", false);
+  check_no_overlap(c, "c", b, "b", "gemm", false);
+
+  if (m == 0 || n == 0) return;
+  if (k == 0) {
+    dispatch_f32_f64(c->dtype, [&](auto tag) {
+      using T = decltype(tag);
+      scale_only(static_cast<T*>(c->data), c->numel, beta);
+    });
+    return;
+  }
+  const blasint bm = blas_size(m, "gemm", "m"), bn = blas_size(n, "gemm", "n"), bk = blas_size(k, "gemm", "k");
+  // Row-major leading dimensions: the stored row length of each matrix.
+  const blasint lda = blas_size(a->shape[1], "gemm", "a's row length");
+  const blasint ldb = blas_size(b->shape[1], "gemm", "b's row length");
+  const blasint ldc = bn;
+  const CBLAS_TRANSPOSE ta = trans_a ? CblasTrans : CblasNoTrans;
+  const CBLAS_TRANSPOSE tb = trans_b ? CblasTrans : CblasNoTrans;
+  // BLAS itself guarantees that beta == 0 never reads c, as the ABI promises.
+  if (c->dtype == PL_F32)
+    cblas_sgemm(CblasRowMajor, ta, tb, bm, bn, bk, static_cast<float>(alpha), static_cast<const float*>(a->data), lda,
+                static_cast<const float*>(b->data), ldb, static_cast<float>(beta), static_cast<float*>(c->data), ldc);
+  else
+    cblas_dgemm(CblasRowMajor, ta, tb, bm, bn, bk, alpha, static_cast<const double*>(a->data), lda,
+                static_cast<const double*>(b->data), ldb, beta, static_cast<double*>(c->data), ldc);
+}
+
+void set_blas_threads(int n) {
+  if (n < 1)
+    fail(PL_ERR_INVALID_ARGUMENT, "num_threads " + std::to_string(n) + " is invalid; it must be an integer >= 1");
+  openblas_set_num_threads(n);
+}
+
+int blas_threads() { return openblas_get_num_threads(); }
+
+}  // namespace plrt::cpu

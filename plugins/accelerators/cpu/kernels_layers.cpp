@@ -1,0 +1,222 @@
+// add_bias, sum_rows, relu, relu_backward, cross_entropy, argmax_rows: the layer kernels of the CPU
+// accelerator besides gemm (see kernels.hpp).  Plain loops over contiguous rows, which the
+// compiler vectorises (no fused multiply-add: the library builds with -ffp-contract=off).
+#include "kernels.hpp"
+#include "kernels_matrix.hpp"
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+namespace plrt::cpu {
+namespace {
+
+using namespace detail;
+
+// A vector's length must equal a matrix's column count (add_bias, sum_rows) or row count.
+void check_len(const PL_Tensor* v, const char* v_name, int64_t want, const PL_Tensor* m, const char* m_name,
+               const char* op, const char* which) {
+  if (v->shape[0] != want)
+    fail(PL_ERR_INVALID_ARGUMENT, std::string(op) + ": " + both_shapes(m, m_name, v, v_name) + "; " + v_name +
+                                      " must have " + which + " of " + m_name + " (" + std::to_string(want) + ")");
+}
+
+// Same ndim and sizes (relu, relu_backward): any ndim, since they are element-wise.
+void check_same_shape(const PL_Tensor* a, const char* a_name, const PL_Tensor* b, const char* b_name, const char* op) {
+  bool same = a->ndim == b->ndim && a->numel == b->numel;
+  for (int32_t d = 0; same && d < a->ndim && d < PL_MAX_DIMS; ++d) same = a->shape[d] == b->shape[d];
+  if (!same)
+    fail(PL_ERR_INVALID_ARGUMENT, std::string(op) + ": " + both_shapes(a, a_name, b, b_name) + " (numel " +
+                                      std::to_string(a->numel) + " and " + std::to_string(b->numel) +
+                                      "); they must match");
+}
+
+// An element-wise operand: a cpu tensor with a sane ndim, float32 or float64.
+void check_elementwise(const PL_Tensor* t, const char* op, const char* what) {
+  check_cpu_tensor(t, op, what);
+  if (t->ndim < 0 || t->ndim > PL_MAX_DIMS)
+    fail(PL_ERR_INVALID_ARGUMENT, std::string(op) + ": " + what + " has ndim " + std::to_string(t->ndim) +
+                                      "; valid: 0.." + std::to_string(PL_MAX_DIMS));
+  require_f32_f64(t, op, what);
+}
+
+template <class T>
+void add_bias_loop(T* y, const T* bias, int64_t rows, int64_t cols) {
+  for (int64_t i = 0; i < rows; ++i) {
+    T* row = y + i * cols;
+    for (int64_t j = 0; j < cols; ++j) row[j] = row[j] + bias[j];
+  }
+}
+
+template <class T>
+void sum_rows_loop(double alpha, const T* x, int64_t rows, int64_t cols, double beta, T* out) {
+  // Row after row into a column accumulator: contiguous inner loops that vectorise.
+  std::vector<T> acc(static_cast<size_t>(cols), T(0));
+  T* s = acc.data();
+  for (int64_t i = 0; i < rows; ++i) {
+    const T* row = x + i * cols;
+    for (int64_t j = 0; j < cols; ++j) s[j] = s[j] + row[j];
+  }
+  const T a = static_cast<T>(alpha), b = static_cast<T>(beta);
+  if (beta == 0) {
+    for (int64_t j = 0; j < cols; ++j) out[j] = a * s[j];
+  } else {
+    for (int64_t j = 0; j < cols; ++j) out[j] = a * s[j] + b * out[j];
+  }
+}
+
+template <class T>
+void relu_loop(const T* x, T* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = x[i] < T(0) ? T(0) : x[i];
+}
+
+template <class T>
+void relu_backward_loop(const T* y, const T* dy, T* dx, int64_t n) {
+  // dy read unconditionally: a load under the condition would keep the loop from vectorising.
+  for (int64_t i = 0; i < n; ++i) {
+    const T g = dy[i];
+    dx[i] = y[i] > T(0) ? g : T(0);
+  }
+}
+
+// One row of cross_entropy.  g may be x (the same row): each x[j] is read before g[j] is written.
+template <class T>
+T cross_entropy_row(const T* x, int64_t c, int64_t label, T* g, T scale) {
+  T mx = x[0];
+  for (int64_t j = 1; j < c; ++j) mx = x[j] > mx ? x[j] : mx;
+  T s = 0;
+  for (int64_t j = 0; j < c; ++j) s += std::exp(x[j] - mx);
+  // log(s) - (x[label] - mx) rather than mx + log(s) - x[label]: no cancellation of large logits.
+  const T loss = std::log(s) - (x[label] - mx);
+  if (g != nullptr) {
+    const T inv = T(1) / s;
+    for (int64_t j = 0; j < c; ++j) g[j] = scale * (std::exp(x[j] - mx) * inv - (j == label ? T(1) : T(0)));
+  }
+  return loss;
+}
+
+template <class T>
+void argmax_loop(const T* x, int64_t rows, int64_t cols, int64_t* out) {
+  for (int64_t i = 0; i < rows; ++i) {
+    const T* row = x + i * cols;
+    int64_t best = 0;
+    for (int64_t j = 1; j < cols && !std::isnan(row[best]); ++j)
+      if (row[j] > row[best] || std::isnan(row[j])) best = j;
+    out[i] = best;
+  }
+}
+
+}  // namespace
+
+void add_bias(const PL_Tensor* y, const PL_Tensor* bias) {
+  check_shaped(y, 2, "add_bias", "y");
+  check_shaped(bias, 1, "add_bias", "bias");
+  require_f32_f64(y, "add_bias", "y");
+  check_same_dtype(y, "y", bias, "bias", "add_bias");
+  check_len(bias, "bias", y->shape[1], y, "y", "add_bias", "the column count");
+  check_no_overlap(y, "y", bias, "bias", "add_bias", false);
+  dispatch_f32_f64(y->dtype, [&](auto tag) {
+    using T = decltype(tag);
+    add_bias_loop(static_cast<T*>(y->data), static_cast<const T*>(bias->data), y->shape[0], y->shape[1]);
+  });
+}
+
+void sum_rows(double alpha, const PL_Tensor* x, double beta, const PL_Tensor* out) {
+  check_shaped(x, 2, "sum_rows", "x");
+  check_shaped(out, 1, "sum_rows", "out");
+  require_f32_f64(x, "sum_rows", "x");
+  check_same_dtype(x, "x", out, "out", "sum_rows");
+  check_len(out, "out", x->shape[1], x, "x", "sum_rows", "the column count");
+  check_no_overlap(out, "out", x, "x", "sum_rows", false);
+  dispatch_f32_f64(x->dtype, [&](auto tag) {
+    using T = decltype(tag);
+    sum_rows_loop(alpha, static_cast<const T*>(x->data), x->shape[0], x->shape[1], beta, static_cast<T*>(out->data));
+  });
+}
+
+void relu(const PL_Tensor* x, const PL_Tensor* y) {
+  check_elementwise(x, "relu", "x");
+  check_elementwise(y, "relu", "y");
+  check_same_dtype(x, "x", y, "y", "relu");
+  check_same_shape(x, "x", y, "y", "relu");
+  check_no_overlap(y, "y", x, "x", "relu", true);
+  dispatch_f32_f64(x->dtype, [&](auto tag) {
+    using T = decltype(tag);
+    relu_loop(static_cast<const T*>(x->data), static_cast<T*>(y->data), x->numel);
+  });
+}
+
+void relu_backward(const PL_Tensor* y, const PL_Tensor* dy, const PL_Tensor* dx) {
+  check_elementwise(y, "relu_backward", "y");
+  check_elementwise(dy, "relu_backward", "dy");
+  check_elementwise(dx, "relu_backward", "dx");
+  check_same_dtype(y, "y", dy, "dy", "relu_backward");
+  check_same_dtype(y, "y", dx, "dx", "relu_backward");
+  check_same_shape(y, "y", dy, "dy", "relu_backward");
+  check_same_shape(y, "y", dx, "dx", "relu_backward");
+  check_no_overlap(dx, "dx", y, "y", "relu_backward", false);
+  check_no_overlap(dx, "dx", dy, "dy", "relu_backward", true);
+  dispatch_f32_f64(y->dtype, [&](auto tag) {
+    using T = decltype(tag);
+    relu_backward_loop(static_cast<const T*>(y->data), static_cast<const T*>(dy->data), static_cast<T*>(dx->data),
+                       y->numel);
+  });
+}
+
+void cross_entropy(const PL_Tensor* logits, const PL_Tensor* labels, const PL_Tensor* loss, const PL_Tensor* grad,
+                   double grad_scale) {
+  const char* op = "cross_entropy";
+  check_shaped(logits, 2, op, "logits");
+  check_shaped(labels, 1, op, "labels");
+  check_shaped(loss, 1, op, "loss");
+  require_f32_f64(logits, op, "logits");
+  require_i64(labels, op, "labels");
+  check_same_dtype(logits, "logits", loss, "loss", op);
+  const int64_t n = logits->shape[0], c = logits->shape[1];
+  check_len(labels, "labels", n, logits, "logits", op, "the row count");
+  check_len(loss, "loss", n, logits, "logits", op, "the row count");
+  check_no_overlap(loss, "loss", logits, "logits", op, false);
+  check_no_overlap(loss, "loss", labels, "labels", op, false);
+  if (grad != nullptr) {
+    check_shaped(grad, 2, op, "grad");
+    check_same_dtype(logits, "logits", grad, "grad", op);
+    if (grad->shape[0] != n || grad->shape[1] != c)
+      fail(PL_ERR_INVALID_ARGUMENT, std::string(op) + ": " + both_shapes(logits, "logits", grad, "grad") +
+                                        "; they must match");
+    check_no_overlap(grad, "grad", logits, "logits", op, true);
+    check_no_overlap(grad, "grad", labels, "labels", op, false);
+    check_no_overlap(grad, "grad", loss, "loss", op, false);
+  }
+  // Every label first, so that a bad one leaves the outputs untouched.
+  const int64_t* lab = static_cast<const int64_t*>(labels->data);
+  for (int64_t i = 0; i < n; ++i)
+    if (lab[i] < 0 || lab[i] >= c)
+      fail(PL_ERR_INVALID_ARGUMENT, std::string(op) + ": label " + std::to_string(lab[i]) + " at row " +
+                                        std::to_string(i) + " is outside [0, " + std::to_string(c) +
+                                        "): logits have " + std::to_string(c) + " classes");
+  dispatch_f32_f64(logits->dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const T* x = static_cast<const T*>(logits->data);
+    T* l = static_cast<T*>(loss->data);
+    T* g = grad != nullptr ? static_cast<T*>(grad->data) : nullptr;
+    const T scale = static_cast<T>(grad_scale);
+    for (int64_t i = 0; i < n; ++i) l[i] = cross_entropy_row(x + i * c, c, lab[i], g ? g + i * c : nullptr, scale);
+  });
+}
+
+void argmax_rows(const PL_Tensor* x, const PL_Tensor* out) {
+  check_shaped(x, 2, "argmax_rows", "x");
+  check_shaped(out, 1, "argmax_rows", "out");
+  require_f32_f64(x, "argmax_rows", "x");
+  require_i64(out, "argmax_rows", "out");
+  check_len(out, "out", x->shape[0], x, "x", "argmax_rows", "the row count");
+  check_no_overlap(out, "out", x, "x", "argmax_rows", false);
+  if (x->shape[0] > 0 && x->shape[1] == 0)
+    fail(PL_ERR_INVALID_ARGUMENT, "argmax_rows: x has shape " + shape_str(x) + "; an empty row has no argmax");
+  dispatch_f32_f64(x->dtype, [&](auto tag) {
+    using T = decltype(tag);
+    argmax_loop(static_cast<const T*>(x->data), x->shape[0], x->shape[1], static_cast<int64_t*>(out->data));
+  });
+}
+
+}  // namespace plrt::cpu

@@ -1,0 +1,151 @@
+// create: the config's checks, the options, and the process group (found by name through the host,
+// never linked: the strategy plugin links to no other plugin or runtime symbol).
+#include "strategy.hpp"
+
+#include <utility>
+
+namespace plrt::ddp {
+
+using plugin::fail;
+
+namespace {
+
+void check_config(const std::string& who, const PL_StrategyConfig* c) {
+  if (c == nullptr) fail(PL_ERR_INVALID_ARGUMENT, who + ": create: config is NULL");
+  if (c->struct_size < PL_STRUCT_SIZE(PL_StrategyConfig, options))
+    fail(PL_ERR_VERSION, who + ": PL_StrategyConfig.struct_size " + std::to_string(c->struct_size) +
+                             " is smaller than the v1 size " +
+                             std::to_string(PL_STRUCT_SIZE(PL_StrategyConfig, options)));
+  if (c->world_size < 1)
+    fail(PL_ERR_INVALID_ARGUMENT, who + ": world_size " + std::to_string(c->world_size) + " is not valid: it must be >= 1");
+  if (c->global_rank < 0 || c->global_rank >= c->world_size)
+    fail(PL_ERR_INVALID_ARGUMENT, who + ": global_rank " + std::to_string(c->global_rank) +
+                                      " is out of range for world_size " + std::to_string(c->world_size) +
+                                      " (valid: 0.." + std::to_string(c->world_size - 1) + ")");
+  if (c->local_rank < 0)
+    fail(PL_ERR_INVALID_ARGUMENT, who + ": local_rank " + std::to_string(c->local_rank) + " is not valid: it must be >= 0");
+  if (c->num_devices > 1)
+    fail(PL_ERR_INVALID_ARGUMENT, who + " drives one device per process but was given " +
+                                      std::to_string(c->num_devices) +
+                                      " (the launcher starts one process per device); use strategy 'dp' to drive "
+                                      "several devices from one process");
+  if (c->num_devices == 1 && c->device_ids == nullptr)
+    fail(PL_ERR_INVALID_ARGUMENT, who + ": num_devices is 1 but device_ids is NULL");
+  if (c->accelerator_api != nullptr && c->accelerator_api->struct_size < PL_ACCELERATOR_API_MIN_SIZE)
+    fail(PL_ERR_VERSION, who + ": the accelerator's table (struct_size " +
+                             std::to_string(c->accelerator_api->struct_size) + ") is smaller than the v1 minimum " +
+                             std::to_string(PL_ACCELERATOR_API_MIN_SIZE));
+}
+
+// Buffers are allocated, filled and read through the accelerator: a job that communicates needs
+// its memory entries.
+void check_accelerator_for_buffers(const std::string& who, const PL_StrategyConfig* c) {
+  const PL_AcceleratorApi* a = c->accelerator_api;
+  if (a == nullptr || c->accelerator == nullptr)
+    fail(PL_ERR_INVALID_ARGUMENT, who + ": config->accelerator_api and config->accelerator are required when "
+                                        "world_size > 1 (the gradient buckets live on the accelerator's device)");
+  if (a->struct_size < PL_STRUCT_SIZE(PL_AcceleratorApi, copy) || a->alloc == nullptr || a->free_memory == nullptr ||
+      a->copy == nullptr)
+    fail(PL_ERR_UNSUPPORTED, who + ": the accelerator does not provide alloc, free_memory and copy, which the "
+                                   "gradient buckets need");
+}
+
+PL_Device choose_device(const std::string& who, const PL_StrategyConfig* c) {
+  const PL_DeviceType type = c->accelerator_api ? c->accelerator_api->device_type : PL_DEVICE_CPU;
+  if (c->num_devices == 1) return PL_Device{type, c->device_ids[0]};
+  // No device named: the host has one (the cpu accelerator's devices count processes); any other
+  // kind needs to be told which of its devices this process drives.
+  if (type == PL_DEVICE_CPU) return PL_Device{PL_DEVICE_CPU, 0};
+  fail(PL_ERR_INVALID_ARGUMENT, who + ": config->num_devices is 0: name this process's device in device_ids "
+                                      "(ddp drives exactly one device per process)");
+}
+
+void make_group(PL_Strategy& s, const PL_StrategyConfig* c) {
+  const std::string& who = s.who;
+  if (c->store == nullptr)
+    fail(PL_ERR_INVALID_ARGUMENT, who + ": config->store is NULL but world_size is " + std::to_string(s.world) +
+                                      ": the ranks meet through the rendezvous store");
+  s.backend = c->process_group_backend && *c->process_group_backend
+                  ? c->process_group_backend
+                  : (s.dev.device.type == PL_DEVICE_CUDA ? "nccl" : "gloo");  // the runtime's default
+  PL_ResolvedPlugin found{};
+  found.struct_size = sizeof found;
+  check(s.host, s.host->find_plugin(s.host->ctx, PL_PLUGIN_PROCESS_GROUP, s.backend.c_str(), &found),
+        who + ": process_group_backend '" + s.backend + "'");
+  if (found.plugin == nullptr || found.plugin->kind != PL_PLUGIN_PROCESS_GROUP || found.plugin->api == nullptr)
+    fail(PL_ERR_INTERNAL, who + ": the host resolved process_group_backend '" + s.backend +
+                              "' to something that is not a process-group plugin");
+  const auto* api = static_cast<const PL_ProcessGroupApi*>(found.plugin->api);
+  if (api->struct_size < PL_PROCESS_GROUP_API_MIN_SIZE || api->create == nullptr || api->destroy == nullptr ||
+      api->allreduce == nullptr || api->broadcast == nullptr || api->work_wait == nullptr ||
+      api->work_test == nullptr || api->work_destroy == nullptr || api->abort == nullptr)
+    fail(PL_ERR_UNSUPPORTED, who + ": the process-group plugin '" + s.backend +
+                                 "' lacks an entry ddp needs (create, destroy, allreduce, broadcast, work_wait, "
+                                 "work_test, work_destroy, abort)");
+  // The backend alias's presets first, then the user's pg.* options (a later entry wins).
+  std::vector<PL_Option> items;
+  if (found.presets.count > 0 && found.presets.items != nullptr)
+    for (size_t i = 0; i < found.presets.count; ++i) items.push_back(found.presets.items[i]);
+  for (const auto& kv : s.opts.pg_options) items.push_back({sizeof(PL_Option), kv.first.c_str(), kv.second.c_str()});
+  PL_ProcessGroupConfig pc{};
+  pc.struct_size = sizeof pc;
+  pc.rank = s.rank;
+  pc.world_size = s.world;
+  pc.store = c->store;
+  pc.group_name = "ddp";
+  pc.timeout_ms = s.timeout_ms;
+  pc.device = s.dev.device;
+  pc.accelerator_api = c->accelerator_api;
+  pc.accelerator = c->accelerator;
+  pc.options = {sizeof(PL_OptionList), items.empty() ? nullptr : items.data(), items.size()};
+  PL_ProcessGroup* pg = nullptr;
+  check(s.host, api->create(s.host, &pc, &pg),
+        who + ": creating the '" + s.backend + "' process group (rank " + std::to_string(s.rank) + " of " +
+            std::to_string(s.world) +
+            (s.opts.pg_options.empty() ? std::string(")") : "; the options pg.<name> reach it as <name>)"));
+  if (pg == nullptr)
+    fail(PL_ERR_INTERNAL, who + ": the '" + s.backend + "' process group's create returned no group and no error");
+  s.pg_api = api;
+  s.pg = pg;
+  s.pg_blocks = found.plugin->abi_major == PL_ABI_MAJOR && found.plugin->abi_minor >= 1;
+}
+
+}  // namespace
+
+std::unique_ptr<PL_Strategy> create_strategy(const char* who_c, const PL_Host* host, const PL_StrategyConfig* c) {
+  const std::string who = who_c;
+  check_config(who, c);
+  auto s = std::make_unique<PL_Strategy>();
+  s->host = host;
+  s->who = who;
+  s->rank = c->global_rank;
+  s->world = c->world_size;
+  s->local_rank = c->local_rank;
+  s->opts = parse_options(who, c->options);
+  s->timeout_ms = c->timeout_ms > 0 ? c->timeout_ms : PL_DEFAULT_TIMEOUT_MS;
+  s->dev.host = host;
+  s->dev.source = who_c;  // static: the plugin's name
+  s->dev.api = c->accelerator_api;
+  s->dev.acc = c->accelerator;
+  s->dev.device = choose_device(who, c);
+  if (s->world > 1) {
+    check_accelerator_for_buffers(who, c);
+    make_group(*s, c);
+  }
+  plugin::logf(host, PL_LOG_DEBUG, who_c,
+               "rank %d of %d (local rank %d) on device %d:%d, %s; bucket_cap_mb %g, first_bucket_cap_mb %g, "
+               "broadcast_buffers %s, timeout %lld ms",
+               s->rank, s->world, s->local_rank, static_cast<int>(s->dev.device.type), static_cast<int>(s->dev.device.index),
+               s->pg ? ("process group '" + s->backend + "'").c_str() : "no process group (a single rank)",
+               s->opts.bucket_cap_mb, s->opts.first_bucket_cap_mb, s->opts.broadcast_buffers ? "true" : "false",
+               static_cast<long long>(s->timeout_ms));
+  return s;
+}
+
+}  // namespace plrt::ddp
+
+PL_Strategy::~PL_Strategy() {
+  buckets.clear();  // buffers go back to the accelerator before the group goes
+  buffer_groups.clear();
+  if (pg != nullptr) pg_api->destroy(pg);
+}

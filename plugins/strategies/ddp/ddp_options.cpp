@@ -1,0 +1,88 @@
+#include "ddp_options.hpp"
+
+#include "plugin_support.hpp"
+
+#include <cctype>
+#include <cmath>
+#include <cstdlib>
+
+namespace plrt::ddp {
+
+using plugin::fail;
+
+namespace {
+
+// The largest cap accepted: 1 TiB in MiB.  Far past any real bucket, and small enough that the
+// byte count never overflows size_t.
+constexpr double kMaxCapMb = 1024.0 * 1024.0;
+
+double parse_mb(const std::string& who, const char* key, const std::string& v, double fallback) {
+  const char* s = v.c_str();
+  char* end = nullptr;
+  const double x = std::strtod(s, &end);
+  const bool ok = !v.empty() && !std::isspace(static_cast<unsigned char>(v[0])) && *end == '\0' &&
+                  std::isfinite(x) && x > 0 && x <= kMaxCapMb && DdpOptions::mib_to_bytes(x) >= 1;
+  if (!ok)
+    fail(PL_ERR_INVALID_ARGUMENT, who + ": option " + key + "='" + v +
+                                      "' is not valid: it must be a number of MiB > 0 (at least one byte, "
+                                      "at most 1048576), e.g. 25 or 0.5; default " +
+                                      std::to_string(static_cast<int>(fallback)));
+  return x;
+}
+
+bool parse_bool(const std::string& who, const char* key, const std::string& v) {
+  std::string l;
+  for (char c : v) l += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (l == "true" || l == "1" || l == "yes" || l == "on") return true;
+  if (l == "false" || l == "0" || l == "no" || l == "off") return false;
+  fail(PL_ERR_INVALID_ARGUMENT, who + ": option " + key + "='" + v +
+                                    "' is not valid: use true or false (also 1/0, yes/no, on/off)");
+}
+
+}  // namespace
+
+size_t DdpOptions::mib_to_bytes(double mb) {
+  return static_cast<size_t>(mb * 1024.0 * 1024.0);
+}
+
+std::string valid_option_names() {
+  return "bucket_cap_mb, first_bucket_cap_mb, broadcast_buffers, pg.<name> (passed to the process group, "
+         "e.g. pg.probe_ms)";
+}
+
+DdpOptions parse_options(const std::string& who, const PL_OptionList& list) {
+  DdpOptions o;
+  if (list.count == 0) return o;
+  if (list.struct_size < PL_STRUCT_SIZE(PL_OptionList, count))
+    fail(PL_ERR_VERSION, who + ": options.struct_size " + std::to_string(list.struct_size) +
+                             " is smaller than the v1 size " + std::to_string(PL_STRUCT_SIZE(PL_OptionList, count)));
+  if (list.items == nullptr)
+    fail(PL_ERR_INVALID_ARGUMENT, who + ": options.items is NULL for " + std::to_string(list.count) + " options");
+  for (size_t i = 0; i < list.count; ++i) {
+    const PL_Option& opt = list.items[i];
+    if (opt.struct_size < PL_STRUCT_SIZE(PL_Option, value))
+      fail(PL_ERR_VERSION, who + ": options.items[" + std::to_string(i) + "].struct_size " +
+                               std::to_string(opt.struct_size) + " is smaller than the v1 size " +
+                               std::to_string(PL_STRUCT_SIZE(PL_Option, value)));
+    if (opt.key == nullptr || opt.value == nullptr)
+      fail(PL_ERR_INVALID_ARGUMENT, who + ": options.items[" + std::to_string(i) + "] has a NULL key or value");
+    const std::string key = opt.key, value = opt.value;
+    if (key == "bucket_cap_mb") {
+      o.bucket_cap_mb = parse_mb(who, "bucket_cap_mb", value, 25);
+    } else if (key == "first_bucket_cap_mb") {
+      o.first_bucket_cap_mb = parse_mb(who, "first_bucket_cap_mb", value, 1);
+    } else if (key == "broadcast_buffers") {
+      o.broadcast_buffers = parse_bool(who, "broadcast_buffers", value);
+    } else if (key.rfind("pg.", 0) == 0) {
+      if (key.size() == 3)
+        fail(PL_ERR_INVALID_ARGUMENT, who + ": option 'pg.' names no process-group option: write pg.<name>, "
+                                            "e.g. pg.probe_ms");
+      o.pg_options.emplace_back(key.substr(3), value);
+    } else {
+      fail(PL_ERR_INVALID_ARGUMENT, who + ": unknown option '" + key + "'; valid options: " + valid_option_names());
+    }
+  }
+  return o;
+}
+
+}  // namespace plrt::ddp

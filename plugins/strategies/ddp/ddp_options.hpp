@@ -1,0 +1,39 @@
+// The options of the ddp strategies (PL_StrategyConfig.options: the alias presets, then the
+// user's; a later entry overrides an earlier one), with PyTorch DDP's names and defaults:
+//   bucket_cap_mb        gradient bucket size in MiB, default 25
+//   first_bucket_cap_mb  the first bucket's size in MiB, default 1 (PyTorch's
+//                        _DEFAULT_FIRST_BUCKET_BYTES: a small first bucket starts communicating early)
+//   broadcast_buffers    true|false, default true: buffers (parameters with requires_grad 0) are
+//                        broadcast from rank 0 before every run_step, as DDP does every forward
+//   pg.<name>            passed to the process group as <name> (e.g. pg.probe_ms)
+#pragma once
+
+#include <plrt/pl_abi.h>
+
+#include <cstddef>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace plrt::ddp {
+
+struct DdpOptions {
+  double bucket_cap_mb = 25.0;
+  double first_bucket_cap_mb = 1.0;
+  bool broadcast_buffers = true;
+  std::vector<std::pair<std::string, std::string>> pg_options;  // "pg." removed
+
+  // MiB as PyTorch counts them (mb * 1024 * 1024, truncated), at least 1 byte.
+  size_t bucket_cap_bytes() const { return mib_to_bytes(bucket_cap_mb); }
+  size_t first_bucket_cap_bytes() const { return mib_to_bytes(first_bucket_cap_mb); }
+  static size_t mib_to_bytes(double mb);
+};
+
+// The option names, for messages: "bucket_cap_mb, first_bucket_cap_mb, broadcast_buffers, pg.<name>".
+std::string valid_option_names();
+
+// Parses `list`; throws plugin::Failure naming an unknown option (listing the valid ones) or a bad
+// value (with what is valid).  `who` begins every message ("ddp", "ddp_spawn").
+DdpOptions parse_options(const std::string& who, const PL_OptionList& list);
+
+}  // namespace plrt::ddp

@@ -1,0 +1,80 @@
+// What plrun starts on this node and with which environment (torchrun's variables, plrt's own),
+// worked out from the resolved job and the command line before any process starts.  Pure data and
+// checks, so that the tests can read the plan without starting anything.
+#pragma once
+
+#include <plrt/sdk/runtime.hpp>
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace plrun {
+
+using EnvList = std::vector<std::pair<std::string, std::string>>;
+
+// The launch-specific part of plrun's command line.
+struct LaunchOptions {
+  int num_nodes = 1;
+  int node_rank = 0;
+  std::optional<std::string> master_addr;  // default: 127.0.0.1 (single node); required otherwise
+  std::optional<int> master_port;          // default: 0 = a free port (single node), 29500 otherwise
+  double grace_period_s = 3.0;             // SIGTERM -> SIGKILL, in [0, kMaxGracePeriod]
+  double exit_barrier_timeout_s = 300;     // several nodes: how long node 0 waits for the others (torchrun's)
+  // The trainer flags given on the command line, as given: {"DEVICES", "2"} becomes
+  // PL_TRAINER_DEVICES=2.  Flags not given are not passed, so that a program's defaults apply.
+  EnvList trainer_flags;
+  // PL_PLUGIN_PATH for the workers ("" = leave the inherited one): plrun's --plugin-path folders
+  // first, so that the workers find the plugins plrun resolved the job with.
+  std::string plugin_path;
+};
+
+constexpr double kMaxGracePeriod = 5.0;  // so that stopping a job completes within 5 s
+constexpr int kDefaultMultiNodePort = 29500;  // torchrun's
+
+// Where the job's rendezvous store lives and who serves it.
+struct Rendezvous {
+  std::string master_addr;
+  int master_port = 0;       // 0: node 0's store picks a free port (single node only)
+  bool serve_store = false;  // this node's plrun serves it (node 0)
+  std::string token;         // PL_JOB_TOKEN, the same on every node
+};
+
+// One process plrun starts on this node.
+struct WorkerSpec {
+  std::string label;   // how plrun's messages name it: "rank 3", or "node 1" for a process per node
+  std::string prefix;  // put before each of its output lines: "[rank 3] " or "[node 1] "
+  // A process per node (spawn, single process): the ranks it starts tag their own lines
+  // "[rank M] ", and such lines are passed as they are.
+  bool node_level = false;
+  EnvList env;  // set on top of plrun's environment (managed_variables() removed first)
+};
+
+// Checks the launch options (node rank, ports, grace period, addresses); throws pl::Error
+// (PL_ERR_INVALID_ARGUMENT) naming the flag, its value and what is valid.
+void validate(const LaunchOptions& options);
+
+// The store's address, who serves it and the token.  `env_token` is PL_JOB_TOKEN from plrun's
+// environment (nullopt: unset); without it a single node gets `make_token()` and several nodes an
+// error (every node must use the same token).
+Rendezvous plan_rendezvous(const LaunchOptions& options, const std::optional<std::string>& env_token,
+                           const std::function<std::string()>& make_token);
+
+// The processes to start on this node and their environment.  `rdv.master_port` must be the real
+// port by now (node 0 reads it back from its store).
+std::vector<WorkerSpec> plan_workers(const pl::JobConfig& config, const LaunchOptions& options, const Rendezvous& rdv);
+
+// The variables plrun sets or clears in every worker's environment: an inherited RANK (plrun run
+// inside another launcher) or PL_TRAINER_* must not leak into the job.
+const std::vector<std::string>& managed_variables();
+
+// `parent` ("NAME=value" entries, e.g. environ) minus managed_variables() and the names in `env`,
+// then `env`.
+std::vector<std::string> worker_environment(char* const* parent, const EnvList& env);
+
+// 128 random bits as 32 hex characters (getrandom).  Throws pl::Error if the system has none.
+std::string random_token();
+
+}  // namespace plrun

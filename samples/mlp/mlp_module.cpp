@@ -1,0 +1,76 @@
+#include "mlp_module.hpp"
+
+#include <plrt/sdk/optim.hpp>
+
+MlpClassifier::MlpClassifier(int64_t in_features, const std::vector<int64_t>& hidden, int64_t classes,
+                             OptimizerConfig optim)
+    : optim_(std::move(optim)) {
+  std::vector<int64_t> sizes{in_features};
+  sizes.insert(sizes.end(), hidden.begin(), hidden.end());
+  sizes.push_back(classes);
+  for (size_t i = 0; i + 1 < sizes.size(); ++i) {
+    linear_.push_back(std::make_unique<pl::nn::Linear>(sizes[i], sizes[i + 1]));
+    layers_.register_module(std::to_string(i), *linear_.back());
+  }
+  relu_.resize(linear_.size() - 1);
+  register_module("layers", layers_);
+}
+
+pl::Tensor MlpClassifier::forward(const pl::Tensor& x) {
+  pl::Tensor h = x;
+  for (size_t i = 0; i < linear_.size(); ++i) {
+    h = linear_[i]->forward(h);
+    if (i < relu_.size()) h = relu_[i].forward(h);
+  }
+  return h;
+}
+
+// Last layer first: each Linear's backward writes its gradients and reports them ready, so ddp
+// starts reducing the last layers while the first ones are still being differentiated.
+void MlpClassifier::backward(const pl::Tensor& dlogits) {
+  pl::Tensor d = dlogits;
+  for (size_t i = linear_.size(); i-- > 0;) {
+    d = linear_[i]->backward(d, /*need_input_grad=*/i > 0);
+    if (i > 0) d = relu_[i - 1].backward(d);
+  }
+}
+
+double MlpClassifier::training_step(const pl::Batch& batch, int64_t) {
+  pl::Tensor logits = forward(batch.at(0));
+  auto ce = pl::nn::cross_entropy(logits, batch.at(1), /*with_grad=*/true);
+  backward(ce.grad);
+  pl::LogOptions bar;
+  bar.prog_bar = true;
+  bar.on_epoch = true;
+  log("train_loss", ce.loss, bar);
+  pl::LogOptions epoch_only;
+  epoch_only.on_step = false;
+  epoch_only.on_epoch = true;
+  epoch_only.sync_dist = true;
+  log("train_acc", static_cast<double>(ce.correct) / static_cast<double>(ce.count), epoch_only);
+  return ce.loss;
+}
+
+void MlpClassifier::evaluate(const pl::Batch& batch, const std::string& prefix) {
+  pl::Tensor logits = forward(batch.at(0));
+  auto ce = pl::nn::cross_entropy(logits, batch.at(1), /*with_grad=*/false);
+  pl::LogOptions o;
+  o.sync_dist = true;  // the true mean over every rank's samples (weighted by batch size)
+  log(prefix + "_loss", ce.loss, o);
+  log(prefix + "_acc", static_cast<double>(ce.correct) / static_cast<double>(ce.count), o);
+}
+
+void MlpClassifier::validation_step(const pl::Batch& batch, int64_t) { evaluate(batch, "val"); }
+void MlpClassifier::test_step(const pl::Batch& batch, int64_t) { evaluate(batch, "test"); }
+
+std::unique_ptr<pl::Optimizer> MlpClassifier::configure_optimizers() {
+  if (optim_.name == "adam") {
+    pl::AdamOptions o;
+    o.lr = optim_.lr;
+    return std::make_unique<pl::Adam>(parameters(), o);
+  }
+  pl::SgdOptions o;
+  o.lr = optim_.lr;
+  o.momentum = optim_.momentum;
+  return std::make_unique<pl::SGD>(parameters(), o);
+}

@@ -1,0 +1,37 @@
+// The sample's model: Linear -> ReLU -> ... -> Linear, softmax cross-entropy averaged over the batch.
+// Its parameters are named layers.<i>.weight / layers.<i>.bias for the i-th linear layer, as a
+// PyTorch nn.ModuleList of nn.Linear names them, so --save's file loads into that PyTorch model.
+#pragma once
+
+#include <plrt/sdk/lightning_module.hpp>
+#include <plrt/sdk/nn.hpp>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+struct OptimizerConfig {
+  std::string name = "sgd";  // sgd | adam
+  double lr = 0.05;
+  double momentum = 0.9;
+};
+
+class MlpClassifier : public pl::LightningModule {
+ public:
+  MlpClassifier(int64_t in_features, const std::vector<int64_t>& hidden, int64_t classes, OptimizerConfig optim);
+
+  pl::Tensor forward(const pl::Tensor& x);
+  void backward(const pl::Tensor& dlogits);
+
+  double training_step(const pl::Batch& batch, int64_t batch_idx) override;
+  void validation_step(const pl::Batch& batch, int64_t batch_idx) override;
+  void test_step(const pl::Batch& batch, int64_t batch_idx) override;
+  std::unique_ptr<pl::Optimizer> configure_optimizers() override;
+
+ private:
+  void evaluate(const pl::Batch& batch, const std::string& prefix);
+  pl::Module layers_;  // the ModuleList: children "0", "1", ...
+  std::vector<std::unique_ptr<pl::nn::Linear>> linear_;
+  std::vector<pl::nn::ReLU> relu_;
+  OptimizerConfig optim_;
+};

@@ -1,0 +1,90 @@
+// pl::Trainer: Lightning's Trainer for C++ modules.  The knobs (accelerator, devices, strategy,
+// num_nodes, precision, process_group_backend) pick plugins by name; plrun overrides them through
+// PL_TRAINER_* variables; the launcher (plrun, torchrun, SLURM, Open MPI) is detected.
+#pragma once
+
+#include <plrt/sdk/cluster_env.hpp>
+#include <plrt/sdk/data.hpp>
+#include <plrt/sdk/devices.hpp>
+#include <plrt/sdk/lightning_module.hpp>
+#include <plrt/sdk/runtime.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace pl {
+
+struct TrainerOptions {
+  std::string accelerator = "auto";
+  Devices devices = Devices::automatic();
+  std::string strategy = "auto";
+  int num_nodes = 1;
+  std::string precision = "32-true";
+  std::string process_group_backend;  // empty: nccl on cuda, gloo otherwise
+  int64_t max_epochs = -1;            // -1 and max_steps -1: 1000 epochs, as Lightning
+  int64_t max_steps = -1;             // optimizer steps; -1: no limit
+  int accumulate_grad_batches = 1;
+  int check_val_every_n_epoch = 1;
+  std::optional<uint64_t> seed;       // seed_everything(seed) at construction
+  std::vector<std::pair<std::string, std::string>> strategy_options;     // e.g. bucket_cap_mb
+  std::vector<std::pair<std::string, std::string>> accelerator_options;  // e.g. num_threads
+  std::string default_root_dir = ".";  // logs and checkpoints: <dir>/lightning_logs/version_<n>/
+  bool enable_checkpointing = true;    // checkpoints/last after every epoch and at the end of fit
+  bool enable_progress = true;         // rank 0 prints one line per epoch
+  int64_t log_every_n_steps = 50;      // step values reach the CSV every n steps
+  std::chrono::milliseconds timeout{0};  // collectives and the store; 0: 30 minutes
+  bool read_env = true;                // apply PL_TRAINER_* overrides (plrun sets them)
+  // Lightning's use_distributed_sampler: shard every loader across ranks with a DistributedSampler.
+  // false: each rank iterates its loader as given (e.g. data already split per rank).
+  bool use_distributed_sampler = true;
+};
+
+class Trainer {
+ public:
+  explicit Trainer(TrainerOptions options = {}, RuntimeOptions runtime = {});
+  ~Trainer();
+  Trainer(const Trainer&) = delete;
+  Trainer& operator=(const Trainer&) = delete;
+
+  // Trains `module` on `train`, validating on `val` every check_val_every_n_epoch epochs.
+  // ckpt_path: a checkpoint folder to resume from ("" = from scratch).  With ddp_spawn the
+  // workers are forked here, and when fit returns this process's module holds the trained weights
+  // and callback_metrics() the logged values.
+  void fit(LightningModule& module, DataLoader& train, DataLoader* val = nullptr, const std::string& ckpt_path = "");
+  std::map<std::string, double> validate(LightningModule& module, DataLoader& loader);
+  std::map<std::string, double> test(LightningModule& module, DataLoader& loader);
+  // Collective: every rank calls it; rank 0 writes (model.safetensors, optimizer.safetensors,
+  // trainer.json, atomically).
+  void save_checkpoint(const std::string& path);
+
+  int global_rank() const;
+  int world_size() const;
+  int local_rank() const;
+  int node_rank() const;
+  bool is_global_zero() const { return global_rank() == 0; }
+  int64_t current_epoch() const;
+  int64_t global_step() const;
+  const TrainerOptions& options() const;  // after PL_TRAINER_* overrides
+  const JobConfig& job() const;
+  const ClusterEnv& cluster() const;
+  const Runtime& runtime() const;
+  std::string log_dir() const;  // "" on ranks other than 0
+  // Last values: epoch aggregates and the latest step values (Lightning's callback_metrics).
+  const std::map<std::string, double>& callback_metrics() const;
+  // A strategy statistic (ddp: "exposed_allreduce_ms", ...); throws when unknown.
+  double strategy_stat(const std::string& name) const;
+
+  struct Impl;
+
+ private:
+  friend class LightningModule;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace pl

@@ -1,0 +1,43 @@
+// LightningModule's trainer-facing calls: log, all_gather, rank queries.
+#include "trainer_impl.hpp"
+
+// Trainer::impl_ is private; LightningModule is Trainer's friend.
+namespace pl {
+
+void LightningModule::log(const std::string& name, double value, const LogOptions& options) {
+  if (trainer_ == nullptr) throw Error(PL_ERR_INVALID_ARGUMENT, "log('" + name + "') needs a trainer: call it from a step or hook while Trainer::fit/validate/test runs");
+  Trainer::Impl& t = *trainer_->impl_;
+  t.metrics.log(name, value, options, options.batch_size > 0 ? options.batch_size : t.batch_size, t.in_training_step,
+                t.rank, t.collectives());
+}
+
+std::vector<Tensor> LightningModule::all_gather(const Tensor& x) {
+  if (trainer_ == nullptr) throw Error(PL_ERR_INVALID_ARGUMENT, "all_gather needs a trainer: call it while Trainer::fit/validate/test runs");
+  Trainer::Impl& t = *trainer_->impl_;
+  if (t.world == 1 || t.strategy.pg() == nullptr) return {x.clone()};
+  std::vector<Tensor> out;
+  std::vector<PL_Tensor> views;
+  for (int r = 0; r < t.world; ++r) {
+    out.push_back(x.accelerator().defined() ? Tensor::empty(x.accelerator(), x.device(), x.shape(), x.dtype())
+                                            : Tensor::empty(x.shape(), x.dtype()));
+    views.push_back(out.back().view());
+  }
+  PL_Tensor in = x.view();
+  t.collectives().allgather(in, views);
+  return out;
+}
+
+std::vector<double> LightningModule::all_gather(double value) {
+  auto parts = all_gather(Tensor::from_vector<double>({value}, {1}));
+  std::vector<double> out;
+  for (const auto& p : parts) out.push_back(p.to_vector<double>()[0]);
+  return out;
+}
+
+bool LightningModule::is_global_zero() const { return global_rank() == 0; }
+int LightningModule::global_rank() const { return trainer_ ? trainer_->global_rank() : 0; }
+int LightningModule::world_size() const { return trainer_ ? trainer_->world_size() : 1; }
+int64_t LightningModule::current_epoch() const { return trainer_ ? trainer_->current_epoch() : 0; }
+int64_t LightningModule::global_step() const { return trainer_ ? trainer_->global_step() : 0; }
+
+}  // namespace pl

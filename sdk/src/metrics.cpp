@@ -1,0 +1,237 @@
+#include "metrics.hpp"
+
+#include <plrt/sdk/atomic_file.hpp>
+#include <plrt/sdk/error.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <set>
+#include <sstream>
+
+namespace pl::detail {
+
+template <class Start>
+void Collectives::run(Start start) const {
+  PL_Work* w = nullptr;
+  check(host_, start(&w));
+  PL_Error* e = api_->work_wait(w, 0);  // 0: the group's timeout
+  api_->work_destroy(w);
+  check(host_, e);
+}
+
+void Collectives::allreduce(std::vector<double>& values, PL_ReduceOp op) const {
+  if (world_ == 1 || values.empty()) return;
+  PL_Tensor t{};
+  t.struct_size = sizeof t;
+  t.data = values.data();
+  t.dtype = PL_F64;
+  t.device = {PL_DEVICE_CPU, 0};
+  t.numel = static_cast<int64_t>(values.size());
+  t.ndim = 1;
+  t.shape[0] = t.numel;
+  run([&](PL_Work** w) { return api_->allreduce(group_, &t, op, w); });
+}
+
+void Collectives::allgather(const PL_Tensor& input, std::vector<PL_Tensor>& outputs) const {
+  run([&](PL_Work** w) { return api_->allgather(group_, &input, outputs.data(), outputs.size(), w); });
+}
+
+std::vector<std::string> Collectives::allgather(const std::string& bytes) const {
+  if (world_ == 1) return {bytes};
+  // Sizes first (i64 each), then the bytes with per-rank sizes.
+  std::vector<int64_t> sizes(static_cast<size_t>(world_));
+  int64_t mine = static_cast<int64_t>(bytes.size());
+  auto flat = [](void* p, PL_DType dt, int64_t n) {
+    PL_Tensor t{};
+    t.struct_size = sizeof t;
+    t.data = p;
+    t.dtype = dt;
+    t.device = {PL_DEVICE_CPU, 0};
+    t.numel = n;
+    t.ndim = 1;
+    t.shape[0] = n;
+    return t;
+  };
+  PL_Tensor in = flat(&mine, PL_I64, 1);
+  std::vector<PL_Tensor> outs;
+  for (auto& s : sizes) outs.push_back(flat(&s, PL_I64, 1));
+  allgather(in, outs);
+  std::vector<std::string> result(static_cast<size_t>(world_));
+  std::string copy = bytes;  // the input must be writable memory in the descriptor
+  PL_Tensor bin = flat(copy.data(), PL_U8, mine);
+  outs.clear();
+  for (size_t r = 0; r < result.size(); ++r) {
+    result[r].resize(static_cast<size_t>(sizes[r]));
+    outs.push_back(flat(result[r].data(), PL_U8, sizes[r]));
+  }
+  allgather(bin, outs);
+  return result;
+}
+
+void MetricLog::log(const std::string& name, double value, const LogOptions& o, int64_t batch_size,
+                    bool in_training_step, int rank, const Collectives& c) {
+  if (name.empty()) throw Error(PL_ERR_INVALID_ARGUMENT, "log: the metric name is empty");
+  if (o.rank_zero_only && o.sync_dist)
+    throw Error(PL_ERR_INVALID_ARGUMENT, "log('" + name +
+                                             "'): rank_zero_only and sync_dist exclude each other (a value logged "
+                                             "on rank 0 alone cannot be reduced across ranks)");
+  if (o.rank_zero_only && rank != 0) return;
+  bool on_step = o.on_step.value_or(in_training_step);
+  bool on_epoch = o.on_epoch.value_or(!in_training_step);
+  if (!on_step && !on_epoch)
+    throw Error(PL_ERR_INVALID_ARGUMENT, "log('" + name + "'): on_step and on_epoch are both false: nothing to log");
+  if (o.prog_bar && std::find(prog_bar_.begin(), prog_bar_.end(), name) == prog_bar_.end()) prog_bar_.push_back(name);
+  if (on_step) {
+    double v = value;
+    if (o.sync_dist && c.world_size() > 1) {
+      std::vector<double> x{value};
+      PL_ReduceOp op = o.reduce_fx == Reduce::Min ? PL_REDUCE_MIN : o.reduce_fx == Reduce::Max ? PL_REDUCE_MAX : PL_REDUCE_SUM;
+      c.allreduce(x, op);
+      v = o.reduce_fx == Reduce::Mean ? x[0] / c.world_size() : x[0];
+    }
+    step_[on_epoch ? name + "_step" : name] = v;
+  }
+  if (on_epoch) {
+    if (batch_size < 1)
+      throw Error(PL_ERR_INVALID_ARGUMENT, "log('" + name + "'): batch_size " + std::to_string(batch_size) + " must be >= 1");
+    auto& a = epoch_[on_step ? name + "_epoch" : name];
+    a.reduce = o.reduce_fx;
+    a.sync = a.sync || o.sync_dist;
+    a.weighted_sum += value * static_cast<double>(batch_size);
+    a.weight += static_cast<double>(batch_size);
+    a.sum += value;
+    a.min = std::min(a.min, value);
+    a.max = std::max(a.max, value);
+  }
+}
+
+std::map<std::string, double> MetricLog::take_step_values() {
+  std::map<std::string, double> out;
+  out.swap(step_);
+  return out;
+}
+
+namespace {
+
+double local_value(const EpochAccumulator& a) {
+  switch (a.reduce) {
+    case Reduce::Mean: return a.weight > 0 ? a.weighted_sum / a.weight : std::nan("");
+    case Reduce::Sum: return a.sum;
+    case Reduce::Min: return a.min;
+    case Reduce::Max: return a.max;
+  }
+  return std::nan("");
+}
+
+const char* reduce_name(Reduce r) {
+  switch (r) {
+    case Reduce::Mean: return "mean";
+    case Reduce::Sum: return "sum";
+    case Reduce::Min: return "min";
+    case Reduce::Max: return "max";
+  }
+  return "?";
+}
+
+}  // namespace
+
+std::map<std::string, double> MetricLog::reduce_epoch(const Collectives& c) {
+  std::map<std::string, double> out;
+  std::map<std::string, EpochAccumulator> acc;
+  acc.swap(epoch_);
+  if (c.world_size() == 1) {
+    for (const auto& [name, a] : acc) out[name] = local_value(a);
+    return out;
+  }
+  // Ranks may have logged different names (a rank without validation batches logs nothing), so
+  // the synced names are agreed on first: the union, each with its reduction.
+  std::string mine;
+  for (const auto& [name, a] : acc)
+    if (a.sync) mine += name + '\t' + reduce_name(a.reduce) + '\n';
+  std::map<std::string, std::string> synced;  // name -> reduction
+  for (const auto& text : c.allgather(mine)) {
+    std::istringstream is(text);
+    std::string line;
+    while (std::getline(is, line)) {
+      auto tab = line.find('\t');
+      std::string name = line.substr(0, tab), red = line.substr(tab + 1);
+      auto [it, fresh] = synced.emplace(name, red);
+      if (!fresh && it->second != red)
+        throw Error(PL_ERR_INVALID_ARGUMENT, "log('" + name + "', sync_dist=True): ranks reduce it differently ('" +
+                                                 it->second + "' and '" + red + "')");
+    }
+  }
+  std::vector<double> sums, mins, maxs;
+  for (const auto& [name, red] : synced) {
+    auto it = acc.find(name);
+    const EpochAccumulator* a = it == acc.end() ? nullptr : &it->second;
+    if (red == "mean") {
+      sums.push_back(a ? a->weighted_sum : 0.0);
+      sums.push_back(a ? a->weight : 0.0);
+    } else if (red == "sum") {
+      sums.push_back(a ? a->sum : 0.0);
+    } else if (red == "min") {
+      mins.push_back(a ? a->min : std::numeric_limits<double>::infinity());
+    } else {
+      maxs.push_back(a ? a->max : -std::numeric_limits<double>::infinity());
+    }
+  }
+  c.allreduce(sums, PL_REDUCE_SUM);
+  c.allreduce(mins, PL_REDUCE_MIN);
+  c.allreduce(maxs, PL_REDUCE_MAX);
+  size_t si = 0, mi = 0, xi = 0;
+  for (const auto& [name, red] : synced) {
+    if (red == "mean") {
+      double ws = sums[si++], w = sums[si++];
+      out[name] = w > 0 ? ws / w : std::nan("");
+    } else if (red == "sum") {
+      out[name] = sums[si++];
+    } else if (red == "min") {
+      out[name] = mins[mi++];
+    } else {
+      out[name] = maxs[xi++];
+    }
+  }
+  for (const auto& [name, a] : acc)
+    if (!a.sync) out[name] = local_value(a);
+  return out;
+}
+
+void CsvLog::add_row(int64_t epoch, int64_t step, const std::map<std::string, double>& values) {
+  if (values.empty()) return;
+  auto row = values;
+  row["epoch"] = static_cast<double>(epoch);
+  row["step"] = static_cast<double>(step);
+  rows_.push_back(std::move(row));
+}
+
+void CsvLog::flush() const {
+  if (path_.empty()) return;
+  std::set<std::string> names;
+  for (const auto& r : rows_)
+    for (const auto& kv : r) names.insert(kv.first);
+  std::vector<std::string> cols{"epoch", "step"};
+  for (const auto& n : names)
+    if (n != "epoch" && n != "step") cols.push_back(n);
+  std::ostringstream os;
+  for (size_t i = 0; i < cols.size(); ++i) os << (i ? "," : "") << cols[i];
+  os << "\n";
+  char buf[64];
+  for (const auto& r : rows_) {
+    for (size_t i = 0; i < cols.size(); ++i) {
+      if (i) os << ",";
+      auto it = r.find(cols[i]);
+      if (it == r.end()) continue;
+      if (i < 2)
+        std::snprintf(buf, sizeof buf, "%lld", static_cast<long long>(it->second));
+      else
+        std::snprintf(buf, sizeof buf, "%.9g", it->second);
+      os << buf;
+    }
+    os << "\n";
+  }
+  write_file_atomic(path_, os.str());
+}
+
+}  // namespace pl::detail

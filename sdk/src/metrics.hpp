@@ -1,0 +1,74 @@
+// What LightningModule::log collects: step values and epoch accumulators, their reduction across
+// ranks, and the CSV file (Lightning's CSVLogger layout: lightning_logs/version_<n>/metrics.csv).
+#pragma once
+
+#include <plrt/pl_process_group.h>
+#include <plrt/sdk/lightning_module.hpp>
+
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace pl::detail {
+
+// Blocking collectives on a strategy's process group (api/group NULL: a world of one).
+class Collectives {
+ public:
+  Collectives(const PL_Host* host, const PL_ProcessGroupApi* api, PL_ProcessGroup* group, int world_size)
+      : host_(host), api_(api), group_(group), world_(group ? world_size : 1) {}
+  int world_size() const { return world_; }
+  void allreduce(std::vector<double>& values, PL_ReduceOp op) const;
+  // Every rank's bytes (sizes may differ), in rank order.
+  std::vector<std::string> allgather(const std::string& bytes) const;
+  void allgather(const PL_Tensor& input, std::vector<PL_Tensor>& outputs) const;
+
+ private:
+  template <class Start>
+  void run(Start start) const;  // starts one operation and waits for it
+  const PL_Host* host_;
+  const PL_ProcessGroupApi* api_;
+  PL_ProcessGroup* group_;
+  int world_;
+};
+
+struct EpochAccumulator {
+  double weighted_sum = 0, weight = 0, sum = 0;
+  double min = std::numeric_limits<double>::infinity();
+  double max = -std::numeric_limits<double>::infinity();
+  Reduce reduce = Reduce::Mean;
+  bool sync = false;
+};
+
+class MetricLog {
+ public:
+  // `in_training_step`: Lightning's defaults differ there (on_step) and elsewhere (on_epoch).
+  void log(const std::string& name, double value, const LogOptions& o, int64_t batch_size, bool in_training_step,
+           int rank, const Collectives& c);
+  // Step values logged since the last call (names with "_step" where on_epoch too).
+  std::map<std::string, double> take_step_values();
+  // Reduces the epoch accumulators (collective when any was logged with sync_dist on any rank;
+  // every rank must call it) and clears them.  Names get "_epoch" where on_step too.
+  std::map<std::string, double> reduce_epoch(const Collectives& c);
+  const std::vector<std::string>& prog_bar() const { return prog_bar_; }
+
+ private:
+  std::map<std::string, double> step_;
+  std::map<std::string, EpochAccumulator> epoch_;  // keyed by final name
+  std::vector<std::string> prog_bar_;
+};
+
+// metrics.csv: one row per write, the union of columns so far; rewritten atomically each flush.
+class CsvLog {
+ public:
+  void open(const std::string& path) { path_ = path; }
+  void add_row(int64_t epoch, int64_t step, const std::map<std::string, double>& values);
+  void flush() const;  // no-op when not opened
+
+ private:
+  std::string path_;
+  std::vector<std::map<std::string, double>> rows_;
+};
+
+}  // namespace pl::detail

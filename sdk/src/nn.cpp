@@ -1,0 +1,210 @@
+// pl::nn: Linear, ReLU and cross_entropy over the accelerator's layer kernels (ABI 1.2).
+#include <plrt/sdk/nn.hpp>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+namespace pl::nn {
+
+namespace {
+
+bool same_place(PL_Device a, PL_Device b) { return a.type == b.type && (a.type == PL_DEVICE_CPU || a.index == b.index); }
+
+std::string device_text(PL_Device d) {
+  return (d.type == PL_DEVICE_CPU ? std::string("cpu") : d.type == PL_DEVICE_CUDA ? std::string("cuda")
+                                                                                    : "type " + std::to_string(d.type)) +
+         ":" + std::to_string(d.index);
+}
+
+std::string describe(const Tensor& t) { return std::string(pl_dtype_name(t.dtype())) + " " + shape_text(t.shape()); }
+
+bool overlaps(const Tensor& a, const Tensor& b) {
+  if (!a.defined() || !b.defined() || a.nbytes() == 0 || b.nbytes() == 0) return false;
+  const auto* a0 = static_cast<const char*>(a.data());
+  const auto* b0 = static_cast<const char*>(b.data());
+  return a0 < b0 + b.nbytes() && b0 < a0 + a.nbytes();
+}
+
+// `buf` when it already has this shape, dtype and place (and is not `avoid`'s memory), else a new
+// tensor: the activation buffers are allocated once while the batch shape repeats.
+Tensor& reuse(Tensor& buf, const Accelerator& acc, PL_Device device, const Shape& shape, PL_DType dtype,
+              const Tensor& avoid) {
+  const bool fits = buf.defined() && buf.shape() == shape && buf.dtype() == dtype && same_place(buf.device(), device) &&
+                    buf.accelerator() == acc && !overlaps(buf, avoid);
+  if (!fits) buf = Tensor::empty(acc, device, shape, dtype);
+  return buf;
+}
+
+void check_matrix(const Tensor& t, const char* op, const char* what, int64_t cols, PL_DType dtype, PL_Device device) {
+  const std::string head = std::string(op) + ": " + what;
+  if (!t.defined()) throw Error(PL_ERR_INVALID_ARGUMENT, head + " is an undefined tensor");
+  if (t.dim() != 2 || t.size(1) != cols)
+    throw Error(PL_ERR_INVALID_ARGUMENT, head + " has shape " + shape_text(t.shape()) + "; expected [N, " +
+                                             std::to_string(cols) + "]");
+  if (t.dtype() != dtype)
+    throw Error(PL_ERR_INVALID_ARGUMENT, head + " is " + pl_dtype_name(t.dtype()) + " but the layer computes in " +
+                                             pl_dtype_name(dtype));
+  if (!same_place(t.device(), device))
+    throw Error(PL_ERR_INVALID_ARGUMENT, head + " is on " + device_text(t.device()) + " but the module is on " +
+                                             device_text(device) + "; move the batch there first");
+}
+
+// The accelerator owning a tensor the layer reads, for layers that are not modules.
+const Accelerator& owner(const Tensor& t, const char* op, const char* what) {
+  if (!t.accelerator().defined())
+    throw Error(PL_ERR_INVALID_ARGUMENT, std::string(op) + ": " + what +
+                                             " is a plain host tensor with no accelerator to compute on; pass the "
+                                             "output of a layer placed with module.to(accelerator, device), or a "
+                                             "tensor made with Tensor::empty(accelerator, device, ...)");
+  return t.accelerator();
+}
+
+}  // namespace
+
+// ---- Linear ----
+
+Linear::Linear(int64_t in_features, int64_t out_features, bool bias, Generator* gen, PL_DType dtype)
+    : in_(in_features), out_(out_features) {
+  if (in_features < 1 || out_features < 1)
+    throw Error(PL_ERR_INVALID_ARGUMENT, "nn::Linear(" + std::to_string(in_features) + ", " +
+                                             std::to_string(out_features) + "): both sizes must be >= 1");
+  if (dtype != PL_F32 && dtype != PL_F64)
+    throw Error(PL_ERR_INVALID_ARGUMENT, std::string("nn::Linear: dtype ") + pl_dtype_name(dtype) +
+                                             " is not supported; use float32 or float64");
+  Generator& g = gen != nullptr ? *gen : global_generator();
+  // torch.nn.Linear: kaiming_uniform(a = sqrt(5)) on the weight and the bias's fan-in bound both
+  // come to U(-1/sqrt(in), 1/sqrt(in)).
+  const double bound = 1.0 / std::sqrt(static_cast<double>(in_features));
+  auto draw = [&](Shape shape) {
+    Tensor t = Tensor::empty(std::move(shape), dtype);
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      const double v = g.uniform(-bound, bound);
+      if (dtype == PL_F32)
+        t.data_ptr<float>()[i] = static_cast<float>(v);
+      else
+        t.data_ptr<double>()[i] = v;
+    }
+    return t;
+  };
+  weight_ = &register_parameter("weight", draw({out_features, in_features}));
+  if (bias) bias_ = &register_parameter("bias", draw({out_features}));
+}
+
+const Accelerator& Linear::need_accelerator(const char* what) const {
+  const Accelerator& acc = accelerator();
+  if (!acc.defined())
+    throw Error(PL_ERR_INVALID_ARGUMENT, std::string("nn::Linear::") + what +
+                                             ": the module has no accelerator yet; call module.to(accelerator, device) "
+                                             "on it (or its root module) first, or let the Trainer place it");
+  return acc;
+}
+
+Tensor Linear::forward(const Tensor& x) {
+  const Accelerator& acc = need_accelerator("forward");
+  const PL_DType dtype = weight_->value.dtype();
+  check_matrix(x, "nn::Linear::forward", "x", in_, dtype, device());
+  Tensor& y = reuse(y_, acc, device(), {x.size(0), out_}, dtype, x);
+  PL_Tensor xv = x.view(), wv = weight_->value.view(), yv = y.view();
+  acc.gemm(false, true, 1.0, xv, wv, 0.0, yv);
+  if (bias_ != nullptr) acc.add_bias(yv, bias_->value.view());
+  x_ = x;
+  return y;
+}
+
+Tensor Linear::backward(const Tensor& dy, bool need_input_grad) {
+  const Accelerator& acc = need_accelerator("backward");
+  if (!x_.defined())
+    throw Error(PL_ERR_INVALID_ARGUMENT, "nn::Linear::backward: no forward to differentiate; call forward first");
+  const PL_DType dtype = weight_->value.dtype();
+  check_matrix(dy, "nn::Linear::backward", "dy", out_, dtype, device());
+  if (dy.size(0) != x_.size(0))
+    throw Error(PL_ERR_INVALID_ARGUMENT, "nn::Linear::backward: dy has shape " + shape_text(dy.shape()) +
+                                             " but the forward input had shape " + shape_text(x_.shape()) +
+                                             "; their row counts must match");
+  const double scale = grad_scale();
+  PL_Tensor dyv = dy.view(), xv = x_.view();
+  auto write = [&](Parameter& p, const char* name, auto&& kernel) {
+    if (!p.requires_grad) return;
+    if (!p.grad.defined() || p.grad.shape() != p.value.shape())
+      throw Error(PL_ERR_INVALID_ARGUMENT, std::string("nn::Linear::backward: ") + name +
+                                               " has no gradient tensor; call module.to(accelerator, device) after "
+                                               "changing requires_grad");
+    PL_Tensor gv = p.grad.view();
+    kernel(gv, p.grad_is_zero ? 0.0 : 1.0);  // beta 0 overwrites a zeroed (stale) gradient
+    p.grad_is_zero = false;
+    grad_ready(p);
+  };
+  if (bias_ != nullptr) write(*bias_, "bias", [&](PL_Tensor& g, double beta) { acc.sum_rows(scale, dyv, beta, g); });
+  write(*weight_, "weight", [&](PL_Tensor& g, double beta) { acc.gemm(true, false, scale, dyv, xv, beta, g); });
+  if (!need_input_grad) return Tensor();
+  Tensor& dx = reuse(dx_, acc, device(), x_.shape(), dtype, dy);
+  PL_Tensor wv = weight_->value.view(), dxv = dx.view();
+  acc.gemm(false, false, 1.0, dyv, wv, 0.0, dxv);
+  return dx;
+}
+
+// ---- ReLU ----
+
+Tensor ReLU::forward(const Tensor& x) {
+  if (!x.defined()) throw Error(PL_ERR_INVALID_ARGUMENT, "nn::ReLU::forward: x is an undefined tensor");
+  const Accelerator& acc = owner(x, "nn::ReLU::forward", "x");
+  Tensor& y = reuse(y_, acc, x.device(), x.shape(), x.dtype(), x);
+  PL_Tensor xv = x.view(), yv = y.view();
+  acc.relu(xv, yv);
+  return y;
+}
+
+Tensor ReLU::backward(const Tensor& dy) {
+  if (!y_.defined()) throw Error(PL_ERR_INVALID_ARGUMENT, "nn::ReLU::backward: no forward to differentiate; call forward first");
+  if (!dy.defined() || dy.shape() != y_.shape() || dy.dtype() != y_.dtype())
+    throw Error(PL_ERR_INVALID_ARGUMENT, "nn::ReLU::backward: dy is " + (dy.defined() ? describe(dy) : "undefined") +
+                                             " but the forward output was " + describe(y_));
+  const Accelerator& acc = y_.accelerator();
+  Tensor& dx = reuse(dx_, acc, y_.device(), y_.shape(), y_.dtype(), dy);
+  PL_Tensor yv = y_.view(), dyv = dy.view(), dxv = dx.view();
+  acc.relu_backward(yv, dyv, dxv);
+  return dx;
+}
+
+// ---- cross_entropy ----
+
+CrossEntropy cross_entropy(const Tensor& logits, const Tensor& labels, bool with_grad) {
+  const char* op = "nn::cross_entropy";
+  if (!logits.defined() || logits.dim() != 2)
+    throw Error(PL_ERR_INVALID_ARGUMENT, std::string(op) + ": logits must be [N, C], got " +
+                                             (logits.defined() ? shape_text(logits.shape()) : "an undefined tensor"));
+  const int64_t n = logits.size(0), c = logits.size(1);
+  if (n == 0) throw Error(PL_ERR_INVALID_ARGUMENT, std::string(op) + ": logits " + shape_text(logits.shape()) +
+                                                       " hold no rows; an empty batch has no mean loss");
+  if (!labels.defined() || labels.dtype() != PL_I64 || labels.shape() != Shape{n})
+    throw Error(PL_ERR_INVALID_ARGUMENT, std::string(op) + ": labels must be int64 [" + std::to_string(n) +
+                                             "] for logits " + shape_text(logits.shape()) + ", got " +
+                                             (labels.defined() ? describe(labels) : "an undefined tensor"));
+  const Accelerator& acc = owner(logits, op, "logits");
+  const PL_Device dev = logits.device();
+  const Tensor lab = same_place(labels.device(), dev) ? labels : labels.to(acc, dev);
+
+  CrossEntropy out;
+  out.count = n;
+  Tensor loss = Tensor::empty(acc, dev, {n}, logits.dtype());
+  if (with_grad) out.grad = Tensor::empty(acc, dev, {n, c}, logits.dtype());
+  PL_Tensor lv = logits.view(), labv = lab.view(), lossv = loss.view(), gv = out.grad.defined() ? out.grad.view() : PL_Tensor{};
+  acc.cross_entropy(lv, labv, lossv, with_grad ? &gv : nullptr, 1.0 / static_cast<double>(n));
+
+  Tensor pred = Tensor::empty(acc, dev, {n}, PL_I64);
+  PL_Tensor pv = pred.view();
+  acc.argmax_rows(lv, pv);
+
+  double sum = 0;
+  if (loss.dtype() == PL_F32)
+    for (float v : loss.to_vector<float>()) sum += v;
+  else
+    for (double v : loss.to_vector<double>()) sum += v;
+  out.loss = sum / static_cast<double>(n);
+  const std::vector<int64_t> want = labels.to_vector<int64_t>(), got = pred.to_vector<int64_t>();
+  for (int64_t i = 0; i < n; ++i) out.correct += got[static_cast<size_t>(i)] == want[static_cast<size_t>(i)];
+  return out;
+}
+
+}  // namespace pl::nn

@@ -1,0 +1,287 @@
+// pl::SGD, pl::Adam, pl::AdamW over the accelerator's sgd_step / adam_step kernels, and their
+// checkpoint state.
+#include <plrt/sdk/optim.hpp>
+
+#include <charconv>
+#include <cmath>
+#include <set>
+#include <sstream>
+#include <system_error>
+
+namespace pl {
+
+namespace {
+
+std::string num(double v) {
+  std::ostringstream os;
+  os.precision(17);
+  os << v;
+  return os.str();
+}
+
+std::string describe(const Tensor& t) { return std::string(pl_dtype_name(t.dtype())) + " " + shape_text(t.shape()); }
+
+void require(bool ok, const std::string& who, const std::string& what, double v, const char* valid) {
+  if (!ok) throw Error(PL_ERR_INVALID_ARGUMENT, who + ": " + what + " " + num(v) + " is invalid; " + valid);
+}
+
+void check_lr(const std::string& who, double lr) {
+  require(std::isfinite(lr) && lr >= 0, who, "lr", lr, "it must be finite and >= 0");
+}
+
+// A whole number >= lo held in a double (checkpoint scalars are doubles).
+int64_t whole(double v, const std::string& who, const std::string& key, int64_t lo) {
+  if (!std::isfinite(v) || v != std::trunc(v) || v < static_cast<double>(lo) || v > 0x1p62)
+    throw Error(PL_ERR_INVALID_ARGUMENT, who + ": scalar '" + key + "' = " + num(v) + " is invalid; it must be a whole "
+                                             "number >= " + std::to_string(lo));
+  return static_cast<int64_t>(v);
+}
+
+}  // namespace
+
+// ---- Optimizer ----
+
+Optimizer::Optimizer(std::vector<Parameter*> params, double lr) : params_(std::move(params)), lr_(lr) {
+  check_lr("Optimizer", lr);
+  std::set<const Parameter*> seen;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (params_[i] == nullptr)
+      throw Error(PL_ERR_INVALID_ARGUMENT, "Optimizer: parameter " + std::to_string(i) + " is a null pointer");
+    if (!seen.insert(params_[i]).second)
+      throw Error(PL_ERR_INVALID_ARGUMENT, "Optimizer: parameter " + std::to_string(i) +
+                                               " appears more than once; each parameter may be given once");
+  }
+}
+
+Optimizer::~Optimizer() = default;
+
+void Optimizer::zero_grad() {
+  for (Parameter* p : params_) p->grad_is_zero = true;
+}
+
+void Optimizer::set_lr(double lr) {
+  check_lr(name() + "::set_lr", lr);
+  lr_ = lr;
+}
+
+std::map<std::string, double> Optimizer::state_scalars() const {
+  return {{"lr", lr_}, {"step", static_cast<double>(steps_)}};
+}
+
+const Accelerator& Optimizer::accelerator_of(size_t i) const {
+  const Parameter& p = *params_[i];
+  if (p.grad.defined() && p.grad.accelerator().defined()) return p.grad.accelerator();
+  if (p.value.accelerator().defined()) return p.value.accelerator();
+  throw Error(PL_ERR_INVALID_ARGUMENT, name() + ": parameter " + std::to_string(i) +
+                                           " has no accelerator; place its module with module.to(accelerator, device) "
+                                           "before stepping");
+}
+
+bool Optimizer::takes_step(size_t i) const {
+  const Parameter& p = *params_[i];
+  if (!p.requires_grad || p.grad_is_zero) return false;
+  if (!p.grad.defined())
+    throw Error(PL_ERR_INVALID_ARGUMENT, name() + ": parameter " + std::to_string(i) +
+                                             " is marked as having a gradient (grad_is_zero false) but its grad tensor "
+                                             "is undefined");
+  return true;
+}
+
+Tensor Optimizer::load_tensor(size_t i, const std::string& key, const Tensor& src) const {
+  const Tensor& value = params_[i]->value;
+  if (!src.defined() || src.shape() != value.shape() || src.dtype() != value.dtype())
+    throw Error(PL_ERR_INVALID_ARGUMENT, name() + "::load_state: '" + key + "' is " +
+                                             (src.defined() ? describe(src) : std::string("undefined")) +
+                                             " but parameter " + std::to_string(i) + " is " + describe(value));
+  // Own storage: the caller's tensors (perhaps another optimizer's live state) stay untouched.
+  Tensor t = Tensor::empty(accelerator_of(i), value.device(), value.shape(), value.dtype());
+  t.copy_from(src);
+  return t;
+}
+
+size_t Optimizer::state_index(const std::string& key, const std::vector<std::string>& fields, std::string* field) const {
+  std::string valid;
+  for (const auto& f : fields) valid += (valid.empty() ? "" : ", ") + ("state.<i>." + f);
+  const std::string bad = name() + "::load_state: unexpected name '" + key + "'; valid: " + valid + " with i in [0, " +
+                          std::to_string(params_.size()) + ")";
+  const std::string prefix = "state.";
+  if (key.compare(0, prefix.size(), prefix) != 0) throw Error(PL_ERR_INVALID_ARGUMENT, bad);
+  const size_t dot = key.find('.', prefix.size());
+  if (dot == std::string::npos || dot == prefix.size()) throw Error(PL_ERR_INVALID_ARGUMENT, bad);
+  size_t index = 0;
+  const auto r = std::from_chars(key.data() + prefix.size(), key.data() + dot, index);
+  if (r.ec != std::errc() || r.ptr != key.data() + dot || index >= params_.size())
+    throw Error(PL_ERR_INVALID_ARGUMENT, bad);
+  *field = key.substr(dot + 1);
+  for (const auto& f : fields)
+    if (*field == f) return index;
+  throw Error(PL_ERR_INVALID_ARGUMENT, bad);
+}
+
+Optimizer::Scalars Optimizer::read_scalars(const std::map<std::string, double>& scalars) const {
+  Scalars s{lr_, steps_, {}};
+  for (const auto& [key, v] : scalars) {
+    if (key == "lr") {
+      check_lr(name() + "::load_state", v);
+      s.lr = v;
+    } else if (key == "step") {
+      s.steps = whole(v, name() + "::load_state", key, 0);
+    } else {
+      s.rest[key] = v;
+    }
+  }
+  return s;
+}
+
+// ---- SGD ----
+
+SGD::SGD(std::vector<Parameter*> params, SgdOptions o) : Optimizer(std::move(params), o.lr), o_(o) {
+  require(std::isfinite(o.momentum) && o.momentum >= 0, "SGD", "momentum", o.momentum, "it must be finite and >= 0");
+  require(std::isfinite(o.dampening), "SGD", "dampening", o.dampening, "it must be finite");
+  require(std::isfinite(o.weight_decay) && o.weight_decay >= 0, "SGD", "weight_decay", o.weight_decay,
+          "it must be finite and >= 0");
+  if (o.nesterov && (o.momentum <= 0 || o.dampening != 0))
+    throw Error(PL_ERR_INVALID_ARGUMENT, "SGD: nesterov needs momentum > 0 and dampening == 0 (momentum " +
+                                             num(o.momentum) + ", dampening " + num(o.dampening) + ")");
+  momentum_.resize(params_.size());
+}
+
+void SGD::step() {
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (!takes_step(i)) continue;
+    Parameter& p = *params_[i];
+    const Accelerator& acc = accelerator_of(i);
+    PL_SgdParams sp{};
+    sp.struct_size = sizeof sp;
+    sp.lr = lr_;
+    sp.momentum = o_.momentum;
+    sp.dampening = o_.dampening;
+    sp.weight_decay = o_.weight_decay;
+    sp.nesterov = o_.nesterov ? 1 : 0;
+    PL_Tensor pv = p.value.view(), gv = p.grad.view(), mv{};
+    if (o_.momentum != 0) {
+      // The kernel initialises the buffer on the first step (torch: buf = d.clone()).
+      sp.first_step = momentum_[i].defined() ? 0 : 1;
+      if (!momentum_[i].defined()) momentum_[i] = Tensor::empty(acc, p.value.device(), p.value.shape(), p.value.dtype());
+      mv = momentum_[i].view();
+    }
+    acc.sgd_step(pv, gv, o_.momentum != 0 ? &mv : nullptr, sp);
+  }
+  ++steps_;
+}
+
+std::vector<std::pair<std::string, Tensor>> SGD::state_tensors() const {
+  std::vector<std::pair<std::string, Tensor>> out;
+  for (size_t i = 0; i < momentum_.size(); ++i)
+    if (momentum_[i].defined()) out.emplace_back("state." + std::to_string(i) + ".momentum_buffer", momentum_[i]);
+  return out;
+}
+
+std::map<std::string, double> SGD::state_scalars() const { return Optimizer::state_scalars(); }
+
+void SGD::load_state(const std::map<std::string, Tensor>& tensors, const std::map<std::string, double>& scalars) {
+  std::vector<Tensor> next(params_.size());
+  std::string field;
+  for (const auto& [key, t] : tensors) {
+    const size_t i = state_index(key, {"momentum_buffer"}, &field);
+    next[i] = load_tensor(i, key, t);
+  }
+  const Scalars s = read_scalars(scalars);
+  if (!s.rest.empty())
+    throw Error(PL_ERR_INVALID_ARGUMENT, "SGD::load_state: unexpected scalar '" + s.rest.begin()->first +
+                                             "'; SGD's scalars are lr and step");
+  momentum_ = std::move(next);
+  lr_ = s.lr;
+  steps_ = s.steps;
+}
+
+// ---- Adam / AdamW ----
+
+Adam::Adam(std::vector<Parameter*> params, AdamOptions o, bool decoupled)
+    : Optimizer(std::move(params), o.lr), o_(o), decoupled_(decoupled) {
+  const std::string who = decoupled ? "AdamW" : "Adam";
+  require(o.beta1 >= 0 && o.beta1 < 1, who, "beta1", o.beta1, "it must be in [0, 1)");
+  require(o.beta2 >= 0 && o.beta2 < 1, who, "beta2", o.beta2, "it must be in [0, 1)");
+  require(std::isfinite(o.eps) && o.eps >= 0, who, "eps", o.eps, "it must be finite and >= 0");
+  require(std::isfinite(o.weight_decay) && o.weight_decay >= 0, who, "weight_decay", o.weight_decay,
+          "it must be finite and >= 0");
+  exp_avg_.resize(params_.size());
+  exp_avg_sq_.resize(params_.size());
+  step_.assign(params_.size(), 0);
+}
+
+void Adam::step() {
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (!takes_step(i)) continue;
+    Parameter& p = *params_[i];
+    const Accelerator& acc = accelerator_of(i);
+    if (!exp_avg_[i].defined()) {
+      exp_avg_[i] = Tensor::zeros(acc, p.value.device(), p.value.shape(), p.value.dtype());
+      exp_avg_sq_[i] = Tensor::zeros(acc, p.value.device(), p.value.shape(), p.value.dtype());
+    }
+    PL_AdamParams ap{};
+    ap.struct_size = sizeof ap;
+    ap.lr = lr_;
+    ap.beta1 = o_.beta1;
+    ap.beta2 = o_.beta2;
+    ap.eps = o_.eps;
+    ap.weight_decay = o_.weight_decay;
+    ap.step = step_[i] + 1;  // counted once the update went through
+    ap.decoupled_weight_decay = decoupled_ ? 1 : 0;
+    PL_Tensor pv = p.value.view(), gv = p.grad.view(), mv = exp_avg_[i].view(), vv = exp_avg_sq_[i].view();
+    acc.adam_step(pv, gv, mv, vv, ap);
+    step_[i] = ap.step;
+  }
+  ++steps_;
+}
+
+std::vector<std::pair<std::string, Tensor>> Adam::state_tensors() const {
+  std::vector<std::pair<std::string, Tensor>> out;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (!exp_avg_[i].defined()) continue;
+    out.emplace_back("state." + std::to_string(i) + ".exp_avg", exp_avg_[i]);
+    out.emplace_back("state." + std::to_string(i) + ".exp_avg_sq", exp_avg_sq_[i]);
+  }
+  return out;
+}
+
+std::map<std::string, double> Adam::state_scalars() const {
+  auto out = Optimizer::state_scalars();
+  for (size_t i = 0; i < params_.size(); ++i)
+    if (step_[i] > 0) out["state." + std::to_string(i) + ".step"] = static_cast<double>(step_[i]);
+  return out;
+}
+
+void Adam::load_state(const std::map<std::string, Tensor>& tensors, const std::map<std::string, double>& scalars) {
+  const size_t n = params_.size();
+  std::vector<Tensor> m(n), v(n);
+  std::vector<int64_t> steps(n, 0);
+  std::string field;
+  for (const auto& [key, t] : tensors) {
+    const size_t i = state_index(key, {"exp_avg", "exp_avg_sq"}, &field);
+    (field == "exp_avg" ? m : v)[i] = load_tensor(i, key, t);
+  }
+  const Scalars s = read_scalars(scalars);
+  for (const auto& [key, value] : s.rest) {
+    const size_t i = state_index(key, {"step"}, &field);
+    steps[i] = whole(value, name() + "::load_state", key, 1);
+  }
+  // A parameter's state is all three pieces or none.
+  for (size_t i = 0; i < n; ++i) {
+    const bool any = m[i].defined() || v[i].defined() || steps[i] > 0;
+    const bool all = m[i].defined() && v[i].defined() && steps[i] > 0;
+    if (any && !all) {
+      const std::string p = "state." + std::to_string(i) + ".";
+      std::string missing = !m[i].defined() ? p + "exp_avg" : !v[i].defined() ? p + "exp_avg_sq" : p + "step (a scalar)";
+      throw Error(PL_ERR_INVALID_ARGUMENT, name() + "::load_state: parameter " + std::to_string(i) +
+                                               " has part of its state; '" + missing + "' is missing");
+    }
+  }
+  exp_avg_ = std::move(m);
+  exp_avg_sq_ = std::move(v);
+  step_ = std::move(steps);
+  lr_ = s.lr;
+  steps_ = s.steps;
+}
+
+}  // namespace pl

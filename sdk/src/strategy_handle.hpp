@@ -1,0 +1,60 @@
+// The trainer's side of a strategy plugin: one PL_Strategy instance driven through its C table.
+// Exceptions thrown by the step function (user code) are carried across the plugin's C frames as
+// an exception_ptr and rethrown here, never unwound through C.
+#pragma once
+
+#include <plrt/pl_strategy.h>
+#include <plrt/sdk/accelerator.hpp>
+#include <plrt/sdk/runtime.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace pl::detail {
+
+struct StrategySetup {
+  int rank = 0, world_size = 1, local_rank = 0, local_world_size = 1, node_rank = 0, num_nodes = 1;
+  std::vector<int32_t> device_ids;
+  std::string process_group_backend;
+  PL_Store* store = nullptr;
+  int64_t timeout_ms = 0;
+  std::vector<std::pair<std::string, std::string>> options;  // presets, then the user's
+};
+
+class StrategyHandle {
+ public:
+  StrategyHandle() = default;
+  ~StrategyHandle();
+  StrategyHandle(const StrategyHandle&) = delete;
+  StrategyHandle& operator=(const StrategyHandle&) = delete;
+
+  void create(const Runtime& rt, const std::string& name, const Accelerator& acc, const StrategySetup& s);
+  bool created() const { return s_ != nullptr; }
+  const std::string& name() const { return name_; }
+  void setup(std::vector<PL_Parameter>& params);
+  // Runs `step` as the strategy's replica function (once per replica it drives).
+  void run_step(const std::function<void()>& step);
+  void on_grad_ready(size_t index);
+  void after_backward();
+  void set_grad_sync(bool on);
+  void before_optimizer_step();
+  void after_optimizer_step();
+  void teardown();  // idempotent
+  // The group for metrics; api/group NULL when the strategy runs alone.
+  const PL_ProcessGroupApi* pg_api() const { return pg_api_; }
+  PL_ProcessGroup* pg() const { return pg_; }
+  double stat(const std::string& name) const;
+
+ private:
+  const PL_Host* host_ = nullptr;
+  const PL_StrategyApi* api_ = nullptr;
+  PL_Strategy* s_ = nullptr;
+  std::string name_;
+  bool torn_down_ = true;
+  const PL_ProcessGroupApi* pg_api_ = nullptr;
+  PL_ProcessGroup* pg_ = nullptr;
+};
+
+}  // namespace pl::detail

@@ -1,0 +1,408 @@
+// pl::Trainer: set-up (job, launcher, accelerator, store, strategy) and the fit/validate/test loops.
+#include "trainer_impl.hpp"
+
+#include <plrt/sdk/random.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <sstream>
+#include <thread>
+
+namespace pl {
+
+namespace {
+
+int64_t parse_int(const std::string& var, const std::string& text, int64_t lo) {
+  char* end = nullptr;
+  long long v = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || v < lo)
+    throw Error(PL_ERR_INVALID_ARGUMENT,
+                var + "='" + text + "' is not valid: it must be an integer >= " + std::to_string(lo));
+  return v;
+}
+
+std::string fmt(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.4g", v);
+  return buf;
+}
+
+}  // namespace
+
+Trainer::Impl::Impl(TrainerOptions options, const RuntimeOptions& ro) : o(std::move(options)) {
+  if (o.read_env) apply_env_overrides();
+  auto need = [](bool ok, const std::string& what) {
+    if (!ok) throw Error(PL_ERR_INVALID_ARGUMENT, what);
+  };
+  need(o.max_epochs >= -1, "max_epochs=" + std::to_string(o.max_epochs) + " is not valid: use -1 (no limit) or >= 0");
+  need(o.max_steps >= -1, "max_steps=" + std::to_string(o.max_steps) + " is not valid: use -1 (no limit) or >= 0");
+  need(o.accumulate_grad_batches >= 1,
+       "accumulate_grad_batches=" + std::to_string(o.accumulate_grad_batches) + " is not valid: it must be >= 1");
+  need(o.check_val_every_n_epoch >= 1,
+       "check_val_every_n_epoch=" + std::to_string(o.check_val_every_n_epoch) + " is not valid: it must be >= 1");
+  need(o.log_every_n_steps >= 1, "log_every_n_steps=" + std::to_string(o.log_every_n_steps) + " is not valid: it must be >= 1");
+  env = ClusterEnv::detect();
+  RuntimeOptions r = ro;
+  if (r.rank < 0 && env.source != "none" && !env.spawn_parent) r.rank = env.rank;
+  rt = std::make_unique<Runtime>(r);
+  if (o.seed) seed_everything(*o.seed);
+  resolve_job();
+}
+
+// PL_TRAINER_<FLAG> overrides the program's value, as Lightning's env defaults do: plrun sets the
+// flags given on its command line.
+void Trainer::Impl::apply_env_overrides() {
+  auto str = [](const char* var, std::string& field) {
+    if (const char* v = std::getenv(var); v && *v) field = v;
+  };
+  auto i64 = [](const char* var, auto& field, int64_t lo) {
+    if (const char* v = std::getenv(var); v && *v) field = static_cast<std::decay_t<decltype(field)>>(parse_int(var, v, lo));
+  };
+  str("PL_TRAINER_ACCELERATOR", o.accelerator);
+  if (const char* v = std::getenv("PL_TRAINER_DEVICES"); v && *v) o.devices = Devices::from_text(v);
+  str("PL_TRAINER_STRATEGY", o.strategy);
+  i64("PL_TRAINER_NUM_NODES", o.num_nodes, 1);
+  str("PL_TRAINER_PRECISION", o.precision);
+  str("PL_TRAINER_PROCESS_GROUP_BACKEND", o.process_group_backend);
+  i64("PL_TRAINER_MAX_EPOCHS", o.max_epochs, -1);
+  i64("PL_TRAINER_MAX_STEPS", o.max_steps, -1);
+  i64("PL_TRAINER_ACCUMULATE_GRAD_BATCHES", o.accumulate_grad_batches, 1);
+  i64("PL_TRAINER_CHECK_VAL_EVERY_N_EPOCH", o.check_val_every_n_epoch, 1);
+  if (const char* v = std::getenv("PL_TRAINER_SEED"); v && *v)
+    o.seed = static_cast<uint64_t>(parse_int("PL_TRAINER_SEED", v, 0));
+}
+
+void Trainer::Impl::resolve_job() {
+  JobRequest req;
+  req.accelerator = o.accelerator;
+  req.devices = o.devices;
+  req.strategy = o.strategy;
+  req.num_nodes = o.num_nodes;
+  req.precision = o.precision;
+  req.process_group_backend = o.process_group_backend;
+  job = rt->resolve(req);
+  if (job.precision != "32-true")
+    throw Error(PL_ERR_UNSUPPORTED, "precision '" + job.precision +
+                                        "' is not supported by this trainer yet: use '32-true' (mixed precision comes "
+                                        "with the GPU path)");
+  const std::string launched_by = env.source == "none" ? "" : " (launched by " + env.source + ")";
+  switch (job.launch_mode) {
+    case PL_LAUNCH_PROCESS_PER_DEVICE:
+      if (env.source == "none" || env.spawn_parent) {
+        if (job.world_size > 1)
+          throw Error(PL_ERR_INVALID_ARGUMENT,
+                      "strategy '" + job.strategy + "' runs one process per device (" + std::to_string(job.world_size) +
+                          " processes) and needs a launcher: run `plrun --strategy " + job.strategy + " --devices " +
+                          std::to_string(job.processes_per_node) +
+                          " -- <program>` (or torchrun, srun, mpirun), or use strategy 'ddp_spawn', which starts the "
+                          "workers from fit()");
+        break;
+      }
+      if (env.world_size != job.world_size)
+        throw Error(PL_ERR_INVALID_ARGUMENT,
+                    "the launcher started WORLD_SIZE=" + std::to_string(env.world_size) + " processes" + launched_by +
+                        " but the trainer asks for " + std::to_string(job.processes_per_node) + " device(s) x " +
+                        std::to_string(job.num_nodes) + " node(s) = " + std::to_string(job.world_size) +
+                        "; make --devices/--num-nodes agree with the launcher");
+      rank = env.rank, world = env.world_size, local_rank = env.local_rank, local_world = env.local_world_size;
+      node_rank = env.node_rank;
+      break;
+    case PL_LAUNCH_SPAWN:
+      if (env.source != "none" && !env.spawn_parent)
+        throw Error(PL_ERR_INVALID_ARGUMENT, "strategy '" + job.strategy +
+                                                 "' starts its own workers, but this process is already one of " +
+                                                 std::to_string(env.world_size) + launched_by + "; use strategy 'ddp'");
+      if (env.spawn_parent && env.world_size != job.world_size)
+        throw Error(PL_ERR_INVALID_ARGUMENT, "plrun asked for WORLD_SIZE=" + std::to_string(env.world_size) +
+                                                 " but the trainer computes " + std::to_string(job.world_size));
+      world = job.world_size, local_world = job.processes_per_node, node_rank = env.spawn_parent ? env.node_rank : 0;
+      break;
+    default:  // one process per node
+      if (job.world_size > 1 && env.world_size != job.world_size)
+        throw Error(PL_ERR_INVALID_ARGUMENT, "strategy '" + job.strategy + "' runs one process per node (" +
+                                                 std::to_string(job.world_size) + ") but the launcher started " +
+                                                 std::to_string(env.world_size) + launched_by);
+      if (job.world_size > 1) rank = env.rank, world = env.world_size, node_rank = env.node_rank;
+      break;
+  }
+}
+
+void Trainer::Impl::prepare(LightningModule& m) {
+  if (prepared) {
+    if (module != &m) throw Error(PL_ERR_INVALID_ARGUMENT, "this trainer already drives another module; make a new Trainer");
+    return;
+  }
+  auto acc_opts = o.accelerator_options;
+  bool has_threads = std::any_of(acc_opts.begin(), acc_opts.end(), [](const auto& kv) { return kv.first == "num_threads"; });
+  if (job.accelerator == "cpu" && !has_threads) {
+    unsigned hw = std::max(1u, std::thread::hardware_concurrency());
+    acc_opts.emplace_back("num_threads", std::to_string(std::max(1u, hw / static_cast<unsigned>(std::max(1, local_world)))));
+  }
+  acc = Accelerator(*rt, job.accelerator, acc_opts);
+  if (job.device_type == PL_DEVICE_CPU) {
+    device = {PL_DEVICE_CPU, 0};
+  } else {
+    int idx = job.devices.empty() ? 0 : job.devices[static_cast<size_t>(local_rank) % job.devices.size()];
+    device = {job.device_type, idx};
+    acc.set_device(idx);
+  }
+  if (world > 1) {
+    StoreOptions so;
+    so.host = env.master_addr;
+    so.port = spawned_worker ? spawn_store_port : env.master_port;
+    so.is_server = rank == 0 && !env.agent_store && !spawned_worker;
+    so.token = env.token;
+    so.timeout = o.timeout;
+    store = std::make_unique<Store>(*rt, so);
+  }
+  detail::StrategySetup s;
+  s.rank = rank, s.world_size = world, s.local_rank = local_rank, s.local_world_size = local_world;
+  s.node_rank = node_rank, s.num_nodes = job.num_nodes;
+  s.device_ids = {device.index};
+  s.process_group_backend = job.process_group_backend;
+  s.store = store ? store->get() : nullptr;
+  s.timeout_ms = o.timeout.count();
+  s.options = o.strategy_options;
+  strategy.create(*rt, job.strategy, acc, s);
+  set_seed_rank(rank);
+  attach(m);
+  if (rank == 0) {  // logs (and checkpoints) are written by rank 0
+    namespace fs = std::filesystem;
+    fs::path base = fs::path(o.default_root_dir) / "lightning_logs";
+    int version = 0;
+    std::error_code ec;
+    if (fs::exists(base, ec))
+      for (const auto& e : fs::directory_iterator(base, ec)) {
+        std::string n = e.path().filename().string();
+        if (n.rfind("version_", 0) == 0) version = std::max(version, std::atoi(n.c_str() + 8) + 1);
+      }
+    log_dir = (base / ("version_" + std::to_string(version))).string();
+    fs::create_directories(log_dir, ec);
+    if (ec) throw Error(PL_ERR_RUNTIME, "cannot create the log folder " + log_dir + ": " + ec.message());
+    csv.open(log_dir + "/metrics.csv");
+  }
+  prepared = true;
+  rt->log(rank == 0 ? PL_LOG_INFO : PL_LOG_DEBUG, "trainer: " + job.strategy + " on " + job.accelerator + ", " + std::to_string(world) + " process(es), rank " +
+       std::to_string(rank) + (log_dir.empty() ? "" : ", logs in " + log_dir));
+}
+
+// Places the module on the device, hands its parameters to the strategy (ddp broadcasts rank 0's
+// values) and routes grad_ready to the strategy's bucket logic.
+void Trainer::Impl::attach(LightningModule& m) {
+  module = &m;
+  m.to(acc, device);
+  param_names.clear();
+  c_params.clear();
+  param_index.clear();
+  for (auto& [name, p] : m.named_parameters()) {
+    PL_Parameter cp{};
+    cp.struct_size = sizeof cp;
+    cp.value = p->value.view();
+    cp.grad = p->grad.defined() ? p->grad.view() : PL_Tensor{sizeof(PL_Tensor), nullptr, p->value.dtype(), p->value.device(), 0, 0, {0}};
+    cp.requires_grad = p->requires_grad ? 1 : 0;
+    param_index[p] = c_params.size();
+    param_names.push_back(name);
+    c_params.push_back(cp);
+  }
+  for (auto& [name, b] : m.named_buffers()) {
+    PL_Parameter cp{};
+    cp.struct_size = sizeof cp;
+    cp.value = b->view();
+    cp.grad = PL_Tensor{sizeof(PL_Tensor), nullptr, b->dtype(), b->device(), 0, 0, {0}};
+    cp.requires_grad = 0;
+    param_names.push_back(name);
+    c_params.push_back(cp);
+  }
+  for (size_t i = 0; i < c_params.size(); ++i) c_params[i].name = param_names[i].c_str();
+  strategy.setup(c_params);
+  m.set_grad_ready_hook([this](Parameter& p) {
+    auto it = param_index.find(&p);
+    if (it != param_index.end()) strategy.on_grad_ready(it->second);
+  });
+}
+
+void Trainer::Impl::distribute(DataLoader& loader, const char* stage) {
+  if (has_seed() && loader.options().seed == 0) loader.set_seed(current_seed());
+  if (world <= 1 || loader.distributed() || !o.use_distributed_sampler) return;
+  loader.distribute(world, rank);
+  if (std::string(stage) != "train" && loader.sampler() && loader.sampler()->padding() > 0 && rank == 0)
+    warn(std::string("the ") + stage + " loader uses a DistributedSampler that repeats " +
+         std::to_string(loader.sampler()->padding()) + " sample(s) so every rank gets the same count; the duplicates "
+         "can skew the metrics. For exact numbers evaluate with devices=1 and num_nodes=1.");
+}
+
+Batch Trainer::Impl::to_device(const Batch& b) const {
+  Batch out;
+  out.reserve(b.size());
+  for (const auto& t : b) out.push_back(t.to(acc, device));
+  return out;
+}
+
+detail::Collectives Trainer::Impl::collectives() const {
+  return detail::Collectives(rt->host(), strategy.pg_api(), strategy.pg(), world);
+}
+
+void Trainer::Impl::fit_here(LightningModule& m, DataLoader& train, DataLoader* val, const std::string& ckpt) {
+  prepare(m);
+  optimizer = m.configure_optimizers();
+  if (!optimizer) throw Error(PL_ERR_INVALID_ARGUMENT, "configure_optimizers returned no optimizer");
+  if (!ckpt.empty()) load_checkpoint(ckpt);
+  distribute(train, "train");
+  if (val) distribute(*val, "validation");
+  int64_t max_epochs = o.max_epochs;
+  if (max_epochs < 0) max_epochs = o.max_steps < 0 ? 1000 : INT64_MAX;
+  m.on_fit_start();
+  while (epoch < max_epochs && !(o.max_steps >= 0 && step >= o.max_steps)) {
+    auto t0 = std::chrono::steady_clock::now();
+    int64_t steps0 = step;
+    train_epoch(train);
+    if (resume_batches > 0) break;  // stopped inside the epoch by max_steps
+    double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    auto values = metrics.reduce_epoch(collectives());
+    if (val && (epoch + 1) % o.check_val_every_n_epoch == 0) {
+      auto v = eval_loop(*val, false);
+      values.insert(v.begin(), v.end());
+    }
+    m.on_train_epoch_end();
+    auto late = metrics.reduce_epoch(collectives());  // values logged in on_train_epoch_end
+    values.insert(late.begin(), late.end());
+    end_epoch_log(values, secs > 0 ? static_cast<double>(step - steps0) / secs : 0);
+    ++epoch;
+    if (o.enable_checkpointing) save_checkpoint(log_dir.empty() ? "" : log_dir + "/checkpoints/last");
+  }
+  m.on_fit_end();
+  if (o.enable_checkpointing && resume_batches > 0) save_checkpoint(log_dir.empty() ? "" : log_dir + "/checkpoints/last");
+  csv.flush();
+}
+
+void Trainer::Impl::train_epoch(DataLoader& train) {
+  LightningModule& m = *module;
+  train.set_epoch(epoch);
+  m.train();
+  const int64_t n = train.num_batches();
+  const int64_t start = resume_batches;
+  resume_batches = 0;
+  if (start == 0) m.on_train_epoch_start();
+  const int acc_n = o.accumulate_grad_batches;
+  m.set_grad_scale(1.0 / acc_n);
+  bool sync_on = true;
+  for (int64_t b = start; b < n; ++b) {
+    if (o.max_steps >= 0 && step >= o.max_steps) {
+      resume_batches = b;
+      return;
+    }
+    Batch batch = to_device(train.batch(b));
+    batch_size = batch.empty() || batch[0].dim() == 0 ? 1 : batch[0].size(0);
+    bool boundary = (b + 1) % acc_n == 0 || b + 1 == n;
+    if (boundary != sync_on) strategy.set_grad_sync(sync_on = boundary);
+    double loss = 0;
+    in_training_step = true;
+    try {
+      strategy.run_step([&] { loss = m.training_step(batch, b); });
+    } catch (...) {
+      in_training_step = false;
+      throw;
+    }
+    in_training_step = false;
+    strategy.after_backward();
+    if (!std::isfinite(loss)) warn("training_step returned a non-finite loss at epoch " + std::to_string(epoch) + ", batch " + std::to_string(b));
+    if (boundary) {
+      strategy.before_optimizer_step();
+      optimizer->step();
+      strategy.after_optimizer_step();
+      optimizer->zero_grad();
+      ++step;
+      auto values = metrics.take_step_values();
+      for (const auto& kv : values) callback[kv.first] = kv.second;
+      if (step % o.log_every_n_steps == 0 && !values.empty()) csv.add_row(epoch, step - 1, values);
+    }
+  }
+  if (!sync_on) strategy.set_grad_sync(true);
+}
+
+std::map<std::string, double> Trainer::Impl::eval_loop(DataLoader& loader, bool test) {
+  LightningModule& m = *module;
+  bool was_training = m.training();
+  m.eval();
+  test ? m.on_test_epoch_start() : m.on_validation_epoch_start();
+  loader.set_epoch(0);
+  for (int64_t b = 0; b < loader.num_batches(); ++b) {
+    Batch batch = to_device(loader.batch(b));
+    batch_size = batch.empty() || batch[0].dim() == 0 ? 1 : batch[0].size(0);
+    test ? m.test_step(batch, b) : m.validation_step(batch, b);
+  }
+  test ? m.on_test_epoch_end() : m.on_validation_epoch_end();
+  auto values = metrics.reduce_epoch(collectives());
+  metrics.take_step_values();
+  m.train(was_training);
+  for (const auto& kv : values) callback[kv.first] = kv.second;
+  return values;
+}
+
+void Trainer::Impl::end_epoch_log(const std::map<std::string, double>& values, double steps_per_s) {
+  for (const auto& kv : values) callback[kv.first] = kv.second;
+  csv.add_row(epoch, step > 0 ? step - 1 : 0, values);
+  csv.flush();
+  if (rank != 0 || !o.enable_progress) return;
+  std::ostringstream os;
+  os << "epoch " << epoch;
+  if (o.max_epochs > 0) os << "/" << o.max_epochs - 1;
+  for (const auto& kv : values) os << "  " << kv.first << "=" << fmt(kv.second);
+  os << "  [" << step << " steps, " << fmt(steps_per_s) << " steps/s]";
+  info(os.str());
+}
+
+// ---- the public face ----
+
+Trainer::Trainer(TrainerOptions options, RuntimeOptions runtime)
+    : impl_(std::make_unique<Impl>(std::move(options), runtime)) {
+  impl_->self = this;
+}
+Trainer::~Trainer() = default;
+
+void Trainer::fit(LightningModule& module, DataLoader& train, DataLoader* val, const std::string& ckpt_path) {
+  if (impl_->job.launch_mode == PL_LAUNCH_SPAWN && !impl_->spawned_worker && impl_->world > 1)
+    return impl_->fit_spawn(module, train, val, ckpt_path);
+  module.trainer_ = this;
+  impl_->fit_here(module, train, val, ckpt_path);
+}
+
+std::map<std::string, double> Trainer::validate(LightningModule& module, DataLoader& loader) {
+  if (impl_->job.launch_mode == PL_LAUNCH_SPAWN && !impl_->spawned_worker && impl_->world > 1)
+    throw Error(PL_ERR_UNSUPPORTED, "validate with ddp_spawn runs in this process only after fit; use strategy 'ddp' "
+                                    "under plrun for distributed validation");
+  impl_->prepare(module);
+  module.trainer_ = this;
+  impl_->distribute(loader, "validation");
+  return impl_->eval_loop(loader, false);
+}
+
+std::map<std::string, double> Trainer::test(LightningModule& module, DataLoader& loader) {
+  if (impl_->job.launch_mode == PL_LAUNCH_SPAWN && !impl_->spawned_worker && impl_->world > 1)
+    throw Error(PL_ERR_UNSUPPORTED, "test with ddp_spawn runs in this process only after fit; use strategy 'ddp' "
+                                    "under plrun for distributed testing");
+  impl_->prepare(module);
+  module.trainer_ = this;
+  impl_->distribute(loader, "test");
+  return impl_->eval_loop(loader, true);
+}
+
+void Trainer::save_checkpoint(const std::string& path) { impl_->save_checkpoint(path); }
+int Trainer::global_rank() const { return impl_->rank; }
+int Trainer::world_size() const { return impl_->world; }
+int Trainer::local_rank() const { return impl_->local_rank; }
+int Trainer::node_rank() const { return impl_->node_rank; }
+int64_t Trainer::current_epoch() const { return impl_->epoch; }
+int64_t Trainer::global_step() const { return impl_->step; }
+const TrainerOptions& Trainer::options() const { return impl_->o; }
+const JobConfig& Trainer::job() const { return impl_->job; }
+const ClusterEnv& Trainer::cluster() const { return impl_->env; }
+const Runtime& Trainer::runtime() const { return *impl_->rt; }
+std::string Trainer::log_dir() const { return impl_->log_dir; }
+const std::map<std::string, double>& Trainer::callback_metrics() const { return impl_->callback; }
+double Trainer::strategy_stat(const std::string& name) const { return impl_->strategy.stat(name); }
+
+}  // namespace pl

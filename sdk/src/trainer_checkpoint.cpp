@@ -1,0 +1,123 @@
+// Checkpoints: a folder written in one step (AtomicDir) holding
+//   model.safetensors      the module's state_dict under PyTorch names (loads in PyTorch as is)
+//   optimizer.safetensors  the optimizer's state tensors; its scalars in the metadata
+//   trainer.json           epoch, batches done in it, global step, every rank's RNG states, metrics
+// Every rank calls save (the RNG states are gathered); rank 0 writes.  Every rank loads the same
+// folder (a shared file system across nodes).
+#include "trainer_impl.hpp"
+
+#include <plrt/sdk/atomic_file.hpp>
+#include <plrt/sdk/random.hpp>
+#include <plrt/sdk/safetensors.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <filesystem>
+
+namespace pl {
+
+namespace {
+
+constexpr const char* kFormat = "plrt-checkpoint";
+constexpr int kVersion = 1;
+
+std::string g17(double v) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+
+}  // namespace
+
+void Trainer::Impl::save_checkpoint(const std::string& path) {
+  if (!prepared || module == nullptr || !optimizer)
+    throw Error(PL_ERR_INVALID_ARGUMENT, "save_checkpoint: nothing to save yet (call it during or after fit)");
+  // Each rank's generators, so that a resumed run draws the same numbers on every rank.
+  std::string mine = global_generator().state() + '\x1f' + rank_generator().state();
+  std::vector<std::string> states = collectives().allgather(mine);
+  if (rank != 0) return;
+  if (path.empty()) throw Error(PL_ERR_INVALID_ARGUMENT, "save_checkpoint: the path is empty");
+
+  std::map<std::string, std::string> opt_meta{{"optimizer", optimizer->name()}};
+  for (const auto& [k, v] : optimizer->state_scalars()) opt_meta[k] = g17(v);
+
+  nlohmann::json j;
+  j["format"] = kFormat;
+  j["version"] = kVersion;
+  j["epoch"] = epoch;
+  j["batches_done"] = resume_batches;
+  j["global_step"] = step;
+  j["world_size"] = world;
+  j["strategy"] = job.strategy;
+  j["optimizer"] = optimizer->name();
+  j["rng"] = nlohmann::json::array();
+  for (const auto& s : states) {
+    auto sep = s.find('\x1f');
+    j["rng"].push_back({{"global", s.substr(0, sep)}, {"rank", sep == std::string::npos ? "" : s.substr(sep + 1)}});
+  }
+  nlohmann::json metrics = nlohmann::json::object();
+  for (const auto& [k, v] : callback) metrics[k] = v;
+  j["callback_metrics"] = metrics;
+
+  std::error_code ec;
+  auto parent = std::filesystem::path(path).parent_path();
+  if (!parent.empty()) std::filesystem::create_directories(parent, ec);
+  if (ec) throw Error(PL_ERR_RUNTIME, "cannot create the checkpoint folder " + parent.string() + ": " + ec.message());
+  clean_atomic_leftovers(path);
+  AtomicDir dir(path);
+  dir.write("model.safetensors", safetensors::serialize(module->state_dict(), {{"format", "pt"}}));
+  dir.write("optimizer.safetensors", safetensors::serialize(optimizer->state_tensors(), opt_meta));
+  dir.write("trainer.json", j.dump(2) + "\n");
+  dir.commit();
+  rt->log(PL_LOG_DEBUG, "checkpoint saved: " + path);
+}
+
+void Trainer::Impl::load_checkpoint(const std::string& path) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(read_file(path + "/trainer.json"));
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(PL_ERR_INVALID_ARGUMENT, "checkpoint " + path + "/trainer.json is not valid JSON: " + e.what());
+  }
+  if (j.value("format", "") != kFormat || j.value("version", 0) != kVersion)
+    throw Error(PL_ERR_INVALID_ARGUMENT, "checkpoint " + path + " is not a " + kFormat + " version " +
+                                             std::to_string(kVersion) + " folder (trainer.json says format '" +
+                                             j.value("format", "") + "', version " + std::to_string(j.value("version", 0)) + ")");
+  auto model = safetensors::load(path + "/model.safetensors");
+  module->load_state_dict(model.tensors, true);
+  auto opt = safetensors::load(path + "/optimizer.safetensors");
+  std::string saved_opt = opt.metadata.count("optimizer") ? opt.metadata.at("optimizer") : "";
+  if (saved_opt != optimizer->name())
+    throw Error(PL_ERR_INVALID_ARGUMENT, "checkpoint " + path + " holds " + (saved_opt.empty() ? "no" : saved_opt) +
+                                             " optimizer state but configure_optimizers made " + optimizer->name());
+  std::map<std::string, double> scalars;
+  for (const auto& [k, v] : opt.metadata)
+    if (k != "optimizer") scalars[k] = std::strtod(v.c_str(), nullptr);
+  std::map<std::string, Tensor> tensors;
+  for (auto& [k, t] : opt.tensors) tensors[k] = t.to(acc, device);
+  optimizer->load_state(tensors, scalars);
+
+  try {
+    epoch = j.at("epoch").get<int64_t>();
+    resume_batches = j.at("batches_done").get<int64_t>();
+    step = j.at("global_step").get<int64_t>();
+    const auto& rng = j.at("rng");
+    int saved_world = j.at("world_size").get<int>();
+    if (saved_world == world && rng.size() == static_cast<size_t>(world)) {
+      global_generator().set_state(rng[static_cast<size_t>(rank)].at("global").get<std::string>());
+      rank_generator().set_state(rng[static_cast<size_t>(rank)].at("rank").get<std::string>());
+    } else {
+      global_generator().set_state(rng.at(0).at("global").get<std::string>());
+      if (rank == 0)
+        warn("checkpoint " + path + " was saved by " + std::to_string(saved_world) + " processes, this run has " +
+             std::to_string(world) + ": per-rank random streams restart from the seed");
+    }
+    for (auto& [k, v] : j.at("callback_metrics").items()) callback[k] = v.get<double>();
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(PL_ERR_INVALID_ARGUMENT, "checkpoint " + path + "/trainer.json lacks a field or has a wrong type: " + e.what());
+  }
+  info("resumed from " + path + " at epoch " + std::to_string(epoch) + ", step " + std::to_string(step));
+}
+
+}  // namespace pl

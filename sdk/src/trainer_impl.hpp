@@ -1,0 +1,71 @@
+// The trainer's private state, shared by trainer.cpp (set-up and loops), trainer_checkpoint.cpp
+// and trainer_spawn.cpp (ddp_spawn's forked workers).
+#pragma once
+
+#include "metrics.hpp"
+#include "strategy_handle.hpp"
+
+#include <plrt/sdk/store.hpp>
+#include <plrt/sdk/trainer.hpp>
+
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace pl {
+
+struct Trainer::Impl {
+  Trainer* self = nullptr;  // the owning Trainer (modules point back to it)
+  TrainerOptions o;
+  std::unique_ptr<Runtime> rt;
+  ClusterEnv env;
+  JobConfig job;
+  int rank = 0, world = 1, local_rank = 0, local_world = 1, node_rank = 0;
+  bool spawned_worker = false;  // a ddp_spawn worker forked by fit
+  int spawn_store_port = -1;    // the parent's store port, for a spawned worker
+  bool prepared = false;
+
+  Accelerator acc;
+  PL_Device device{PL_DEVICE_CPU, 0};
+  std::unique_ptr<Store> store;
+  detail::StrategyHandle strategy;
+  std::vector<std::string> param_names;
+  std::vector<PL_Parameter> c_params;
+  std::unordered_map<const Parameter*, size_t> param_index;
+
+  LightningModule* module = nullptr;
+  std::unique_ptr<Optimizer> optimizer;
+  detail::MetricLog metrics;
+  detail::CsvLog csv;
+  std::map<std::string, double> callback;
+  int64_t epoch = 0, step = 0;
+  int64_t resume_batches = 0;  // batches of `epoch` already done (from a checkpoint)
+  bool in_training_step = false;
+  int64_t batch_size = 1;
+  std::string log_dir;
+
+  explicit Impl(TrainerOptions options, const RuntimeOptions& ro);
+  void apply_env_overrides();
+  void resolve_job();
+  void prepare(LightningModule& m);  // accelerator, store, strategy, module placement (once)
+  void attach(LightningModule& m);
+  void distribute(DataLoader& loader, const char* stage);
+  Batch to_device(const Batch& b) const;
+  detail::Collectives collectives() const;
+  void info(const std::string& msg) const { rt->log(PL_LOG_INFO, msg); }
+  void warn(const std::string& msg) const { rt->log(PL_LOG_WARN, msg); }
+
+  void fit_here(LightningModule& m, DataLoader& train, DataLoader* val, const std::string& ckpt);
+  void train_epoch(DataLoader& train);
+  std::map<std::string, double> eval_loop(DataLoader& loader, bool test);
+  void end_epoch_log(const std::map<std::string, double>& values, double steps_per_s);
+
+  // trainer_checkpoint.cpp
+  void save_checkpoint(const std::string& path);
+  void load_checkpoint(const std::string& path);
+  // trainer_spawn.cpp: forks the workers, waits, takes rank 0's results into `m`.
+  void fit_spawn(LightningModule& m, DataLoader& train, DataLoader* val, const std::string& ckpt);
+};
+
+}  // namespace pl

@@ -1,0 +1,71 @@
+// A rank of a job whose ranks see different amounts of validation data (their own shards, no
+// DistributedSampler): rank r has 3 + 4r rows, batches of 4, so both the batch counts and the last
+// batch sizes differ.  validation_step logs each row-mean of known values with every reduce_fx;
+// rank 0 writes callback_metrics as JSON to argv[1] so the test can compare them with the exact
+// answers.
+#include <plrt/sdk/trainer.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+#include <iostream>
+
+namespace {
+
+// value of row i on rank r: distinct, exactly representable
+double row_value(int rank, int64_t i) { return rank * 100.0 + static_cast<double>(i); }
+
+class Probe : public pl::LightningModule {
+ public:
+  Probe() { register_parameter("w", pl::Tensor::zeros({1})); }
+  double training_step(const pl::Batch&, int64_t) override { return 0; }
+  void validation_step(const pl::Batch& batch, int64_t) override {
+    auto v = batch.at(0).to_vector<double>();
+    double mean = 0, mn = 1e300, mx = -1e300;
+    for (double x : v) mean += x, mn = std::min(mn, x), mx = std::max(mx, x);
+    mean /= static_cast<double>(v.size());
+    pl::LogOptions o;
+    o.sync_dist = true;
+    log("mean", mean, o);  // weighted by batch size: the true mean of every row
+    o.reduce_fx = pl::Reduce::Sum;
+    log("sum_of_batch_means", mean, o);
+    o.reduce_fx = pl::Reduce::Min;
+    log("min", mn, o);
+    o.reduce_fx = pl::Reduce::Max;
+    log("max", mx, o);
+    pl::LogOptions local;
+    log("unsynced_mean", mean, local);
+  }
+  std::unique_ptr<pl::Optimizer> configure_optimizers() override {
+    return std::make_unique<pl::SGD>(parameters(), pl::SgdOptions{});
+  }
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    pl::TrainerOptions o;
+    o.strategy = "ddp";
+    o.accelerator = "cpu";
+    o.use_distributed_sampler = false;
+    o.enable_checkpointing = false;
+    o.default_root_dir = argc > 2 ? argv[2] : ".";
+    pl::Trainer trainer(o);
+    int r = trainer.global_rank();
+    int64_t n = 3 + 4 * r;
+    std::vector<double> rows;
+    for (int64_t i = 0; i < n; ++i) rows.push_back(row_value(r, i));
+    auto ds = std::make_shared<pl::TensorDataset>(std::vector<pl::Tensor>{pl::Tensor::from_vector(rows, {n})});
+    pl::DataLoaderOptions lo;
+    lo.batch_size = 4;
+    pl::DataLoader loader(ds, lo);
+    Probe probe;
+    auto m = trainer.validate(probe, loader);
+    if (r == 0 && argc > 1) std::ofstream(argv[1]) << nlohmann::json(m).dump(2) << "\n";
+    return 0;
+  } catch (const std::exception& e) {
+    std::cerr << "metrics_worker: " << e.what() << "\n";
+    return 1;
+  }
+}

@@ -1,0 +1,221 @@
+// Training end to end through the programs a user runs: plrun launching plrt-mlp.
+//  - ddp at 2 and 3 ranks = one process on the union of the ranks' batches (SGD and Adam)
+//  - ddp_spawn: the parent's module holds those weights
+//  - gradient accumulation = a larger batch
+//  - resume from a checkpoint = a run that never stopped
+//  - sync_dist with unequal data per rank gives the true mean, sum, min, max
+#include <plrt/sdk/safetensors.hpp>
+
+#include "spawn.hpp"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    char tmpl[] = "/tmp/plrt-training-XXXXXX";
+    path = mkdtemp(tmpl);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+  std::string operator/(const std::string& name) const { return (path / name).string(); }
+};
+
+// A small problem so that every run takes well under a second of compute.
+std::vector<std::string> mlp_args(const std::vector<std::string>& extra) {
+  std::vector<std::string> a{MLP_PATH, "--features", "24", "--hidden", "16,12", "--classes", "5", "--samples", "2400",
+                             "--no-shuffle", "--seed", "7", "--lr", "0.05"};
+  a.insert(a.end(), extra.begin(), extra.end());
+  return a;
+}
+
+plrt_test::ProcessResult run(std::vector<std::string> argv, plrt_test::EnvVars env = {}) {
+  plrt_test::ProcessSpec spec;
+  spec.argv = std::move(argv);
+  spec.env = std::move(env);
+  spec.env.emplace_back("PL_LOG_LEVEL", "warn");
+  spec.unset_env = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "PL_JOB_TOKEN",
+                    "PL_USE_AGENT_STORE", "SLURM_PROCID", "SLURM_NTASKS", "OMPI_COMM_WORLD_RANK"};
+  plrt_test::WaitOptions w;
+  w.deadline = std::chrono::seconds(120);
+  auto result = plrt_test::run_job({spec}, w);
+  return result.processes.at(0);
+}
+
+std::vector<std::string> plrun(const std::string& strategy, int devices, std::vector<std::string> program) {
+  std::vector<std::string> a{PLRUN_PATH, "--accelerator", "cpu", "--strategy", strategy, "--devices",
+                             std::to_string(devices), "--"};
+  a.insert(a.end(), program.begin(), program.end());
+  return a;
+}
+
+std::map<std::string, std::vector<float>> weights(const std::string& path) {
+  std::map<std::string, std::vector<float>> out;
+  for (auto& [name, t] : pl::safetensors::load(path).tensors) out[name] = t.to_vector<float>();
+  return out;
+}
+
+// ||a - b|| / ||b|| over all parameters together.
+double relative_difference(const std::string& a_path, const std::string& b_path) {
+  auto a = weights(a_path), b = weights(b_path);
+  EXPECT_EQ(a.size(), b.size());
+  double diff = 0, norm = 0;
+  for (auto& [name, wb] : b) {
+    auto it = a.find(name);
+    if (it == a.end()) {
+      ADD_FAILURE() << "missing " << name;
+      continue;
+    }
+    EXPECT_EQ(it->second.size(), wb.size()) << name;
+    for (size_t i = 0; i < wb.size() && i < it->second.size(); ++i) {
+      double d = static_cast<double>(it->second[i]) - wb[i];
+      diff += d * d;
+      norm += static_cast<double>(wb[i]) * wb[i];
+    }
+  }
+  return std::sqrt(diff) / std::sqrt(norm);
+}
+
+#define EXPECT_RAN(r) EXPECT_TRUE((r).ok()) << (r).status() << "\n" << (r).output
+
+void ddp_matches_union(int world, const std::string& optimizer) {
+  TempDir dir;
+  const int per_rank = 8;
+  auto ddp = run(plrun("ddp", world,
+                       mlp_args({"--optimizer", optimizer, "--batch-size", std::to_string(per_rank), "--max-steps", "50",
+                                 "--epochs", "100", "--root-dir", dir.path.string(), "--save", dir / "ddp.safetensors"})));
+  EXPECT_RAN(ddp);
+  auto single = run(mlp_args({"--optimizer", optimizer, "--strategy", "single_device", "--devices", "1", "--batch-size",
+                              std::to_string(per_rank * world), "--max-steps", "50", "--epochs", "100", "--root-dir",
+                              dir.path.string(), "--save", dir / "single.safetensors"}));
+  EXPECT_RAN(single);
+  double rel = relative_difference(dir / "ddp.safetensors", dir / "single.safetensors");
+  EXPECT_LE(rel, 1e-5) << "ddp at " << world << " ranks drifted from one process on the union batch";
+  // The initial weights differ from the trained ones: the comparison is not vacuous.
+  auto init = run(mlp_args({"--strategy", "single_device", "--devices", "1", "--max-steps", "0", "--root-dir",
+                            dir.path.string(), "--save", dir / "init.safetensors"}));
+  EXPECT_RAN(init);
+  EXPECT_GT(relative_difference(dir / "init.safetensors", dir / "single.safetensors"), 1e-2);
+}
+
+TEST(Training, DdpTwoRanksSgdEqualsUnionBatch) { ddp_matches_union(2, "sgd"); }
+TEST(Training, DdpThreeRanksSgdEqualsUnionBatch) { ddp_matches_union(3, "sgd"); }
+TEST(Training, DdpTwoRanksAdamEqualsUnionBatch) { ddp_matches_union(2, "adam"); }
+TEST(Training, DdpThreeRanksAdamEqualsUnionBatch) { ddp_matches_union(3, "adam"); }
+
+TEST(Training, DdpSpawnParentHoldsTheTrainedWeights) {
+  TempDir dir;
+  auto spawn = run(mlp_args({"--strategy", "ddp_spawn", "--accelerator", "cpu", "--devices", "2", "--batch-size", "8",
+                             "--max-steps", "40", "--epochs", "100", "--root-dir", dir.path.string(), "--save",
+                             dir / "spawn.safetensors"}));
+  EXPECT_RAN(spawn);
+  EXPECT_NE(spawn.output.find("held-out accuracy"), std::string::npos) << spawn.output;
+  auto single = run(mlp_args({"--strategy", "single_device", "--devices", "1", "--batch-size", "16", "--max-steps", "40",
+                              "--epochs", "100", "--root-dir", dir.path.string(), "--save", dir / "single.safetensors"}));
+  EXPECT_RAN(single);
+  EXPECT_LE(relative_difference(dir / "spawn.safetensors", dir / "single.safetensors"), 1e-5);
+}
+
+TEST(Training, GradientAccumulationEqualsLargerBatch) {
+  TempDir dir;
+  auto acc = run(mlp_args({"--strategy", "single_device", "--devices", "1", "--batch-size", "8",
+                           "--accumulate-grad-batches", "3", "--max-steps", "30", "--epochs", "100", "--root-dir",
+                           dir.path.string(), "--save", dir / "acc.safetensors"}));
+  EXPECT_RAN(acc);
+  auto big = run(mlp_args({"--strategy", "single_device", "--devices", "1", "--batch-size", "24", "--max-steps", "30",
+                           "--epochs", "100", "--root-dir", dir.path.string(), "--save", dir / "big.safetensors"}));
+  EXPECT_RAN(big);
+  EXPECT_LE(relative_difference(dir / "acc.safetensors", dir / "big.safetensors"), 1e-5);
+  // ... and under ddp, where the accumulating steps skip the allreduce (no_sync).
+  auto ddp = run(plrun("ddp", 2, mlp_args({"--batch-size", "4", "--accumulate-grad-batches", "3", "--max-steps", "30",
+                                           "--epochs", "100", "--root-dir", dir.path.string(), "--save",
+                                           dir / "ddp_acc.safetensors"})));
+  EXPECT_RAN(ddp);
+  EXPECT_LE(relative_difference(dir / "ddp_acc.safetensors", dir / "big.safetensors"), 1e-5);
+}
+
+void resume_matches(const std::vector<std::string>& launcher_prefix, int world) {
+  TempDir dir;
+  auto with = [&](std::vector<std::string> args) {
+    if (launcher_prefix.empty()) {
+      args.insert(args.end(), {"--strategy", "single_device", "--devices", "1"});
+      return mlp_args(args);
+    }
+    return plrun(launcher_prefix[0], world, mlp_args(args));
+  };
+  // 2400 samples, 12.5% held out, 2100 / (16 x world) batches per epoch: 70 steps cross an epoch.
+  const std::string bs = std::to_string(16 / world);
+  auto full = run(with({"--batch-size", bs, "--max-steps", "70", "--epochs", "100", "--root-dir", dir / "full", "--save",
+                        dir / "full.safetensors", "--optimizer", "adam"}));
+  EXPECT_RAN(full);
+  auto first = run(with({"--batch-size", bs, "--max-steps", "45", "--epochs", "100", "--root-dir", dir / "part",
+                         "--optimizer", "adam"}));
+  EXPECT_RAN(first);
+  std::string ckpt = dir / "part/lightning_logs/version_0/checkpoints/last";
+  ASSERT_TRUE(fs::exists(ckpt + "/model.safetensors")) << first.output;
+  // The checkpoint's weights load as safetensors with PyTorch names.
+  auto saved = pl::safetensors::load(ckpt + "/model.safetensors");
+  EXPECT_TRUE(saved.tensors.count("layers.0.weight"));
+  auto rest = run(with({"--batch-size", bs, "--max-steps", "70", "--epochs", "100", "--root-dir", dir / "part",
+                        "--resume", ckpt, "--save", dir / "resumed.safetensors", "--optimizer", "adam"}));
+  EXPECT_RAN(rest);
+  EXPECT_LE(relative_difference(dir / "resumed.safetensors", dir / "full.safetensors"), 1e-6);
+}
+
+TEST(Training, ResumeEqualsUninterruptedRun) { resume_matches({}, 1); }
+TEST(Training, DdpResumeEqualsUninterruptedRun) { resume_matches({"ddp"}, 2); }
+
+TEST(Training, SyncDistWithUnequalBatchesGivesTrueValues) {
+  for (int world : {2, 3}) {
+    TempDir dir;
+    auto r = run(plrun("ddp", world, {METRICS_WORKER_PATH, dir / "metrics.json", dir.path.string()}));
+    ASSERT_TRUE(r.ok()) << r.status() << "\n" << r.output;
+    std::ifstream in(dir / "metrics.json");
+    auto m = nlohmann::json::parse(in);
+    // rank r holds rows r*100 + i for i < 3 + 4r, in batches of 4
+    double total = 0, count = 0, sum_of_means = 0, mn = 1e300, mx = -1e300, rank0_mean = 0, rank0_w = 0;
+    for (int rank = 0; rank < world; ++rank) {
+      int n = 3 + 4 * rank;
+      for (int b = 0; b * 4 < n; ++b) {
+        double s = 0;
+        int k = 0;
+        for (int i = b * 4; i < std::min(n, b * 4 + 4); ++i, ++k) {
+          double v = rank * 100.0 + i;
+          s += v, mn = std::min(mn, v), mx = std::max(mx, v);
+        }
+        total += s, count += k, sum_of_means += s / k;
+        if (rank == 0) rank0_mean += s, rank0_w += k;
+      }
+    }
+    EXPECT_DOUBLE_EQ(m.at("mean").get<double>(), total / count) << "world " << world;
+    EXPECT_DOUBLE_EQ(m.at("sum_of_batch_means").get<double>(), sum_of_means);
+    EXPECT_DOUBLE_EQ(m.at("min").get<double>(), mn);
+    EXPECT_DOUBLE_EQ(m.at("max").get<double>(), mx);
+    EXPECT_DOUBLE_EQ(m.at("unsynced_mean").get<double>(), rank0_mean / rank0_w);
+  }
+}
+
+TEST(Training, DdpWithoutLauncherSaysHowToLaunch) {
+  auto r = run(mlp_args({"--strategy", "ddp", "--accelerator", "cpu", "--devices", "2"}));
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("plrun --strategy ddp --devices 2"), std::string::npos) << r.output;
+}
+
+TEST(Training, UnsupportedPrecisionIsNamed) {
+  auto r = run(mlp_args({"--strategy", "single_device", "--devices", "1"}), {{"PL_TRAINER_PRECISION", "16-mixed"}});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("16-mixed"), std::string::npos) << r.output;
+}
+
+}  // namespace
