@@ -56,12 +56,17 @@ TEST(JobConfig, SingleDeviceRefusesSeveralDevices) {
   EXPECT_THAT(msg, HasSubstr("'single_device' drives at most 1 device(s) per process but devices resolves to 2"));
 }
 
-TEST(JobConfig, AutoStrategyWithSeveralDevicesAsksForDdp) {
+TEST(JobConfig, AutoStrategyWithSeveralDevicesIsDdp) {
   auto rt = make_runtime();
   pl::JobRequest r;
+  r.accelerator = "cpu";
   r.devices = 2;
-  auto msg = error_of([&] { rt.resolve(r); }, PL_ERR_NOT_FOUND);
-  EXPECT_THAT(msg, HasSubstr("no strategy plugin named 'ddp'"));
+  auto c = rt.resolve(r);
+  EXPECT_EQ(c.strategy, "ddp");
+  EXPECT_EQ(c.strategy_plugin, "ddp");
+  EXPECT_EQ(c.launch_mode, PL_LAUNCH_PROCESS_PER_DEVICE);
+  EXPECT_EQ(c.world_size, 2);
+  EXPECT_EQ(c.process_group_backend, "gloo");
 }
 
 TEST(JobConfig, PrecisionSpellings) {
