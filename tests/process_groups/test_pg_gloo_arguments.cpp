@@ -92,9 +92,11 @@ TEST(GlooArguments, BadGroupConfigurationsFailInCreate) {
   expect_invalid([&] { create(-1, 2, {}); }, "gloo: rank -1 is out of range for world_size 2");
   expect_invalid([&] { create(0, 0, {}); }, "gloo: world_size 0 is not valid: it must be >= 1");
   expect_invalid([&] { create(0, 1, {{"ifname", "eth0"}}); },
-                 "gloo: unknown option 'ifname' (valid: iface, hostname, probe_ms)");
+                 "gloo: unknown option 'ifname' (valid: iface, hostname, allreduce, probe_ms)");
   expect_invalid([&] { create(0, 1, {{"probe_ms", "-5"}}); },
                  "gloo: option probe_ms='-5' is not valid: it must be a whole number of milliseconds >= 0");
+  expect_invalid([&] { create(0, 2, {{"allreduce", "tree"}}); },
+                 "gloo: option allreduce='tree' is not valid: use ring, bcube or auto");
   expect_invalid([&] { create(0, 2, {{"iface", "nosuch0"}}); },
                  "gloo: interface 'nosuch0' (option iface) does not exist or has no IP address (interfaces with one: lo");
 

@@ -41,6 +41,26 @@ TEST_P(GlooWorld, AllreduceEveryOpDtypeAndSize) {
   });
 }
 
+// Both of gloo's allreduce algorithms (option allreduce; auto takes bcube for 2 and 4 ranks, ring
+// for 3), each forced at every world size, including bcube at a world that is no power of two.
+TEST_P(GlooWorld, AllreduceWithEachAlgorithm) {
+  for (const char* algo : {"ring", "bcube"}) {
+    GroupOptions go;
+    go.options = {{"allreduce", algo}};
+    Job job(GetParam());
+    job.run([&](Rank& r) {
+      for (size_t n : {size_t{1}, size_t{1000}, size_t{1000003}}) {
+        Buf b(PL_F32, n);
+        for (size_t i = 0; i < n; ++i) b.set(i, value(PL_F32, r.rank, i, PL_REDUCE_SUM));
+        PL_Tensor t = b.tensor();
+        r.pg->allreduce(t, PL_REDUCE_SUM);
+        expect_all(PL_F32, b.bytes.data(), n, [&](size_t i) { return reduced(PL_F32, PL_REDUCE_SUM, r.world, i); },
+                   std::string(algo) + " rank " + std::to_string(r.rank) + " " + case_name("allreduce", PL_F32, n, PL_REDUCE_SUM));
+      }
+    }, go);
+  }
+}
+
 TEST_P(GlooWorld, BroadcastFromFirstAndLastRank) {
   Job job(GetParam());
   job.run([&](Rank& r) {

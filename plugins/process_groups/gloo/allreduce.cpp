@@ -13,9 +13,10 @@ namespace plrt::gloo_pg {
 namespace {
 
 void gloo_allreduce(const std::shared_ptr<gloo::Context>& ctx, const pg::OpContext& oc, void* data, size_t n,
-                    size_t elem_size, pg::ReduceFn fn) {
+                    size_t elem_size, pg::ReduceFn fn, bool bcube) {
   gloo_call([&] {
     gloo::AllreduceOptions opts(ctx);
+    if (bcube) opts.setAlgorithm(gloo::AllreduceOptions::Algorithm::BCUBE);
     with_element(elem_size, [&](auto t) { opts.setOutput(static_cast<decltype(t)*>(data), n); });
     opts.setReduceFunction(fn);
     opts.setTag(oc.tag);
@@ -35,18 +36,19 @@ PL_Error* allreduce(PL_ProcessGroup* pg, PL_Tensor* tensor, PL_ReduceOp op, PL_W
     const PL_Tensor t = *tensor;
     const int world = pg->world;
     const auto ctx = pg->context;
-    pg->core->run(std::move(d), [t, op, world, ctx](const pg::OpContext& oc) {
+    const bool bcube = pg->allreduce_bcube;
+    pg->core->run(std::move(d), [t, op, world, ctx, bcube](const pg::OpContext& oc) {
       const size_t n = static_cast<size_t>(t.numel);
       if (world == 1) return;  // the reduction of one rank (and its mean) is its own value
       if (n == 0) return tagged_barrier(ctx, oc);
       if (op == PL_REDUCE_AVG && pg::avg_widens(t.dtype)) {
         std::vector<int64_t> wide(n);
         pg::widen_to_i64(t.data, t.dtype, wide.data(), n);
-        gloo_allreduce(ctx, oc, wide.data(), n, sizeof(int64_t), pg::reduce_fn(PL_REDUCE_SUM, PL_I64));
+        gloo_allreduce(ctx, oc, wide.data(), n, sizeof(int64_t), pg::reduce_fn(PL_REDUCE_SUM, PL_I64), bcube);
         pg::narrow_avg_from_i64(wide.data(), world, t.dtype, t.data, n);
         return;
       }
-      gloo_allreduce(ctx, oc, t.data, n, pl_dtype_size(t.dtype), pg::reduce_fn(op, t.dtype));
+      gloo_allreduce(ctx, oc, t.data, n, pl_dtype_size(t.dtype), pg::reduce_fn(op, t.dtype), bcube);
       if (op == PL_REDUCE_AVG) pg::divide_inplace(t.data, t.dtype, n, world);
     }, out);
   });

@@ -29,6 +29,7 @@ struct PL_ProcessGroup {
   std::shared_ptr<gloo::transport::Device> device;
   std::shared_ptr<gloo::Context> context;  // null for a world of one rank (no transport)
   std::unique_ptr<plrt::pg::GroupCore> core;
+  bool allreduce_bcube = false;  // option allreduce: bcube (halving-doubling) instead of ring
 };
 
 namespace plrt::gloo_pg {

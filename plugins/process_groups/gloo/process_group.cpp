@@ -6,6 +6,10 @@
 //   hostname   the address or host name to listen on
 //   probe_ms   after how long a running collective publishes its state to check for mismatched
 //              calls; default 1000, capped at a quarter of the timeout; 0 disables the probes
+//   allreduce  ring, bcube or auto (default): gloo's allreduce algorithm.  auto takes bcube
+//              (recursive halving-doubling) for a power-of-two world, where it needs log2(W)
+//              exchanges instead of ring's 2(W-1) steps (measured on loopback at 2 ranks and
+//              800 KB: 1.75 ms against 2.1-2.4 ms), and ring otherwise
 #include "gloo_pg.hpp"
 #include "gloo_store.hpp"
 #include "transport.hpp"
@@ -68,7 +72,7 @@ PL_Error* pg_create(const PL_Host* host, const PL_ProcessGroupConfig* config, PL
     *out = nullptr;
     check_config(host, config);
     if (config->world_size > 1) ignore_sigpipe(host);
-    const auto opts = pg::parse_options(kBackend, config->options, {"iface", "hostname"});
+    const auto opts = pg::parse_options(kBackend, config->options, {"iface", "hostname", "allreduce"});
     const pg::CoreConfig cc = pg::core_config(kBackend, host, *config, opts);
     auto pg = std::make_unique<PL_ProcessGroup>();
     pg->host = host;
@@ -80,8 +84,13 @@ PL_Error* pg_create(const PL_Host* host, const PL_ProcessGroupConfig* config, PL
 
     const std::string who = "gloo: group '" + pg->name + "' rank " + std::to_string(pg->rank) + " of " +
                             std::to_string(pg->world);
+    const auto opt = [&](const char* k) { auto it = opts.find(k); return it == opts.end() ? std::string() : it->second; };
+    const std::string algo = opt("allreduce");
+    if (!algo.empty() && algo != "auto" && algo != "ring" && algo != "bcube")
+      fail(PL_ERR_INVALID_ARGUMENT, "gloo: option allreduce='" + algo + "' is not valid: use ring, bcube or auto");
+    const bool power_of_two = (pg->world & (pg->world - 1)) == 0;
+    pg->allreduce_bcube = algo == "bcube" || ((algo.empty() || algo == "auto") && power_of_two);
     if (pg->world > 1) {
-      const auto opt = [&](const char* k) { auto it = opts.find(k); return it == opts.end() ? std::string() : it->second; };
       const Endpoint ep = choose_endpoint(opt("iface"), opt("hostname"));
       pg->address = ep.description;
       try {
