@@ -135,6 +135,16 @@ ClusterEnv from_launcher(const Env& env) {
   if (auto a = get(env, "MASTER_ADDR")) c.master_addr = *a;
   if (has(env, "MASTER_PORT")) c.master_port = read_port(env, "MASTER_PORT");
   else if (c.world_size > 1) missing("MASTER_PORT", "a job of " + std::to_string(c.world_size) + " processes needs the rendezvous port (" + who + " sets it)");
+  // torchrun's agent may already serve PyTorch's own TCPStore on MASTER_PORT
+  // (TORCHELASTIC_USE_AGENT_STORE=True).  plrt's store speaks another protocol, so rank 0 serves
+  // plrt's on the next port; every rank computes the same one.
+  if (c.source == "torchrun" && c.master_port > 0) {
+    auto agent = get(env, "TORCHELASTIC_USE_AGENT_STORE");
+    if (agent && (*agent == "True" || *agent == "true" || *agent == "1")) {
+      if (c.master_port >= 65535) bad("MASTER_PORT", std::to_string(c.master_port), "plrt needs MASTER_PORT + 1 for its own store under torchrun's agent store");
+      c.master_port += 1;
+    }
+  }
   check_layout(c, who);
   return c;
 }

@@ -115,6 +115,11 @@ TEST(ClusterEnv, Torchrun) {
   EXPECT_EQ(m.node_rank, 0);
   EXPECT_EQ(m.master_addr, "127.0.0.1");
   EXPECT_THAT(error_of({{"TORCHELASTIC_RUN_ID", "abc"}}), HasSubstr("WORLD_SIZE is not set"));
+  EXPECT_EQ(c.master_port, 29400);
+  // torchrun's agent serves PyTorch's TCPStore on MASTER_PORT: plrt's store takes the next port.
+  e["TORCHELASTIC_USE_AGENT_STORE"] = "True";
+  EXPECT_EQ(ClusterEnv::detect(e).master_port, 29401);
+  EXPECT_FALSE(ClusterEnv::detect(e).agent_store);  // rank 0 serves plrt's store
 }
 
 TEST(ClusterEnv, LauncherValuesAreChecked) {
