@@ -2,22 +2,18 @@
 // checkpoint state.
 #include <plrt/sdk/optim.hpp>
 
+#include "sdk_internal.hpp"
+
 #include <charconv>
 #include <cmath>
 #include <set>
-#include <sstream>
 #include <system_error>
 
 namespace pl {
 
 namespace {
 
-std::string num(double v) {
-  std::ostringstream os;
-  os.precision(17);
-  os << v;
-  return os.str();
-}
+using internal::num;
 
 std::string describe(const Tensor& t) { return std::string(pl_dtype_name(t.dtype())) + " " + shape_text(t.shape()); }
 

@@ -2,6 +2,8 @@
 #include <plrt/sdk/error.hpp>
 #include <plrt/sdk/random.hpp>
 
+#include "sdk_internal.hpp"
+
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
@@ -14,12 +16,7 @@ namespace pl {
 
 namespace {
 
-std::string num(double v) {
-  std::ostringstream os;
-  os.precision(17);
-  os << v;
-  return os.str();
-}
+using internal::num;
 
 constexpr double kPi = 3.14159265358979323846;
 

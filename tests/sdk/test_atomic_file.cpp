@@ -4,6 +4,8 @@
 #include <plrt/sdk/atomic_file.hpp>
 #include <plrt/sdk/error.hpp>
 
+#include "sdk_test_support.hpp"
+
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -22,14 +24,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const pl::Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using sdk_test::error_or_none;
 
 // A fresh folder under the test temp dir, removed at the end of the test.
 struct TempDir {
@@ -73,15 +68,15 @@ TEST(AtomicFile, WritesReplacesAndReads) {
 
 TEST(AtomicFile, ErrorsNameThePathAndTheReason) {
   TempDir d;
-  std::string e = error_of([&] { pl::write_file_atomic(d.path + "/no/such/dir/f", "x"); });
+  std::string e = error_or_none([&] { pl::write_file_atomic(d.path + "/no/such/dir/f", "x"); });
   EXPECT_NE(e.find(d.path + "/no/such/dir/f"), std::string::npos) << e;
   EXPECT_NE(e.find("No such file or directory"), std::string::npos) << e;
-  e = error_of([&] { pl::read_file(d.path + "/missing"); });
+  e = error_or_none([&] { pl::read_file(d.path + "/missing"); });
   EXPECT_NE(e.find("cannot open '" + d.path + "/missing': No such file or directory"), std::string::npos) << e;
   // Renaming a file over a folder fails: the temporary file must not stay behind.
   fs::create_directory(d.path + "/sub");
   fs::create_directory(d.path + "/sub/x");
-  e = error_of([&] { pl::write_file_atomic(d.path + "/sub", "x"); });
+  e = error_or_none([&] { pl::write_file_atomic(d.path + "/sub", "x"); });
   EXPECT_NE(e.find("cannot rename"), std::string::npos) << e;
   EXPECT_EQ(d.names(), std::set<std::string>{"sub"});
 }
@@ -96,8 +91,8 @@ TEST(AtomicDir, CreatesAFolderThatDidNotExist) {
   a.commit();
   EXPECT_EQ(pl::read_file(p + "/x"), "1");
   EXPECT_EQ(d.names(), std::set<std::string>{"ckpt"});
-  EXPECT_NE(error_of([&] { a.commit(); }).find("commit() called twice"), std::string::npos);
-  EXPECT_NE(error_of([&] { a.write("y", ""); }).find("after commit()"), std::string::npos);
+  EXPECT_NE(error_or_none([&] { a.commit(); }).find("commit() called twice"), std::string::npos);
+  EXPECT_NE(error_or_none([&] { a.write("y", ""); }).find("after commit()"), std::string::npos);
 }
 
 TEST(AtomicDir, ReplacesAnExistingFolderWhole) {
@@ -138,9 +133,9 @@ TEST(AtomicDir, BadNamesAreRejected) {
   TempDir d;
   pl::AtomicDir a(d.path + "/ckpt");
   for (std::string bad : {"", ".", "..", "x/y"})
-    EXPECT_NE(error_of([&] { a.write(bad, "1"); }).find("file name '" + bad + "' must be a plain name"), std::string::npos);
-  EXPECT_NE(error_of([] { pl::AtomicDir(""); }).find("is not a file or folder name"), std::string::npos);
-  std::string e = error_of([&] { pl::AtomicDir(d.path + "/missing/ckpt"); });
+    EXPECT_NE(error_or_none([&] { a.write(bad, "1"); }).find("file name '" + bad + "' must be a plain name"), std::string::npos);
+  EXPECT_NE(error_or_none([] { pl::AtomicDir(""); }).find("is not a file or folder name"), std::string::npos);
+  std::string e = error_or_none([&] { pl::AtomicDir(d.path + "/missing/ckpt"); });
   EXPECT_NE(e.find("cannot create folder '" + d.path + "/missing/ckpt.tmp-"), std::string::npos) << e;
 }
 

@@ -2,6 +2,8 @@
 // by hand from torch's code) and DataLoader.
 #include <plrt/sdk/data.hpp>
 
+#include "sdk_test_support.hpp"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,18 +13,11 @@
 
 namespace {
 
+using sdk_test::error_or_none;
+
 using Indices = std::vector<int64_t>;
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const pl::Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
-
-#define EXPECT_ERROR_HAS(stmt, text) EXPECT_NE(error_of([&] { stmt; }).find(text), std::string::npos) << error_of([&] { stmt; })
+#define EXPECT_ERROR_HAS(stmt, text) EXPECT_NE(error_or_none([&] { stmt; }).find(text), std::string::npos) << error_or_none([&] { stmt; })
 
 Indices rank_indices(int64_t n, int w, int r, bool shuffle = false, uint64_t seed = 0, bool drop_last = false,
                      int64_t epoch = 0) {

@@ -3,6 +3,8 @@
 #include <plrt/sdk/module.hpp>
 #include <plrt/sdk/nn.hpp>
 
+#include "sdk_test_support.hpp"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -15,29 +17,9 @@ using ::testing::HasSubstr;
 
 namespace {
 
-pl::Runtime& runtime() {
-  static pl::Runtime rt([] {
-    pl::RuntimeOptions o;
-    o.plugin_dirs = {PLRT_BUILD_PLUGIN_DIR};
-    o.use_env_dirs = false;
-    o.log_level = "warn";
-    return o;
-  }());
-  return rt;
-}
-
-const PL_Device kCpu{PL_DEVICE_CPU, 0};
-
-template <class Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const pl::Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected a pl::Error";
-  return "";
-}
+using sdk_test::runtime;
+using sdk_test::kCpu;
+using sdk_test::error_of;
 
 pl::Tensor vec(std::vector<float> v) {
   const int64_t n = static_cast<int64_t>(v.size());

@@ -3,6 +3,8 @@
 // round trips that continue identically; bad options and bad checkpoint state.
 #include <plrt/sdk/optim.hpp>
 
+#include "sdk_test_support.hpp"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -19,31 +21,12 @@ using ::testing::HasSubstr;
 
 namespace {
 
-pl::Runtime& runtime() {
-  static pl::Runtime rt([] {
-    pl::RuntimeOptions o;
-    o.plugin_dirs = {PLRT_BUILD_PLUGIN_DIR};
-    o.use_env_dirs = false;
-    o.log_level = "warn";
-    return o;
-  }());
-  return rt;
-}
+using sdk_test::runtime;
+using sdk_test::kCpu;
+using sdk_test::error_of;
 
-const PL_Device kCpu{PL_DEVICE_CPU, 0};
 constexpr int kSteps = 5;
 constexpr int kSkipStep = 2;  // parameter 1's gradient is not written in this step
-
-template <class Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const pl::Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected a pl::Error";
-  return "";
-}
 
 // Two float64 parameters (6 and 3 elements) whose gradients live on the accelerator.
 struct Params {

@@ -3,6 +3,8 @@
 #include <plrt/sdk/error.hpp>
 #include <plrt/sdk/random.hpp>
 
+#include "sdk_test_support.hpp"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -12,20 +14,7 @@
 
 using ::testing::HasSubstr;
 
-namespace {
-
-template <class Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const pl::Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected a pl::Error";
-  return "";
-}
-
-}  // namespace
+using sdk_test::error_of;
 
 TEST(Random, GeneratorDrawsAreReproducibleAndInRange) {
   pl::Generator a(9), b(9);

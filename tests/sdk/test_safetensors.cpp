@@ -3,6 +3,8 @@
 #include <plrt/sdk/atomic_file.hpp>
 #include <plrt/sdk/safetensors.hpp>
 
+#include "sdk_test_support.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -11,16 +13,9 @@
 
 namespace {
 
-namespace st = pl::safetensors;
+using sdk_test::error_or_none;
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const pl::Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+namespace st = pl::safetensors;
 
 // A tensor whose bytes are a pattern depending on `salt`: any misplaced byte shows.
 pl::Tensor patterned(pl::Shape shape, PL_DType dtype, int salt) {
@@ -44,10 +39,10 @@ TEST(Safetensors, DtypeNames) {
     EXPECT_EQ(st::dtype_from_name(st::dtype_name(d)), d);
   EXPECT_EQ(st::dtype_name(PL_BF16), "BF16");
   EXPECT_EQ(st::dtype_from_name("I64"), PL_I64);
-  std::string e = error_of([] { st::dtype_from_name("f32"); });
+  std::string e = error_or_none([] { st::dtype_from_name("f32"); });
   EXPECT_NE(e.find("\"f32\""), std::string::npos) << e;
   EXPECT_NE(e.find("F32, F64, F16, BF16, I32, I64, U8"), std::string::npos) << e;
-  EXPECT_NE(error_of([] { st::dtype_name(PL_DTYPE_INVALID); }).find("dtype 0"), std::string::npos);
+  EXPECT_NE(error_or_none([] { st::dtype_name(PL_DTYPE_INVALID); }).find("dtype 0"), std::string::npos);
 }
 
 TEST(Safetensors, RoundTripsEveryDtypeAndShape) {
@@ -164,7 +159,7 @@ TEST(Safetensors, MalformedFilesNameTheProblemAndTheSource) {
        "__metadata__ value of 'epoch' must be a string, not 3"},
   };
   for (const Malformed& c : cases) {
-    std::string e = error_of([&] { st::parse(c.bytes, "dir/model.safetensors"); });
+    std::string e = error_or_none([&] { st::parse(c.bytes, "dir/model.safetensors"); });
     EXPECT_NE(e.find("safetensors 'dir/model.safetensors': "), std::string::npos) << c.what << ": " << e;
     EXPECT_NE(e.find(c.message), std::string::npos) << c.what << ": " << e;
   }
@@ -172,10 +167,10 @@ TEST(Safetensors, MalformedFilesNameTheProblemAndTheSource) {
 
 TEST(Safetensors, SerializeRejectsBadTensors) {
   pl::Tensor t = pl::Tensor::zeros({2});
-  EXPECT_NE(error_of([&] { st::serialize({{"a", t}, {"a", t}}); }).find("'a' appears twice"), std::string::npos);
-  EXPECT_NE(error_of([&] { st::serialize({{"__metadata__", t}}); }).find("reserved"), std::string::npos);
-  EXPECT_NE(error_of([&] { st::serialize({{"u", pl::Tensor()}}); }).find("tensor 'u' is undefined"), std::string::npos);
-  EXPECT_NE(error_of([&] { st::serialize({{"bad\xff", t}}); }).find("is not valid UTF-8"), std::string::npos);
+  EXPECT_NE(error_or_none([&] { st::serialize({{"a", t}, {"a", t}}); }).find("'a' appears twice"), std::string::npos);
+  EXPECT_NE(error_or_none([&] { st::serialize({{"__metadata__", t}}); }).find("reserved"), std::string::npos);
+  EXPECT_NE(error_or_none([&] { st::serialize({{"u", pl::Tensor()}}); }).find("tensor 'u' is undefined"), std::string::npos);
+  EXPECT_NE(error_or_none([&] { st::serialize({{"bad\xff", t}}); }).find("is not valid UTF-8"), std::string::npos);
 }
 
 TEST(Safetensors, SaveAndLoadNameThePath) {
@@ -187,10 +182,10 @@ TEST(Safetensors, SaveAndLoadNameThePath) {
   EXPECT_EQ(f.tensors.at("x").to_vector<int64_t>(), (std::vector<int64_t>{1, 2, 3}));
   EXPECT_EQ(f.metadata.at("step"), "7");
 
-  std::string e = error_of([&] { st::load(dir + "/missing.safetensors"); });
+  std::string e = error_or_none([&] { st::load(dir + "/missing.safetensors"); });
   EXPECT_NE(e.find(dir + "/missing.safetensors"), std::string::npos) << e;
   pl::write_file_atomic(path, file_of("{\"a\":3}", ""));
-  e = error_of([&] { st::load(path); });
+  e = error_or_none([&] { st::load(path); });
   EXPECT_NE(e.find("safetensors '" + path + "': tensor 'a'"), std::string::npos) << e;
   std::filesystem::remove_all(dir);
 }

@@ -1,20 +1,13 @@
 // pl::Tensor and pl::Accelerator over the cpu plugin: allocation, views, copies, errors.
 #include <plrt/sdk/tensor.hpp>
 
+#include "sdk_test_support.hpp"
+
 #include <gtest/gtest.h>
 
 namespace {
 
-pl::Runtime& runtime() {
-  static pl::Runtime rt([] {
-    pl::RuntimeOptions o;
-    o.plugin_dirs = {PLRT_BUILD_PLUGIN_DIR};
-    o.use_env_dirs = false;
-    o.log_level = "warn";
-    return o;
-  }());
-  return rt;
-}
+using sdk_test::runtime;
 
 TEST(Tensor, HostTensorHasShapeAndZeros) {
   auto t = pl::Tensor::zeros({3, 4});

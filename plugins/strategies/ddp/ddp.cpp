@@ -5,21 +5,15 @@
 
 namespace {
 
-PL_Error* ddp_launch_info(const PL_OptionList* options, PL_LaunchInfo* out) {
-  return plrt::ddp::launch_info(PL_LAUNCH_PROCESS_PER_DEVICE, options, out);
-}
+constexpr char kName[] = "ddp";
 
-PL_Error* ddp_create(const PL_Host* host, const PL_StrategyConfig* config, PL_Strategy** out) {
-  return plrt::ddp::create("ddp", host, config, out);
-}
+const PL_StrategyApi kApi = plrt::ddp::make_api<PL_LAUNCH_PROCESS_PER_DEVICE, kName>();
 
-const PL_StrategyApi kApi = plrt::ddp::make_api(ddp_launch_info, ddp_create);
-
-const PL_Plugin kPlugin = {
-    sizeof(PL_Plugin), PL_ABI_MAJOR, PL_ABI_MINOR, PL_PLUGIN_STRATEGY, "ddp", "0.1.0",
+const PL_Plugin kPlugin = plrt::ddp::make_plugin(
+    kName,
     "DistributedDataParallel: one process per device (started by the launcher), gradients averaged in "
     "buckets overlapped with backward (Lightning's DDPStrategy)",
-    nullptr, 0, &kApi};
+    &kApi);
 
 }  // namespace
 
