@@ -27,6 +27,9 @@
  *  1.1  process-group collectives accept out == NULL: a blocking call (see pl_process_group.h).
  *  1.2  accelerators: the layers' math (gemm, add_bias, sum_rows, relu, relu_backward,
  *       cross_entropy, argmax_rows); strategies: get_stat.
+ *  1.3  mixed precision and several replicas per process: accelerators' gemm, add_bias, sum_rows,
+ *       relu and relu_backward take f16/bf16, and unscale_check is appended; strategies append
+ *       num_replicas and setup_replica (dp, ddp2).
  *
  * ERRORS
  *  Every fallible call returns PL_Error* : NULL on success, otherwise an error object.  Error
@@ -52,7 +55,7 @@ extern "C" {
 #endif
 
 #define PL_ABI_MAJOR 1
-#define PL_ABI_MINOR 2
+#define PL_ABI_MINOR 3
 
 #if defined(_WIN32)
 #define PL_EXPORT __declspec(dllexport)

@@ -163,6 +163,21 @@ typedef struct PL_AcceleratorApi {
                              PL_Tensor* loss, PL_Tensor* grad, double grad_scale, PL_Stream* stream);
   /* out[i] = the first j with x[i, j] maximal (i64 [rows]); x [rows, cols], f32 or f64. */
   PL_Error* (*argmax_rows)(PL_Accelerator* acc, const PL_Tensor* x, PL_Tensor* out, PL_Stream* stream);
+
+  /* ---- ABI 1.3: mixed precision ----
+   * From minor 3, gemm, add_bias, sum_rows, relu and relu_backward also take f16 and bf16 (every
+   * float operand of one call shares the dtype): products and sums run in f32 and each result is
+   * rounded once to the dtype (round to nearest, ties to even), so an f16 gemm equals an f32 gemm
+   * of the widened operands rounded once, as tensor cores compute it.  alpha and beta are
+   * converted to f32.  cross_entropy and argmax_rows stay f32/f64 (autocast runs losses in f32).
+   * A plugin of minor < 3 answers PL_ERR_UNSUPPORTED for these dtypes. */
+  /* The gradient scaler's unscale, as torch._amp_foreach_non_finite_check_and_unscale_:
+   * x = x * inv_scale element-wise (x f64, f32, f16 or bf16; f64 math for f64, else f32, rounded
+   * once on store), and found_inf[0] = 1.0f when any element of x was inf or NaN before scaling.
+   * found_inf: f32, numel 1, on x's device; it is only ever set, never cleared, so one flag
+   * collects many tensors.  inv_scale must be finite (else PL_ERR_INVALID_ARGUMENT). */
+  PL_Error* (*unscale_check)(PL_Accelerator* acc, PL_Tensor* x, double inv_scale, PL_Tensor* found_inf,
+                             PL_Stream* stream);
 } PL_AcceleratorApi;
 
 /* The smallest table a v1 host accepts: everything through the REQUIRED device entries. */

@@ -9,6 +9,23 @@
  *   after_backward()         -- gradients are synchronised when it returns (unless grad sync is off)
  *   before_optimizer_step()  -- the trainer's optimizer updates the parameters
  *   after_optimizer_step()
+ *
+ * Several replicas per process (ABI 1.3: dp, ddp2).  A strategy whose num_replicas answers n > 1
+ * drives one replica of the module per device in config->device_ids: replica 0 is setup's
+ * parameters (on device_ids[0], the root), replica r >= 1 the copy the host registers with
+ * setup_replica(r) (on device_ids[r]).  Then:
+ *   run_step        copies the root's values (parameters and buffers) into every replica when
+ *                   they changed since the last copy (after setup, and after
+ *                   after_optimizer_step), then calls fn once per replica, concurrently, one
+ *                   thread per replica, each thread bound to its device (set_device); it returns
+ *                   when all have returned, with the error of the lowest failing replica.
+ *   after_backward  adds every replica r >= 1's gradients (requires_grad entries) into the
+ *                   root's, then, for a strategy across processes (ddp2) with grad sync on,
+ *                   averages the root's gradients across processes.  The host scales each
+ *                   replica's contribution (dp's mean is 1/n of each replica's gradient) and
+ *                   writes every replica's gradients in full each step (zeros where unused).
+ *   The optimizer steps on the root only.  A value a replica writes into its own copy during a
+ *   step (a buffer, say) is not kept: the next copy overwrites it.
  */
 #ifndef PLRT_PL_STRATEGY_H_
 #define PLRT_PL_STRATEGY_H_
@@ -108,6 +125,16 @@ typedef struct PL_StrategyApi {
    * "allreduce_ms" and "exposed_allreduce_ms".  An unknown name is PL_ERR_NOT_FOUND, listing the
    * known ones. */
   PL_Error* (*get_stat)(PL_Strategy* strategy, const char* name, double* out);
+
+  /* ---- ABI 1.3 (optional; REQUIRED for a strategy that drives several replicas) ---- */
+  /* How many replicas run_step drives in this process; a NULL entry means 1. */
+  PL_Error* (*num_replicas)(PL_Strategy* strategy, int32_t* out);
+  /* Registers replica `replica`'s copy of the module (1 <= replica < num_replicas): the same count,
+   * order, names, shapes, dtypes and requires_grad as setup's params, on device_ids[replica];
+   * `params` borrowed for the call, their memory borrowed until teardown.  Called after setup,
+   * once per replica, before the first run_step; a mismatch is PL_ERR_INVALID_ARGUMENT naming the
+   * entry. */
+  PL_Error* (*setup_replica)(PL_Strategy* strategy, int32_t replica, PL_Parameter* params, size_t num_params);
 } PL_StrategyApi;
 
 #define PL_STRATEGY_API_MIN_SIZE PL_STRUCT_SIZE(PL_StrategyApi, teardown)
