@@ -100,7 +100,9 @@ static const PL_StrategyApi kApi = {
     NULL, /* before_optimizer_step */
     NULL, /* after_optimizer_step */
     NULL, /* process_group: runs alone */
-    NULL  /* get_stat: nothing to report */
+    NULL, /* get_stat: nothing to report */
+    NULL, /* num_replicas: one (ABI 1.3) */
+    NULL  /* setup_replica */
 };
 
 static const PL_Plugin kPlugin = {
