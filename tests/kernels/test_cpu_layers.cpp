@@ -1,6 +1,7 @@
 // The layer kernels (ABI 1.2): gemm against naive triple loops in double for every transpose
 // combination and odd sizes, and add_bias, sum_rows, relu, relu_backward, cross_entropy and
 // argmax_rows against plain reference loops; aliasing, NaN handling, and every error they name.
+// (Their float16/bfloat16 forms, ABI 1.3, are in test_cpu_amp.cpp.)
 #include "kernels.hpp"
 #include "reference.hpp"
 
@@ -138,9 +139,12 @@ TEST(Gemm, ShapeAndArgumentErrorsNameThem) {
   Buf v = mat(PL_F32, 12);
   expect_failure([&] { plrt::cpu::gemm(0, 0, 1, v.get(), good_b.get(), 0, c.get()); }, PL_ERR_INVALID_ARGUMENT,
                  {"a must be a matrix", "ndim 1", "[12]"});
-  Buf h = mat(PL_F16, 3, 4);
-  expect_failure([&] { plrt::cpu::gemm(0, 0, 1, h.get(), good_b.get(), 0, c.get()); }, PL_ERR_UNSUPPORTED,
-                 {"float16", "float32, float64"});
+  Buf ia = mat(PL_I32, 3, 4);  // float16/bfloat16 are ABI 1.3 dtypes (test_cpu_amp.cpp); integers are not
+  expect_failure([&] { plrt::cpu::gemm(0, 0, 1, ia.get(), good_b.get(), 0, c.get()); }, PL_ERR_UNSUPPORTED,
+                 {"int32", "float32, float64, float16, bfloat16"});
+  Buf h = mat(PL_F16, 4, 6);
+  expect_failure([&] { plrt::cpu::gemm(0, 0, 1, a.get(), h.get(), 0, c.get()); }, PL_ERR_INVALID_ARGUMENT,
+                 {"float32", "float16", "same dtype"});
   Buf d = mat(PL_F64, 4, 6);
   expect_failure([&] { plrt::cpu::gemm(0, 0, 1, a.get(), d.get(), 0, c.get()); }, PL_ERR_INVALID_ARGUMENT,
                  {"float32", "float64"});
@@ -172,12 +176,12 @@ TEST(AddBias, AddsToEveryRow) {
     for (int i = 0; i < 3; ++i)
       for (int j = 0; j < 5; ++j) EXPECT_EQ(y.at(i * 5 + j), i * 5 + j + 100 * (j + 1));
   }
-  Buf y = mat(PL_F32, 3, 5), b4 = mat(PL_F32, 4), b2 = mat(PL_F32, 1, 5), bd = mat(PL_F64, 5), bh = mat(PL_BF16, 5);
+  Buf y = mat(PL_F32, 3, 5), b4 = mat(PL_F32, 4), b2 = mat(PL_F32, 1, 5), bd = mat(PL_F64, 5), bi = mat(PL_I64, 5);
   expect_failure([&] { plrt::cpu::add_bias(y.get(), b4.get()); }, PL_ERR_INVALID_ARGUMENT, {"[3, 5]", "[4]"});
   expect_failure([&] { plrt::cpu::add_bias(y.get(), b2.get()); }, PL_ERR_INVALID_ARGUMENT, {"bias must be a vector"});
   expect_failure([&] { plrt::cpu::add_bias(y.get(), bd.get()); }, PL_ERR_INVALID_ARGUMENT, {"float64"});
-  Buf yh = mat(PL_BF16, 3, 5);
-  expect_failure([&] { plrt::cpu::add_bias(yh.get(), bh.get()); }, PL_ERR_UNSUPPORTED, {"bfloat16"});
+  Buf yi = mat(PL_I64, 3, 5);
+  expect_failure([&] { plrt::cpu::add_bias(yi.get(), bi.get()); }, PL_ERR_UNSUPPORTED, {"int64"});
 }
 
 TEST(SumRows, ColumnSumsWithAlphaAndBeta) {
@@ -230,11 +234,11 @@ TEST(Relu, ForwardBackwardAndInPlace) {
     plrt::cpu::relu_backward(y.get(), dy.get(), dy.get());
     EXPECT_EQ(values(dy), (std::vector<double>{0, 0, 0, 13, 14, 0}));
   }
-  Buf x = mat(PL_F32, 2, 3), y = mat(PL_F32, 3, 2), y6 = mat(PL_F32, 6), yd = mat(PL_F64, 2, 3), h = mat(PL_F16, 2, 3);
+  Buf x = mat(PL_F32, 2, 3), y = mat(PL_F32, 3, 2), y6 = mat(PL_F32, 6), yd = mat(PL_F64, 2, 3), u = mat(PL_U8, 2, 3);
   expect_failure([&] { plrt::cpu::relu(x.get(), y.get()); }, PL_ERR_INVALID_ARGUMENT, {"[2, 3]", "[3, 2]"});
   expect_failure([&] { plrt::cpu::relu(x.get(), y6.get()); }, PL_ERR_INVALID_ARGUMENT, {"[2, 3]", "[6]"});
   expect_failure([&] { plrt::cpu::relu(x.get(), yd.get()); }, PL_ERR_INVALID_ARGUMENT, {"float64"});
-  expect_failure([&] { plrt::cpu::relu(h.get(), h.get()); }, PL_ERR_UNSUPPORTED, {"float16"});
+  expect_failure([&] { plrt::cpu::relu(u.get(), u.get()); }, PL_ERR_UNSUPPORTED, {"uint8"});
   expect_failure([&] { plrt::cpu::relu_backward(x.get(), y.get(), x.get()); }, PL_ERR_INVALID_ARGUMENT,
                  {"[2, 3]", "[3, 2]"});
   expect_failure([&] { plrt::cpu::relu_backward(x.get(), x.get(), yd.get()); }, PL_ERR_INVALID_ARGUMENT, {"float64"});

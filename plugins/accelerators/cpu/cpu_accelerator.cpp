@@ -1,7 +1,7 @@
 // The "cpu" accelerator plugin: the host as one device (Lightning's CPUAccelerator, where
 // `devices` counts processes), plain host memory, trivially complete streams and events, and the
 // reference kernels of kernels.hpp (gemm on OpenBLAS, whose thread count the "num_threads" option
-// sets).
+// sets), with ABI 1.3's float16/bfloat16 layers and unscale_check.
 //
 // Every exported function runs its body inside plrt::plugin::guard(host, ...), so no C++ exception
 // crosses the C ABI.  The host table lives in the instance (PL_Accelerator), never in a global.
@@ -414,6 +414,16 @@ PL_Error* cpu_argmax_rows(PL_Accelerator* acc, const PL_Tensor* x, PL_Tensor* ou
   });
 }
 
+// ---- mixed precision (ABI 1.3) ----
+
+PL_Error* cpu_unscale_check(PL_Accelerator* acc, PL_Tensor* x, double inv_scale, PL_Tensor* found_inf,
+                            PL_Stream* stream) {
+  return run(acc, "unscale_check", [&] {
+    check_stream(acc, stream, "unscale_check");
+    plrt::cpu::unscale_check(x, inv_scale, found_inf);
+  });
+}
+
 // ---- the descriptor ----
 
 PL_AcceleratorApi make_api() {
@@ -454,6 +464,7 @@ PL_AcceleratorApi make_api() {
   a.relu_backward = cpu_relu_backward;
   a.cross_entropy = cpu_cross_entropy;
   a.argmax_rows = cpu_argmax_rows;
+  a.unscale_check = cpu_unscale_check;
   return a;
 }
 
@@ -467,7 +478,8 @@ const PL_Plugin kPlugin = {
     "cpu",
     "0.1.0",
     "The host CPU: devices count processes; reference kernels for fill, axpy, cast, SGD, Adam, uint8 "
-    "quantisation, and dense layers (gemm on OpenBLAS, bias, ReLU, cross-entropy, argmax); option num_threads",
+    "quantisation, dense layers (gemm on OpenBLAS, bias, ReLU, cross-entropy, argmax; f16/bf16 as tensor cores "
+    "compute them) and the gradient scaler's unscale_check; option num_threads",
     nullptr,
     0,
     &kApi,

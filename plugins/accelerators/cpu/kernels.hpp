@@ -105,19 +105,25 @@ void quantize_u8(const PL_Tensor* src, const PL_Tensor* q, const PL_Tensor* minm
 void dequantize_u8(const PL_Tensor* q, const PL_Tensor* minmax, const PL_Tensor* dst,
                    int64_t chunk_size);
 
-// ---- ABI 1.2: the math of dense layers (kernels_gemm.cpp, kernels_layers.cpp) ----
+// ---- ABI 1.2/1.3: the math of dense layers (kernels_gemm.cpp, kernels_layers.cpp) ----
 // Matrices are row-major tensors with ndim == 2 and numel == shape[0] * shape[1]; vectors have
-// ndim == 1.  Float operands are float32 or float64 (float16/bfloat16 and the integer dtypes are
-// PL_ERR_UNSUPPORTED) and all float operands of one call share the dtype.  A shape mismatch is
+// ndim == 1.  gemm, add_bias, sum_rows, relu and relu_backward take float32, float64 and (ABI 1.3)
+// float16 and bfloat16; cross_entropy and argmax_rows take float32 and float64 only.  Other dtypes
+// are PL_ERR_UNSUPPORTED, and all float operands of one call share the dtype.  A shape mismatch is
 // PL_ERR_INVALID_ARGUMENT naming both shapes.  Outputs must not overlap inputs, except where an
 // entry allows an exact alias (the same data pointer); a partial overlap is PL_ERR_INVALID_ARGUMENT.
-// Sums run in the compute type C (float for float32, double for float64); results within float
-// rounding of the exact math, as other accelerators give (their summation order differs).
+// Sums run in the compute type C (float for float32/float16/bfloat16, double for float64), with
+// alpha and beta converted to C; float16/bfloat16 operands are widened exactly and each result is
+// rounded once on store (half.hpp).  Results are within float rounding of the exact math, as other
+// accelerators give (their summation order differs).
 
 // c = alpha * op(a) @ op(b) + beta * c through OpenBLAS (cblas_sgemm / cblas_dgemm).  trans_a and
 // trans_b are 0 (op(x) = x) or 1 (op(x) = x^T); op(a) [m, k], op(b) [k, n], c [m, n].  beta == 0:
 // c is only written (NaNs in it do not propagate); k == 0: c = beta * c.  Each size must fit
 // OpenBLAS's index type (int).
+// float16/bfloat16 are emulated: what tensor cores compute.  a and b (and c when beta != 0) are
+// widened exactly to float scratch, cblas_sgemm runs on it with (float)alpha and (float)beta, and
+// each element of the float result is rounded once into c.  k == 0: c = (float)beta * c, rounded.
 void gemm(int32_t trans_a, int32_t trans_b, double alpha, const PL_Tensor* a, const PL_Tensor* b, double beta,
           const PL_Tensor* c);
 
@@ -126,17 +132,20 @@ void gemm(int32_t trans_a, int32_t trans_b, double alpha, const PL_Tensor* a, co
 void set_blas_threads(int n);
 int blas_threads();
 
-// y[i, j] = y[i, j] + bias[j]; y [rows, cols], bias [cols].
+// y[i, j] = y[i, j] + bias[j] in C, rounded once; y [rows, cols], bias [cols].
 void add_bias(const PL_Tensor* y, const PL_Tensor* bias);
 
 // out[j] = alpha * (sum_i x[i, j]) + beta * out[j]; x [rows, cols], out [cols].  The column sums
-// run over i in order, in C.  beta == 0: out is only written.
+// run over i in order, in C, from 0; the whole right side is computed in C and rounded once.
+// beta == 0: out[j] = alpha * sum, and out is only written.
 void sum_rows(double alpha, const PL_Tensor* x, double beta, const PL_Tensor* out);
 
-// y = x < 0 ? 0 : x (NaN stays NaN, as torch.relu); x, y of one shape; y may be x.
+// y = x < 0 ? +0 : x (NaN stays NaN, as torch.relu; values are copied as stored, so float16/
+// bfloat16 involve no rounding); x, y of one shape; y may be x.
 void relu(const PL_Tensor* x, const PL_Tensor* y);
 
-// dx = y > 0 ? dy : 0 (y is relu's output); y, dy, dx of one shape; dx may be dy.
+// dx = y > 0 ? dy : +0 (y is relu's output; dy copied as stored); y, dy, dx of one shape; dx may
+// be dy.
 void relu_backward(const PL_Tensor* y, const PL_Tensor* dy, const PL_Tensor* dx);
 
 // Softmax cross-entropy over the rows of logits [n, c] with labels (int64 [n]), in C:
@@ -153,5 +162,17 @@ void cross_entropy(const PL_Tensor* logits, const PL_Tensor* labels, const PL_Te
 // x [rows, cols] float32/float64, out int64 [rows].  cols == 0 with rows > 0 is
 // PL_ERR_INVALID_ARGUMENT (an empty row has no argmax).
 void argmax_rows(const PL_Tensor* x, const PL_Tensor* out);
+
+// ---- ABI 1.3: mixed precision (kernels_amp.cpp) ----
+
+// The gradient scaler's unscale (torch._amp_foreach_non_finite_check_and_unscale_):
+//    x[i] = C(x[i]) * C(inv_scale), rounded once on store          (x: float32/float64/float16/bfloat16)
+//    found_inf[0] = 1.0f when any x[i] was +-inf or NaN before scaling; otherwise left as it was
+// found_inf is float32 with numel 1 and never cleared, so one flag collects many tensors.  Every
+// element is scaled even when one is not finite (as PyTorch does; the step is skipped anyway).
+// inv_scale must be finite in C (|inv_scale| <= FLT_MAX unless x is float64).  Errors:
+// PL_ERR_UNSUPPORTED for a non-float x; PL_ERR_INVALID_ARGUMENT for a found_inf that is not float32,
+// has numel != 1, or overlaps x, and for a non-finite inv_scale.  numel 0 is a no-op.
+void unscale_check(const PL_Tensor* x, double inv_scale, const PL_Tensor* found_inf);
 
 }  // namespace plrt::cpu

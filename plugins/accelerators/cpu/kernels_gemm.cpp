@@ -1,4 +1,6 @@
-// gemm through OpenBLAS, and the size of OpenBLAS's thread pool (see kernels.hpp).
+// gemm through OpenBLAS, and the size of OpenBLAS's thread pool (see kernels.hpp).  float16 and
+// bfloat16 are emulated as tensor cores compute them: widened to float scratch, cblas_sgemm, each
+// result rounded once.
 #include "kernels.hpp"
 #include "kernels_matrix.hpp"
 
@@ -6,6 +8,7 @@
 
 #include <limits>
 #include <string>
+#include <vector>
 
 namespace plrt::cpu {
 namespace {
@@ -38,6 +41,34 @@ void scale_only(T* c, int64_t n, double beta) {
   }
 }
 
+// k == 0 for f16/bf16: c = beta * c in float, rounded once.
+template <class Tr>
+void scale_only_half(typename Tr::Storage* c, int64_t n, double beta) {
+  const float b = static_cast<float>(beta);
+  for (int64_t i = 0; i < n; ++i) c[i] = beta == 0 ? Tr::store(0.0f) : Tr::store(b * Tr::load(c[i]));
+}
+
+template <class Tr>
+std::vector<float> widen(const PL_Tensor* t) {
+  const auto* p = data_of<Tr>(t);
+  std::vector<float> out(static_cast<size_t>(t->numel));
+  for (size_t i = 0; i < out.size(); ++i) out[i] = Tr::load(p[i]);
+  return out;
+}
+
+// The f16/bf16 product on float scratch: a and b widened exactly, c too when beta reads it; the
+// float result is rounded once into c.
+template <class Tr>
+void gemm_half(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, blasint m, blasint n, blasint k, double alpha,
+               const PL_Tensor* a, blasint lda, const PL_Tensor* b, blasint ldb, double beta, const PL_Tensor* c) {
+  const std::vector<float> wa = widen<Tr>(a), wb = widen<Tr>(b);
+  std::vector<float> wc = beta != 0 ? widen<Tr>(c) : std::vector<float>(static_cast<size_t>(c->numel));
+  cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, static_cast<float>(alpha), wa.data(), lda, wb.data(), ldb,
+              static_cast<float>(beta), wc.data(), n);
+  auto* out = data_of<Tr>(c);
+  for (size_t i = 0; i < wc.size(); ++i) out[i] = Tr::store(wc[i]);
+}
+
 }  // namespace
 
 void gemm(int32_t trans_a, int32_t trans_b, double alpha, const PL_Tensor* a, const PL_Tensor* b, double beta,
@@ -47,7 +78,7 @@ void gemm(int32_t trans_a, int32_t trans_b, double alpha, const PL_Tensor* a, co
   check_shaped(a, 2, "gemm", "a");
   check_shaped(b, 2, "gemm", "b");
   check_shaped(c, 2, "gemm", "c");
-  require_f32_f64(a, "gemm", "a");
+  require_layer_float(a, "gemm", "a");
   check_same_dtype(a, "a", b, "b", "gemm");
   check_same_dtype(a, "a", c, "c", "gemm");
 
@@ -69,10 +100,15 @@ void gemm(int32_t trans_a, int32_t trans_b, double alpha, const PL_Tensor* a, co
 
   if (m == 0 || n == 0) return;
   if (k == 0) {
-    dispatch_f32_f64(c->dtype, [&](auto tag) {
-      using T = decltype(tag);
-      scale_only(static_cast<T*>(c->data), c->numel, beta);
-    });
+    if (c->dtype == PL_F16)
+      scale_only_half<F16>(data_of<F16>(c), c->numel, beta);
+    else if (c->dtype == PL_BF16)
+      scale_only_half<BF16>(data_of<BF16>(c), c->numel, beta);
+    else
+      dispatch_f32_f64(c->dtype, [&](auto tag) {
+        using T = decltype(tag);
+        scale_only(static_cast<T*>(c->data), c->numel, beta);
+      });
     return;
   }
   const blasint bm = blas_size(m, "gemm", "m"), bn = blas_size(n, "gemm", "n"), bk = blas_size(k, "gemm", "k");
@@ -83,7 +119,11 @@ void gemm(int32_t trans_a, int32_t trans_b, double alpha, const PL_Tensor* a, co
   const CBLAS_TRANSPOSE ta = trans_a ? CblasTrans : CblasNoTrans;
   const CBLAS_TRANSPOSE tb = trans_b ? CblasTrans : CblasNoTrans;
   // BLAS itself guarantees that beta == 0 never reads c, as the ABI promises.
-  if (c->dtype == PL_F32)
+  if (c->dtype == PL_F16)
+    gemm_half<F16>(ta, tb, bm, bn, bk, alpha, a, lda, b, ldb, beta, c);
+  else if (c->dtype == PL_BF16)
+    gemm_half<BF16>(ta, tb, bm, bn, bk, alpha, a, lda, b, ldb, beta, c);
+  else if (c->dtype == PL_F32)
     cblas_sgemm(CblasRowMajor, ta, tb, bm, bn, bk, static_cast<float>(alpha), static_cast<const float*>(a->data), lda,
                 static_cast<const float*>(b->data), ldb, static_cast<float>(beta), static_cast<float*>(c->data), ldc);
   else

@@ -1,6 +1,7 @@
 // add_bias, sum_rows, relu, relu_backward, cross_entropy, argmax_rows: the layer kernels of the CPU
 // accelerator besides gemm (see kernels.hpp).  Plain loops over contiguous rows, which the
-// compiler vectorises (no fused multiply-add: the library builds with -ffp-contract=off).
+// compiler vectorises (no fused multiply-add: the library builds with -ffp-contract=off).  The
+// first four take every float dtype (ABI 1.3); the loss and argmax stay float32/float64.
 #include "kernels.hpp"
 #include "kernels_matrix.hpp"
 
@@ -31,51 +32,63 @@ void check_same_shape(const PL_Tensor* a, const char* a_name, const PL_Tensor* b
                                       "); they must match");
 }
 
-// An element-wise operand: a cpu tensor with a sane ndim, float32 or float64.
+// An element-wise operand: a cpu tensor with a sane ndim and a float dtype.
 void check_elementwise(const PL_Tensor* t, const char* op, const char* what) {
   check_cpu_tensor(t, op, what);
   if (t->ndim < 0 || t->ndim > PL_MAX_DIMS)
     fail(PL_ERR_INVALID_ARGUMENT, std::string(op) + ": " + what + " has ndim " + std::to_string(t->ndim) +
                                       "; valid: 0.." + std::to_string(PL_MAX_DIMS));
-  require_f32_f64(t, op, what);
+  require_layer_float(t, op, what);
 }
 
-template <class T>
-void add_bias_loop(T* y, const T* bias, int64_t rows, int64_t cols) {
+// The loops take a dtype's traits (kernels_detail.hpp): for float32/float64 load and store are the
+// identity, so they compile to the plain loops; float16/bfloat16 widen exactly, compute in float
+// and round once on store.
+
+template <class Tr>
+void add_bias_loop(typename Tr::Storage* y, const typename Tr::Storage* bias, int64_t rows, int64_t cols) {
   for (int64_t i = 0; i < rows; ++i) {
-    T* row = y + i * cols;
-    for (int64_t j = 0; j < cols; ++j) row[j] = row[j] + bias[j];
+    typename Tr::Storage* row = y + i * cols;
+    for (int64_t j = 0; j < cols; ++j) row[j] = Tr::store(Tr::load(row[j]) + Tr::load(bias[j]));
   }
 }
 
-template <class T>
-void sum_rows_loop(double alpha, const T* x, int64_t rows, int64_t cols, double beta, T* out) {
+template <class Tr>
+void sum_rows_loop(double alpha, const typename Tr::Storage* x, int64_t rows, int64_t cols, double beta,
+                   typename Tr::Storage* out) {
+  using C = typename Tr::C;
   // Row after row into a column accumulator: contiguous inner loops that vectorise.
-  std::vector<T> acc(static_cast<size_t>(cols), T(0));
-  T* s = acc.data();
+  std::vector<C> acc(static_cast<size_t>(cols), C(0));
+  C* s = acc.data();
   for (int64_t i = 0; i < rows; ++i) {
-    const T* row = x + i * cols;
-    for (int64_t j = 0; j < cols; ++j) s[j] = s[j] + row[j];
+    const typename Tr::Storage* row = x + i * cols;
+    for (int64_t j = 0; j < cols; ++j) s[j] = s[j] + Tr::load(row[j]);
   }
-  const T a = static_cast<T>(alpha), b = static_cast<T>(beta);
+  const C a = static_cast<C>(alpha), b = static_cast<C>(beta);
   if (beta == 0) {
-    for (int64_t j = 0; j < cols; ++j) out[j] = a * s[j];
+    for (int64_t j = 0; j < cols; ++j) out[j] = Tr::store(a * s[j]);
   } else {
-    for (int64_t j = 0; j < cols; ++j) out[j] = a * s[j] + b * out[j];
+    for (int64_t j = 0; j < cols; ++j) out[j] = Tr::store(a * s[j] + b * Tr::load(out[j]));
   }
 }
 
-template <class T>
-void relu_loop(const T* x, T* y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] = x[i] < T(0) ? T(0) : x[i];
+// Values pass through as stored (a NaN keeps its bits); only negatives become +0.
+template <class Tr>
+void relu_loop(const typename Tr::Storage* x, typename Tr::Storage* y, int64_t n) {
+  using C = typename Tr::C;
+  const typename Tr::Storage zero = Tr::store(C(0));
+  for (int64_t i = 0; i < n; ++i) y[i] = Tr::load(x[i]) < C(0) ? zero : x[i];
 }
 
-template <class T>
-void relu_backward_loop(const T* y, const T* dy, T* dx, int64_t n) {
+template <class Tr>
+void relu_backward_loop(const typename Tr::Storage* y, const typename Tr::Storage* dy, typename Tr::Storage* dx,
+                        int64_t n) {
+  using C = typename Tr::C;
+  const typename Tr::Storage zero = Tr::store(C(0));
   // dy read unconditionally: a load under the condition would keep the loop from vectorising.
   for (int64_t i = 0; i < n; ++i) {
-    const T g = dy[i];
-    dx[i] = y[i] > T(0) ? g : T(0);
+    const typename Tr::Storage g = dy[i];
+    dx[i] = Tr::load(y[i]) > C(0) ? g : zero;
   }
 }
 
@@ -111,26 +124,26 @@ void argmax_loop(const T* x, int64_t rows, int64_t cols, int64_t* out) {
 void add_bias(const PL_Tensor* y, const PL_Tensor* bias) {
   check_shaped(y, 2, "add_bias", "y");
   check_shaped(bias, 1, "add_bias", "bias");
-  require_f32_f64(y, "add_bias", "y");
+  require_layer_float(y, "add_bias", "y");
   check_same_dtype(y, "y", bias, "bias", "add_bias");
   check_len(bias, "bias", y->shape[1], y, "y", "add_bias", "the column count");
   check_no_overlap(y, "y", bias, "bias", "add_bias", false);
-  dispatch_f32_f64(y->dtype, [&](auto tag) {
-    using T = decltype(tag);
-    add_bias_loop(static_cast<T*>(y->data), static_cast<const T*>(bias->data), y->shape[0], y->shape[1]);
+  dispatch_float(y->dtype, [&](auto tr) {
+    using Tr = decltype(tr);
+    add_bias_loop<Tr>(data_of<Tr>(y), data_of<Tr>(bias), y->shape[0], y->shape[1]);
   });
 }
 
 void sum_rows(double alpha, const PL_Tensor* x, double beta, const PL_Tensor* out) {
   check_shaped(x, 2, "sum_rows", "x");
   check_shaped(out, 1, "sum_rows", "out");
-  require_f32_f64(x, "sum_rows", "x");
+  require_layer_float(x, "sum_rows", "x");
   check_same_dtype(x, "x", out, "out", "sum_rows");
   check_len(out, "out", x->shape[1], x, "x", "sum_rows", "the column count");
   check_no_overlap(out, "out", x, "x", "sum_rows", false);
-  dispatch_f32_f64(x->dtype, [&](auto tag) {
-    using T = decltype(tag);
-    sum_rows_loop(alpha, static_cast<const T*>(x->data), x->shape[0], x->shape[1], beta, static_cast<T*>(out->data));
+  dispatch_float(x->dtype, [&](auto tr) {
+    using Tr = decltype(tr);
+    sum_rows_loop<Tr>(alpha, data_of<Tr>(x), x->shape[0], x->shape[1], beta, data_of<Tr>(out));
   });
 }
 
@@ -140,9 +153,9 @@ void relu(const PL_Tensor* x, const PL_Tensor* y) {
   check_same_dtype(x, "x", y, "y", "relu");
   check_same_shape(x, "x", y, "y", "relu");
   check_no_overlap(y, "y", x, "x", "relu", true);
-  dispatch_f32_f64(x->dtype, [&](auto tag) {
-    using T = decltype(tag);
-    relu_loop(static_cast<const T*>(x->data), static_cast<T*>(y->data), x->numel);
+  dispatch_float(x->dtype, [&](auto tr) {
+    using Tr = decltype(tr);
+    relu_loop<Tr>(data_of<Tr>(x), data_of<Tr>(y), x->numel);
   });
 }
 
@@ -156,10 +169,9 @@ void relu_backward(const PL_Tensor* y, const PL_Tensor* dy, const PL_Tensor* dx)
   check_same_shape(y, "y", dx, "dx", "relu_backward");
   check_no_overlap(dx, "dx", y, "y", "relu_backward", false);
   check_no_overlap(dx, "dx", dy, "dy", "relu_backward", true);
-  dispatch_f32_f64(y->dtype, [&](auto tag) {
-    using T = decltype(tag);
-    relu_backward_loop(static_cast<const T*>(y->data), static_cast<const T*>(dy->data), static_cast<T*>(dx->data),
-                       y->numel);
+  dispatch_float(y->dtype, [&](auto tr) {
+    using Tr = decltype(tr);
+    relu_backward_loop<Tr>(data_of<Tr>(y), data_of<Tr>(dy), data_of<Tr>(dx), y->numel);
   });
 }
 

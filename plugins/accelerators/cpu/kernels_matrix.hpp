@@ -1,6 +1,7 @@
-// Internal helpers of the layer kernels (kernels_gemm.cpp, kernels_layers.cpp): shape checks for
-// matrices and vectors, the float32/float64 dispatch, and the overlap check.  The layer entries
-// name shapes in their errors, which the element-wise kernels (counts only) never needed.
+// Internal helpers of the layer kernels (kernels_gemm.cpp, kernels_layers.cpp, kernels_amp.cpp):
+// shape checks for matrices and vectors, the dtype checks and dispatch, and the overlap check.
+// The layer entries name shapes in their errors, which the element-wise kernels (counts only)
+// never needed.
 #pragma once
 
 #include "kernels_detail.hpp"
@@ -37,11 +38,18 @@ inline void check_shaped(const PL_Tensor* t, int32_t ndim, const char* op, const
                                       std::to_string(n) + " elements) but numel " + std::to_string(t->numel));
 }
 
-// The layer kernels implement float32 and float64 only.
+// The loss and argmax kernels implement float32 and float64 only (autocast runs them in f32).
 inline void require_f32_f64(const PL_Tensor* t, const char* op, const char* what) {
   if (t->dtype != PL_F32 && t->dtype != PL_F64)
     fail(PL_ERR_UNSUPPORTED, std::string(op) + ": " + what + " has dtype " + pl_dtype_name(t->dtype) +
                                  "; supported: float32, float64");
+}
+
+// gemm, add_bias, sum_rows, relu, relu_backward: every float dtype (ABI 1.3 adds f16/bf16).
+inline void require_layer_float(const PL_Tensor* t, const char* op, const char* what) {
+  if (!is_float_dtype(t->dtype))
+    fail(PL_ERR_UNSUPPORTED, std::string(op) + ": " + what + " has dtype " + pl_dtype_name(t->dtype) +
+                                 "; supported: float32, float64, float16, bfloat16");
 }
 
 inline void require_i64(const PL_Tensor* t, const char* op, const char* what) {
