@@ -128,7 +128,8 @@ typedef struct PL_AcceleratorApi {
    * shorter); minmax (f32, 2 per chunk) = {min, max}; in f32 arithmetic,
    * scale = (max - min) / 255.0f and q (u8, src.numel) = round_half_even(clamp((x - min) / scale,
    * 0, 255)), 0 when scale is 0.  dequantize: x = min + q * scale.  Non-finite inputs, and a
-   * chunk whose max - min overflows, are PL_ERR_INVALID_ARGUMENT. */
+   * chunk whose max - min overflows, are PL_ERR_INVALID_ARGUMENT (an asynchronous accelerator may
+   * report these data errors at the next synchronisation, as cross_entropy's labels). */
   PL_Error* (*quantize_u8)(PL_Accelerator* acc, const PL_Tensor* src, PL_Tensor* q,
                            PL_Tensor* minmax, int64_t chunk_size, PL_Stream* stream);
   PL_Error* (*dequantize_u8)(PL_Accelerator* acc, const PL_Tensor* q, const PL_Tensor* minmax,

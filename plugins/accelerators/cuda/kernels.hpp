@@ -1,0 +1,65 @@
+// The launchers of the cuda kernels (kernels_*.cu), called by the entries (entries_*.cpp) after
+// every argument check.  They dispatch on dtype, size the grid and launch asynchronously on the
+// Launch's stream; a failed launch throws a Failure.  Arguments are trusted here: dtypes, counts,
+// shapes and scalars have been checked, and the current device is the tensors' device.
+//
+// The arithmetic is the cpu reference's (plugins/accelerators/cpu/kernels.hpp), element for element.
+#pragma once
+
+#include "cuda_common.hpp"
+
+#include <plrt/pl_accelerator.h>
+
+#include <cstdint>
+
+namespace plrt::cuda {
+
+// ---- kernels_elementwise.cu ----
+void launch_fill_float(const Launch& L, const PL_Tensor& x, double value);
+void launch_fill_int(const Launch& L, const PL_Tensor& x, int64_t value);  // value fits the dtype
+void launch_scale_float(const Launch& L, const PL_Tensor& x, double alpha);
+void launch_scale_int(const Launch& L, const PL_Tensor& x, int64_t alpha);  // wraps modulo 2^bits
+void launch_axpy_float(const Launch& L, const PL_Tensor& y, double alpha, const PL_Tensor& x);
+void launch_axpy_int(const Launch& L, const PL_Tensor& y, int64_t alpha, const PL_Tensor& x);
+// dst and src of different float dtypes (a same-dtype cast is a copy, done by the entry).
+void launch_cast(const Launch& L, const PL_Tensor& dst, const PL_Tensor& src);
+// x = x * inv_scale; *found_inf = 1.0f when an element was inf or NaN (kernels_amp.cu).
+void launch_unscale_check(const Launch& L, const PL_Tensor& x, double inv_scale, float* found_inf);
+
+// ---- kernels_optim.cu: scalars as the cpu reference computes them, in double ----
+struct SgdScalars {
+  double lr, momentum, one_minus_dampening, weight_decay;
+  bool has_wd, has_momentum, nesterov, first_step;
+};
+void launch_sgd(const Launch& L, const PL_Tensor& param, const PL_Tensor& grad, const PL_Tensor* momentum_buf,
+                const SgdScalars& s);
+
+struct AdamScalars {
+  double beta1, beta2, one_minus_beta1, one_minus_beta2, eps, weight_decay;
+  double step_size, bc2_sqrt, decay;
+  bool decoupled, has_wd;
+};
+void launch_adam(const Launch& L, const PL_Tensor& param, const PL_Tensor& grad, const PL_Tensor& exp_avg,
+                 const PL_Tensor& exp_avg_sq, const AdamScalars& s);
+
+// ---- kernels_quant.cu: ByteGrad; errors go to `check` (keys in kernel_checks.hpp) ----
+void launch_quantize(const Launch& L, const PL_Tensor& src, uint8_t* q, float* minmax, int64_t chunk_size,
+                     const CheckRef& check);
+void launch_dequantize(const Launch& L, const uint8_t* q, const float* minmax, const PL_Tensor& dst,
+                       int64_t chunk_size, const CheckRef& check);
+
+// ---- kernels_layers.cu: row-major matrices of f32, f64, f16 or bf16 ----
+void launch_add_bias(const Launch& L, const PL_Tensor& y, const PL_Tensor& bias);
+void launch_sum_rows(const Launch& L, double alpha, const PL_Tensor& x, double beta, const PL_Tensor& out);
+void launch_relu(const Launch& L, const PL_Tensor& x, const PL_Tensor& y);
+void launch_relu_backward(const Launch& L, const PL_Tensor& y, const PL_Tensor& dy, const PL_Tensor& dx);
+// c = beta == 0 ? 0 : beta * c (gemm with k == 0: there is no product to add).
+void launch_scale_output(const Launch& L, const PL_Tensor& c, double beta);
+
+// ---- kernels_loss.cu: logits f32/f64 [n, c], labels i64 [n] ----
+// Labels are checked first (a bad one: its row into `check`, and nothing is written).
+void launch_cross_entropy(const Launch& L, const PL_Tensor& logits, const PL_Tensor& labels, const PL_Tensor& loss,
+                          const PL_Tensor* grad, double grad_scale, const CheckRef& check);
+void launch_argmax_rows(const Launch& L, const PL_Tensor& x, const PL_Tensor& out);
+
+}  // namespace plrt::cuda
