@@ -1,6 +1,8 @@
 // plrun's launch plan: checks, the rendezvous (address, port, token) and each worker's environment.
 #include "launch_plan.hpp"
 
+#include <plrt/sdk/usable_devices.hpp>
+
 #include <sys/random.h>
 
 #include <cerrno>
@@ -100,7 +102,17 @@ std::vector<WorkerSpec> plan_workers(const pl::JobConfig& c, const LaunchOptions
       // plrun serves the store for the whole job: rank 0 must not serve it (it may exit first).
       {"PL_USE_AGENT_STORE", "1"},
   };
-  for (const auto& [name, value] : o.trainer_flags) common.emplace_back("PL_TRAINER_" + name, value);
+  for (const auto& [name, value] : o.trainer_flags) {
+    // devices="usable[:N]" was resolved once, here: the workers get the list.  Probing again, each
+    // would find the devices its siblings had just taken busy.
+    if (name == "DEVICES" && pl::is_usable_devices_text(value)) {
+      std::string list;
+      for (int id : c.devices) list += (list.empty() ? "" : ", ") + std::to_string(id);
+      common.emplace_back("PL_TRAINER_" + name, "[" + list + "]");
+      continue;
+    }
+    common.emplace_back("PL_TRAINER_" + name, value);
+  }
   if (!o.plugin_path.empty()) common.emplace_back("PL_PLUGIN_PATH", o.plugin_path);
 
   std::vector<WorkerSpec> out;

@@ -50,6 +50,10 @@ const char* kDescription =
     "\n"
     "--devices takes Lightning's forms: 2 (the first two), -1 (all), \"1, 3\" or [1,3] (those\n"
     "indices), \"2,\" (index 2), auto.  With the cpu accelerator it is a number of processes.\n"
+    "usable:N picks N CUDA devices that are free now (not prohibited, not held in exclusive mode,\n"
+    "a context can be made, other processes use at most PL_USABLE_MAX_FOREIGN_MEMORY_MB (1024) MiB\n"
+    "and PL_USABLE_MAX_UTILIZATION (10) percent); \"usable\" takes every free one.  plrun checks\n"
+    "once and gives the workers the list (PL_TRAINER_DEVICES=[1, 3]); --dry-run shows it.\n"
     "Plugins are found by name in --plugin-path, PL_PLUGIN_PATH, the build tree and the install\n"
     "folder.  PL_LOG_LEVEL sets the log level (trace, debug, info, warn, error, critical, off).";
 
@@ -137,7 +141,8 @@ int main(int argc, char** argv) {
   app.add_flag("--json", as_json, "With --list-plugins: print JSON");
   app.add_flag("--dry-run", dry_run, "Print the resolved configuration as JSON and exit");
   app.add_option("--accelerator", req.accelerator, "cpu, cuda (or gpu), auto")->capture_default_str();
-  app.add_option("--devices", devices, "Devices per node (Lightning's forms); cpu: number of processes")
+  app.add_option("--devices", devices,
+                 "Devices per node (Lightning's forms, or usable:N for N free CUDA devices); cpu: number of processes")
       ->capture_default_str();
   app.add_option("--strategy", req.strategy, "A strategy plugin's name or alias, or auto")->capture_default_str();
   app.add_option("--num-nodes", req.num_nodes, "Number of machines")->capture_default_str();

@@ -1,7 +1,9 @@
 // Resolving a job's configuration from Lightning's knobs (what plrun --dry-run prints):
 // accelerator -> devices -> strategy -> world size -> precision -> process-group backend.
 #include "device_parser.hpp"
+#include "find_usable.hpp"
 #include "runtime_impl.hpp"
+#include "usable_devices.hpp"
 
 #include <algorithm>
 #include <string>
@@ -68,6 +70,13 @@ PL_EXPORT PL_Error* pl_runtime_resolve_job(PL_Runtime* rt, const PL_JobRequest* 
 
     // ---- accelerator ----
     std::string accel_name = req->accelerator && *req->accelerator ? req->accelerator : "auto";
+    // devices="usable[:N]" looks for free CUDA devices, so "auto" means cuda (find_usable.cpp).
+    const std::optional<int32_t> usable = usable_request(req->devices);
+    std::string accel_context = "accelerator";
+    if (usable && accel_name == "auto") {
+      accel_name = "cuda";
+      accel_context = "devices=" + describe(req->devices) + " needs the cuda accelerator";
+    }
     PL_ResolvedPlugin acc{};
     PL_DeviceAvailability avail{};
     AcceleratorProbe probe;
@@ -87,37 +96,42 @@ PL_EXPORT PL_Error* pl_runtime_resolve_job(PL_Runtime* rt, const PL_JobRequest* 
       }
       if (!chose_gpu) check(pl_runtime_find_plugin(rt, PL_PLUGIN_ACCELERATOR, "cpu", &acc), "accelerator=auto");
     } else {
-      check(pl_runtime_find_plugin(rt, PL_PLUGIN_ACCELERATOR, accel_name.c_str(), &acc), "accelerator");
+      check(pl_runtime_find_plugin(rt, PL_PLUGIN_ACCELERATOR, accel_name.c_str(), &acc), accel_context);
     }
     auto* acc_api = static_cast<const PL_AcceleratorApi*>(acc.plugin->api);
     const bool as_processes = (acc_api->flags & PL_ACCEL_DEVICES_ARE_PROCESSES) != 0;
     job->accelerator_s = acc.plugin->name;
 
     // ---- devices ----
-    int32_t available = 0;
-    std::string reason;
-    if (req->assume_device_count >= 0) {
-      available = req->assume_device_count;
-      reason = "--assume-device-count " + std::to_string(available);
+    if (usable) {  // found free now, without a CUDA context in this process (device_probe.hpp)
+      job->device_ids = resolve_usable_devices(rt, req->devices, *usable, job->accelerator_s, acc_api->device_type,
+                                               req->assume_device_count);
     } else {
-      avail = query_availability(rt, acc, probe);
-      available = avail.device_count;
-      reason = avail.reason;
-    }
-    PL_DeviceSpec spec = req->devices;
-    if (spec.struct_size == 0) {  // an unset spec means "auto"
-      spec.struct_size = sizeof spec;
-      spec.kind = PL_DEVICES_AUTO;
-    }
-    try {
-      job->device_ids = parse_devices(spec, job->accelerator_s, available, as_processes);
-    } catch (const Error& e) {
-      std::string msg = e.message;
-      if (available == 0 && !as_processes) {
-        if (!reason.empty()) msg += " (" + job->accelerator_s + ": " + reason + ")";
-        msg += "; to check a GPU job's configuration on a machine without its GPUs, pass --assume-device-count N";
+      int32_t available = 0;
+      std::string reason;
+      if (req->assume_device_count >= 0) {
+        available = req->assume_device_count;
+        reason = "--assume-device-count " + std::to_string(available);
+      } else {
+        avail = query_availability(rt, acc, probe);
+        available = avail.device_count;
+        reason = avail.reason;
       }
-      fail(e.code, msg);
+      PL_DeviceSpec spec = req->devices;
+      if (spec.struct_size == 0) {  // an unset spec means "auto"
+        spec.struct_size = sizeof spec;
+        spec.kind = PL_DEVICES_AUTO;
+      }
+      try {
+        job->device_ids = parse_devices(spec, job->accelerator_s, available, as_processes);
+      } catch (const Error& e) {
+        std::string msg = e.message;
+        if (available == 0 && !as_processes) {
+          if (!reason.empty()) msg += " (" + job->accelerator_s + ": " + reason + ")";
+          msg += "; to check a GPU job's configuration on a machine without its GPUs, pass --assume-device-count N";
+        }
+        fail(e.code, msg);
+      }
     }
 
     // ---- nodes ----

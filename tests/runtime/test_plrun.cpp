@@ -180,6 +180,69 @@ TEST(Plrun, GpuErrorsWithAssumedDevices) {
   expect_invalid("--dry-run --accelerator cuda --assume-device-count 0 --devices 1", "no cuda device is available");
 }
 
+// --devices usable:N on a simulated machine (PL_CUDA_DEVICE_TABLE): 0 and 3 are free, 1 is busy with
+// another process's memory, 2 is held in exclusive mode.
+class PlrunUsable : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char path[] = "/tmp/plrun-usable-XXXXXX";
+    ::close(::mkstemp(path));
+    table_ = path;
+    std::ofstream(table_) << R"({"devices": [
+      {"name": "GPU A"},
+      {"name": "GPU B", "processes": [{"pid": 4242, "used_bytes": 4294967296}]},
+      {"name": "GPU C", "compute_mode": "exclusive_process", "context_ok": false, "context_error": "busy"},
+      {"name": "GPU D"}]})";
+  }
+  void TearDown() override { std::remove(table_.c_str()); }
+  Result run(const std::string& args) { return plrun(args, "PL_CUDA_DEVICE_TABLE=" + table_); }
+  std::string table_;
+};
+
+TEST_F(PlrunUsable, DryRunShowsTheResolvedIds) {
+  for (const char* form : {"usable:2", "usable", "' usable:-1'"}) {
+    auto r = run("--dry-run " + kTestPlugins + " --accelerator cuda --strategy independent_c --devices " + form);
+    ASSERT_EQ(r.code, 0) << form << ": " << r.err;
+    auto j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["devices"], nlohmann::json::array({0, 3})) << form;
+    EXPECT_EQ(j["world_size"], 2);
+  }
+  auto one = run("--dry-run --devices usable:1");  // accelerator auto: usable means cuda
+  ASSERT_EQ(one.code, 0) << one.err;
+  EXPECT_EQ(nlohmann::json::parse(one.out)["accelerator"], "cuda");
+  EXPECT_EQ(nlohmann::json::parse(one.out)["devices"], nlohmann::json::array({0}));
+}
+
+TEST_F(PlrunUsable, TooFewFreeNamesTheBusyOnes) {
+  auto r = run("--dry-run " + kTestPlugins + " --accelerator cuda --strategy independent_c --devices usable:3");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_TRUE(r.out.empty());
+  EXPECT_THAT(r.err, HasSubstr("devices='usable:3': you requested 3 usable devices but only 2 of the 4 visible CUDA "
+                               "devices are usable ([0, 3])"));
+  EXPECT_THAT(r.err, HasSubstr("1 'GPU B' (busy: 4.0 GiB used by other processes (pid 4242: 4.0 GiB))"));
+  EXPECT_THAT(r.err, HasSubstr("2 'GPU C' (exclusive mode, held by another process)"));
+  auto five = run("--dry-run --accelerator cuda --devices usable:5");
+  EXPECT_EQ(five.code, 2);
+  EXPECT_THAT(five.err, HasSubstr("you requested 5 devices but this machine has only 4 visible CUDA devices"));
+}
+
+TEST_F(PlrunUsable, InvalidUsesAreNamed) {
+  auto check = [&](const std::string& args, const std::string& message) {
+    auto r = run(args);
+    EXPECT_EQ(r.code, 2) << args << "\n" << r.err;
+    EXPECT_THAT(r.err, HasSubstr(message)) << args;
+  };
+  check("--dry-run --accelerator cuda --devices usable:2 --assume-device-count 4", "usable needs the real devices");
+  check("--dry-run --accelerator cpu --devices usable:2", "finds free CUDA devices, but the accelerator is 'cpu'");
+  check("--dry-run --accelerator cuda --devices usable:0", "devices='usable:0' selects no device");
+  check("--dry-run --accelerator cuda --devices usable:x", "'x' is not an integer");
+  auto bad_env = plrun("--dry-run --accelerator cuda --devices usable:1",
+                       "PL_CUDA_DEVICE_TABLE=" + table_ + " PL_USABLE_MAX_UTILIZATION=high");
+  EXPECT_EQ(bad_env.code, 2);
+  EXPECT_THAT(bad_env.err, HasSubstr("PL_USABLE_MAX_UTILIZATION='high' is not a number"));
+  EXPECT_THAT(plrun("--help").out, HasSubstr("usable:N"));
+}
+
 TEST(Plrun, GpuRequestWithoutAGpuIsAClearError) {
   auto probe = plrun("--dry-run --accelerator cuda --devices 1");
   if (probe.code == 0) GTEST_SKIP() << "this machine has a GPU";

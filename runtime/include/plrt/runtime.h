@@ -172,6 +172,44 @@ PL_RUNTIME_API int32_t pl_store_port(const PL_Store* store);
  * and no call on it may be in flight.  NULL is ignored. */
 PL_RUNTIME_API void pl_store_destroy(PL_Store* store);
 
+/* ---- usable devices: Lightning's find_usable_cuda_devices, and more ----
+ * A device is occupied when its compute mode is prohibited, when it is in exclusive mode and held
+ * by another process, when this process cannot make a context on it, or (through NVML, when the
+ * driver has it) when other processes use more memory on it, or keep it busier, than the
+ * thresholds.  The check never initialises CUDA in the calling process (so that it may fork its
+ * workers afterwards): a short-lived child process makes the contexts and exits.
+ * PL_CUDA_DEVICE_TABLE=<file.json> replaces the probe with a simulated machine (format:
+ * runtime/src/device_table.hpp).
+ * The devices forms "usable:N" and "usable" (= "usable:-1"), as PL_DEVICES_STRING or
+ * PL_DEVICES_TEXT, are resolved by pl_runtime_resolve_job through this check (on the cuda
+ * accelerator; "auto" becomes cuda; not with assume_device_count >= 0); pl_parse_devices, which
+ * sees no device, rejects them. */
+typedef struct PL_UsableDeviceOptions {
+  size_t struct_size;
+  int32_t has_max_utilization;    /* nonzero: max_utilization_percent applies; else
+                                     PL_USABLE_MAX_UTILIZATION, else 10 */
+  double max_utilization_percent; /* in [0, 100]: a device busier than this is occupied */
+  int32_t has_max_foreign_memory; /* nonzero: max_foreign_memory_mb applies; else
+                                     PL_USABLE_MAX_FOREIGN_MEMORY_MB, else 1024 */
+  int64_t max_foreign_memory_mb;  /* >= 0 MiB: more used by other processes is occupied */
+  int64_t probe_timeout_ms;       /* <= 0: 30 000; devices that have not answered by then are
+                                     reported occupied */
+} PL_UsableDeviceOptions; /* all zero (but struct_size) = the defaults */
+
+/* Finds `num_devices` usable devices of `accelerator` ("cuda" or its alias "gpu"; NULL = "cuda"):
+ * 0 -> none; -1 -> every usable one (possibly none); more than are visible, or fewer usable than
+ * asked -> PL_ERR_INVALID_ARGUMENT naming each occupied device (index, name, why).  `options` is
+ * borrowed for the call; NULL = the defaults.  The ids (CUDA's visible indices, ascending) go to
+ * out_ids, a buffer of `capacity` owned by the caller (NULL with capacity 0: count only), and their
+ * number to *out_count.  A capacity smaller than the count is PL_ERR_INVALID_ARGUMENT with
+ * *out_count set; num_devices (when > 0), or the number of visible devices, always suffices.
+ * Each call probes the devices anew. */
+PL_RUNTIME_API PL_Error* pl_find_usable_devices(PL_Runtime* runtime, const char* accelerator,
+                                                int32_t num_devices,
+                                                const PL_UsableDeviceOptions* options,
+                                                int32_t* out_ids, size_t capacity,
+                                                size_t* out_count);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif
