@@ -29,7 +29,7 @@ TEST(GlooArguments, EachBadArgumentIsNamedAndTheGroupStaysUsable) {
     PL_Tensor cuda = b.tensor();
     cuda.device = {PL_DEVICE_CUDA, 0};
     expect_invalid([&] { r.pg->allreduce(cuda, PL_REDUCE_SUM); },
-                   "gloo allreduce: tensor is on cuda:0, but the gloo process group takes CPU buffers");
+                   "gloo allreduce: tensor is on cuda:0, but this gloo group takes CPU tensors only");
     expect_invalid([&] { r.pg->allreduce(t, 9); },
                    "gloo allreduce: unknown reduce op 9 (valid: 1 sum, 2 avg, 3 min, 4 max, 5 product)");
     PL_Tensor bad_dtype = b.tensor();

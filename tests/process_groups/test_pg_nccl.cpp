@@ -1,6 +1,7 @@
 // The nccl process group in one process: it loads and lists without a GPU, refuses CPU buffers and
-// missing devices by name, and (with a GPU) runs every collective in a world of one rank.  The
-// multi-rank cases are in test_pg_multiprocess (they need one GPU per rank).
+// missing devices by name, (with a GPU) runs every collective in a world of one rank, and refuses
+// two ranks on one GPU by name.  The multi-rank cases are in test_pg_multiprocess (they need one
+// GPU per rank).
 #include <plrt/sdk/process_group.hpp>
 
 #include <cuda_runtime_api.h>
@@ -9,6 +10,7 @@
 
 #include <cstdint>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -164,6 +166,47 @@ TEST_F(NcclOneRank, EveryCollectiveInAWorldOfOne) {
   } catch (const pl::Error& e) {
     EXPECT_EQ(e.code(), PL_ERR_INVALID_ARGUMENT);
     EXPECT_THAT(e.what(), HasSubstr("is on cpu:0"));
+  }
+}
+
+// Two ranks (threads here) on GPU 0: NCCL cannot run them, and says so obscurely inside
+// ncclCommInitRank.  The group's create finds it first, through the store, and fails on both ranks
+// alike with the ranks, the GPU, and what to do instead; neither waits for its timeout.
+TEST_F(NcclOneRank, TwoRanksOnOneGpuAreRefusedByNameOnEveryRank) {
+  std::string why;
+  if (gpu_count(&why) == 0) GTEST_SKIP() << "no GPU (" << why << ")";
+  std::vector<std::string> errors(2);
+  std::vector<PL_ErrorCode> codes(2, PL_ERR_OK);
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 2; ++r)
+    ranks.emplace_back([&, r] {
+      pl::Runtime rank_rt{quiet()};
+      pl::StoreOptions so;
+      so.host = "127.0.0.1";
+      so.port = store.port();
+      so.token = "nccl-test";
+      so.timeout = std::chrono::milliseconds(10000);
+      pl::Store client(rank_rt, so);
+      pl::ProcessGroupOptions o = options({PL_DEVICE_CUDA, 0});
+      o.rank = r;
+      o.world_size = 2;
+      o.group_name = "two-on-one";
+      try {
+        pl::ProcessGroup pg(rank_rt, "nccl", client, o);
+        errors[r] = "(created)";
+      } catch (const pl::Error& e) {
+        codes[r] = e.code();
+        errors[r] = e.what();
+      }
+    });
+  for (auto& t : ranks) t.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(15)) << "a rank waited for its timeout";
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(codes[r], PL_ERR_INVALID_ARGUMENT) << "rank " << r << ": " << errors[r];
+    EXPECT_THAT(errors[r], HasSubstr("nccl needs one GPU per rank: ranks 0 and 1 both use the GPU at PCI "));
+    EXPECT_THAT(errors[r], HasSubstr("(cuda:0); NCCL cannot run two ranks on one GPU"));
+    EXPECT_THAT(errors[r], HasSubstr("use process_group_backend='gloo' to share one"));
   }
 }
 

@@ -1,4 +1,5 @@
-// broadcast: gloo::broadcast (binomial tree from the root), in place in every rank's tensor.
+// broadcast: gloo::broadcast (binomial tree from the root), in place in every rank's tensor.  A
+// device tensor is staged through host memory: the root only copies it in, the others only back.
 #include "gloo_pg.hpp"
 
 #include <gloo/broadcast.h>
@@ -8,15 +9,20 @@ namespace plrt::gloo_pg {
 PL_Error* broadcast(PL_ProcessGroup* pg, PL_Tensor* tensor, int32_t root, PL_Work** out) noexcept {
   return entry(pg, "broadcast", [&] {
     const std::string w = where("broadcast");
-    pg::OpDesc d = pg::broadcast_args(tensor, root, shape(pg), w, cpu_tensors(w));
+    pg::OpDesc d = pg::broadcast_args(tensor, root, shape(pg), w, tensor_rule(*pg, w));
     pg->core->throw_if_unusable();
 
-    const PL_Tensor t = *tensor;
+    const PL_Tensor arg = *tensor;
     const int world = pg->world;
+    const bool is_root = pg->rank == root;
     const auto ctx = pg->context;
-    pg->core->run(std::move(d), [t, root, world, ctx](const pg::OpContext& oc) {
+    pg->core->run(std::move(d), [arg, root, world, is_root, ctx, staging = pg->staging](const pg::OpContext& oc) {
       if (world == 1) return;
-      if (t.numel == 0) return tagged_barrier(ctx, oc);
+      if (arg.numel == 0) return tagged_barrier(ctx, oc);
+      PL_Tensor t = arg;
+      StagedOp staged(staging);
+      staged.add(&t, is_root ? StagedOp::kRead : StagedOp::kWrite);
+      staged.stage_in();
       gloo_call([&] {
         gloo::BroadcastOptions opts(ctx);
         with_element(pl_dtype_size(t.dtype),
@@ -26,6 +32,7 @@ PL_Error* broadcast(PL_ProcessGroup* pg, PL_Tensor* tensor, int32_t root, PL_Wor
         opts.setTimeout(oc.remaining());
         gloo::broadcast(opts);
       });
+      staged.stage_out();
     }, out);
   });
 }

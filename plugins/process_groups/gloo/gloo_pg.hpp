@@ -1,7 +1,8 @@
 // The gloo process-group plugin's shared declarations: the instance, the collectives' entry
 // points (one file each, in Gloo's habit), and the helpers they share.  The backend-independent
 // part (sequence numbers, worker thread, watchdog, mismatch and timeout diagnosis, reductions) is
-// plrt_pg_core in ../common.
+// plrt_pg_core in ../common.  A group made for a device stages its tensors through host memory
+// (staging.hpp).
 #pragma once
 
 #include "group_core.hpp"
@@ -9,6 +10,7 @@
 #include "pg_entry.hpp"
 #include "op_desc.hpp"
 #include "plugin_support.hpp"
+#include "staging.hpp"
 
 #include <gloo/context.h>
 #include <gloo/transport/device.h>
@@ -30,12 +32,12 @@ struct PL_ProcessGroup {
   std::shared_ptr<gloo::Context> context;  // null for a world of one rank (no transport)
   std::unique_ptr<plrt::pg::GroupCore> core;
   bool allreduce_bcube = false;  // option allreduce: bcube (halving-doubling) instead of ring
+  std::shared_ptr<plrt::gloo_pg::Staging> staging;  // null for a group made for the cpu
 };
 
 namespace plrt::gloo_pg {
 
 inline constexpr const char* kBackend = "gloo";
-inline constexpr const char* kCpuOnly = "the gloo process group takes CPU buffers (nccl takes CUDA ones)";
 
 // Slot prefixes (the top byte of a gloo slot) of the ops this plugin runs over unbound buffers;
 // gloo's own collectives use 0x01..0x08.
@@ -92,10 +94,8 @@ void with_element(size_t size, F&& f) {
   }
 }
 
-// The gloo rule for tensor arguments: CPU buffers.
-inline pg::TensorCheck cpu_tensors(const std::string& where) {
-  return [where](const PL_Tensor* t, const char* what) { pg::check_tensor_arg(t, where, what, PL_DEVICE_CPU, kCpuOnly); };
-}
+// The gloo rule for tensor arguments: CPU tensors, and tensors on the device the group stages.
+pg::TensorCheck tensor_rule(const PL_ProcessGroup& pg, const std::string& where);
 inline pg::GroupShape shape(const PL_ProcessGroup* pg) { return {pg->rank, pg->world}; }
 
 inline size_t bytes_of(const PL_Tensor& t) { return static_cast<size_t>(t.numel) * pl_dtype_size(t.dtype); }

@@ -1,6 +1,11 @@
 // The gloo process-group plugin: create (options, the tcp device, the rendezvous through the
 // group's store, the core), destroy, set_timeout, abort, and the plugin's table and descriptor.
 //
+// Devices: a group made for the cpu (config->device cpu) takes CPU tensors.  A group made for a
+// device (e.g. cuda:0) with an accelerator (config->accelerator_api, config->accelerator, which
+// must outlive the group) also takes tensors on that device and stages them through page-locked
+// host memory (staging.hpp); without an accelerator such a group is refused at create.
+//
 // Options (PL_ProcessGroupConfig.options):
 //   iface      the network interface to listen on            (see transport.hpp for the default)
 //   hostname   the address or host name to listen on
@@ -29,13 +34,6 @@ using plugin::fail;
 using std::chrono::milliseconds;
 
 namespace {
-
-void check_config(const PL_Host* host, const PL_ProcessGroupConfig* c) {
-  pg::check_group_config(kBackend, host, c);
-  if (c->device.type != PL_DEVICE_CPU)
-    fail(PL_ERR_INVALID_ARGUMENT, "gloo: config->device has type " + std::to_string(c->device.type) + ", but " +
-                                      kCpuOnly);
-}
 
 // Gloo writes to its sockets without MSG_NOSIGNAL, so a peer that exits would kill this process
 // with SIGPIPE instead of failing the collective with an error that names it.  Like Python (and
@@ -70,11 +68,12 @@ PL_Error* pg_create(const PL_Host* host, const PL_ProcessGroupConfig* config, PL
   return plugin::guard(host, [&] {
     if (out == nullptr) fail(PL_ERR_INVALID_ARGUMENT, "gloo: create: out is NULL");
     *out = nullptr;
-    check_config(host, config);
-    if (config->world_size > 1) ignore_sigpipe(host);
+    pg::check_group_config(kBackend, host, config);
     const auto opts = pg::parse_options(kBackend, config->options, {"iface", "hostname", "allreduce"});
     const pg::CoreConfig cc = pg::core_config(kBackend, host, *config, opts);
     auto pg = std::make_unique<PL_ProcessGroup>();
+    pg->staging = Staging::create(host, *config);  // before the store: a bad device fails alone
+    if (config->world_size > 1) ignore_sigpipe(host);
     pg->host = host;
     pg->rank = config->rank;
     pg->world = config->world_size;
@@ -118,8 +117,10 @@ PL_Error* pg_create(const PL_Host* host, const PL_ProcessGroupConfig* config, PL
       abort_pairs(*raw->context, reason);
     })
                                   : pg::AbortTransport());
-    plugin::logf(host, PL_LOG_DEBUG, kBackend, "group '%s': rank %d of %d connected over %s (timeout %lld ms)",
-                 pg->name.c_str(), pg->rank, pg->world, pg->address.c_str(), static_cast<long long>(timeout));
+    plugin::logf(host, PL_LOG_DEBUG, kBackend, "group '%s': rank %d of %d connected over %s (timeout %lld ms)%s%s",
+                 pg->name.c_str(), pg->rank, pg->world, pg->address.c_str(), static_cast<long long>(timeout),
+                 pg->staging ? "; staging through host memory: " : "",
+                 pg->staging ? pg->staging->device_name().c_str() : "");
     *out = pg.release();
   });
 }
@@ -130,6 +131,7 @@ void pg_destroy(PL_ProcessGroup* pg) {
     pg->core->shutdown();  // runs what is queued; no transport abort after this
     pg->context.reset();   // closes the pairs
     pg->device.reset();
+    if (pg->staging) pg->staging->pool().free_all();  // no op holds a block once the core has stopped
   } catch (...) {
   }
   delete pg;
@@ -160,7 +162,8 @@ const PL_Plugin kPlugin = {
     PL_PLUGIN_PROCESS_GROUP,
     "gloo",
     "0.1.0",
-    "CPU collectives over Gloo's tcp transport, with mismatch detection and bounded waits",
+    "CPU collectives over Gloo's tcp transport (device tensors staged through host memory), with mismatch "
+    "detection and bounded waits",
     nullptr,
     0,
     &kApi,

@@ -4,7 +4,8 @@
 // same ones).  World W: W-1 steps; in step s rank R receives chunk (R-s-2) mod W from rank R-1,
 // combines it with its own input for that chunk, and forwards the partial result to rank R+1 in
 // the next step; the last chunk received is its own, combined straight into the output.  The
-// output may be inputs[R] itself.
+// output may be inputs[R] itself.  Device tensors are staged through host memory (staging.hpp),
+// which keeps that aliasing.
 #include "gloo_pg.hpp"
 #include "reduce.hpp"
 
@@ -58,51 +59,64 @@ void ring_reduce_scatter(const std::shared_ptr<gloo::Context>& ctx, const pg::Op
   });
 }
 
+// The host algorithm: `ins` and `o` are in host memory.
+void reduce_scatter_host(const std::shared_ptr<gloo::Context>& ctx, const pg::OpContext& oc,
+                         const std::vector<PL_Tensor>& ins, const PL_Tensor& o, PL_ReduceOp op,
+                         const std::vector<size_t>& counts) {
+  const size_t world = ins.size();
+  const size_t n_out = static_cast<size_t>(o.numel);
+  if (world == 1) {
+    if (n_out > 0 && o.data != ins[0].data) std::memmove(o.data, ins[0].data, bytes_of(o));
+    return;
+  }
+  const int64_t divisor = static_cast<int64_t>(world);
+  if (op == PL_REDUCE_AVG && pg::avg_widens(o.dtype)) {  // exact: an int64 sum, then the mean
+    std::vector<std::vector<int64_t>> wide(world);
+    std::vector<const uint8_t*> ptrs(world);
+    for (size_t r = 0; r < world; ++r) {
+      wide[r].resize(std::max<size_t>(counts[r], 1));
+      pg::widen_to_i64(ins[r].data, o.dtype, wide[r].data(), counts[r]);
+      ptrs[r] = reinterpret_cast<const uint8_t*>(wide[r].data());
+    }
+    std::vector<int64_t> result(std::max<size_t>(n_out, 1));
+    ring_reduce_scatter(ctx, oc, ptrs, counts, sizeof(int64_t), pg::reduce_fn(PL_REDUCE_SUM, PL_I64), result.data());
+    pg::narrow_avg_from_i64(result.data(), divisor, o.dtype, o.data, n_out);
+    return;
+  }
+  std::vector<const uint8_t*> ptrs(world);
+  for (size_t r = 0; r < world; ++r) ptrs[r] = static_cast<const uint8_t*>(ins[r].data);
+  ring_reduce_scatter(ctx, oc, ptrs, counts, pl_dtype_size(o.dtype), pg::reduce_fn(op, o.dtype), o.data);
+  if (op == PL_REDUCE_AVG) pg::divide_inplace(o.data, o.dtype, n_out, divisor);
+}
+
 }  // namespace
 
 PL_Error* reduce_scatter(PL_ProcessGroup* pg, const PL_Tensor* inputs, size_t num_inputs, PL_Tensor* output,
                          PL_ReduceOp op, PL_Work** out) noexcept {
   return entry(pg, "reduce_scatter", [&] {
     const std::string w = where("reduce_scatter");
-    pg::OpDesc d = pg::reduce_scatter_args(inputs, num_inputs, output, op, shape(pg), w, cpu_tensors(w));
+    pg::OpDesc d = pg::reduce_scatter_args(inputs, num_inputs, output, op, shape(pg), w, tensor_rule(*pg, w));
     pg->core->throw_if_unusable();
 
-    const std::vector<PL_Tensor> ins(inputs, inputs + num_inputs);
-    const PL_Tensor o = *output;
+    const std::vector<PL_Tensor> arg_ins(inputs, inputs + num_inputs);
+    const PL_Tensor arg_out = *output;
     const auto ctx = pg->context;
-    pg->core->run(std::move(d), [ins, o, op, ctx](const pg::OpContext& oc) {
-      const size_t world = ins.size();
-      const size_t n_out = static_cast<size_t>(o.numel);
-      if (world == 1) {
-        if (n_out > 0 && o.data != ins[0].data) std::memmove(o.data, ins[0].data, bytes_of(o));
-        return;
-      }
+    pg->core->run(std::move(d), [arg_ins, arg_out, op, ctx, staging = pg->staging](const pg::OpContext& oc) {
       std::vector<size_t> counts;
       size_t total = 0;
-      for (const auto& t : ins) {
+      for (const auto& t : arg_ins) {
         counts.push_back(static_cast<size_t>(t.numel));
         total += counts.back();
       }
-      if (total == 0) return tagged_barrier(ctx, oc);
-      const int64_t divisor = static_cast<int64_t>(world);
-      if (op == PL_REDUCE_AVG && pg::avg_widens(o.dtype)) {  // exact: an int64 sum, then the mean
-        std::vector<std::vector<int64_t>> wide(world);
-        std::vector<const uint8_t*> ptrs(world);
-        for (size_t r = 0; r < world; ++r) {
-          wide[r].resize(std::max<size_t>(counts[r], 1));
-          pg::widen_to_i64(ins[r].data, o.dtype, wide[r].data(), counts[r]);
-          ptrs[r] = reinterpret_cast<const uint8_t*>(wide[r].data());
-        }
-        std::vector<int64_t> result(std::max<size_t>(n_out, 1));
-        ring_reduce_scatter(ctx, oc, ptrs, counts, sizeof(int64_t), pg::reduce_fn(PL_REDUCE_SUM, PL_I64),
-                            result.data());
-        pg::narrow_avg_from_i64(result.data(), divisor, o.dtype, o.data, n_out);
-        return;
-      }
-      std::vector<const uint8_t*> ptrs(world);
-      for (size_t r = 0; r < world; ++r) ptrs[r] = static_cast<const uint8_t*>(ins[r].data);
-      ring_reduce_scatter(ctx, oc, ptrs, counts, pl_dtype_size(o.dtype), pg::reduce_fn(op, o.dtype), o.data);
-      if (op == PL_REDUCE_AVG) pg::divide_inplace(o.data, o.dtype, n_out, divisor);
+      if (arg_ins.size() > 1 && total == 0) return tagged_barrier(ctx, oc);
+      std::vector<PL_Tensor> ins = arg_ins;  // the staged copies point at host memory
+      PL_Tensor o = arg_out;
+      StagedOp staged(staging);
+      for (auto& t : ins) staged.add(&t, StagedOp::kRead);
+      staged.add(&o, StagedOp::kWrite);
+      staged.stage_in();
+      reduce_scatter_host(ctx, oc, ins, o, op, counts);
+      staged.stage_out();
     }, out);
   });
 }

@@ -1,5 +1,9 @@
 #include "nccl_comm.hpp"
 
+#include "gpu_sharing.hpp"
+
+#include <algorithm>
+#include <cctype>
 #include <cstring>
 #include <thread>
 
@@ -74,6 +78,17 @@ void pause(int& round) {
   ++round;
 }
 
+// The GPU this rank drives, as NCCL tells GPUs apart (host and PCI bus id).
+GpuIdentity this_gpu(int device) {
+  GpuIdentity g = this_host();
+  char pci[64] = {};
+  check_cuda(cudaDeviceGetPCIBusId(pci, sizeof pci - 1, device), "cudaDeviceGetPCIBusId(" + std::to_string(device) + ")");
+  g.pci = pci;
+  std::transform(g.pci.begin(), g.pci.end(), g.pci.begin(), [](unsigned char c) { return std::tolower(c); });
+  g.device = device;
+  return g;
+}
+
 }  // namespace
 
 Comm::Comm(const pg::StoreClient& store, const std::string& key_prefix, int rank, int world_size, int device,
@@ -86,6 +101,9 @@ Comm::Comm(const pg::StoreClient& store, const std::string& key_prefix, int rank
   // under this name (every rank makes the same groups in the same order, so the counts agree), so
   // a group re-made under the same name never reads a stale id.
   const int64_t generation = store.add(key_prefix + "nccl_generation/" + std::to_string(rank), 1);
+  // Two ranks on one GPU: refused here by name, on every rank, before NCCL fails obscurely.
+  check_one_gpu_per_rank(store, key_prefix + "nccl_gpu/" + std::to_string(generation) + "/", rank, world_size,
+                         this_gpu(device), deadline);
   const std::string key = key_prefix + "nccl_unique_id/" + std::to_string(generation);
   ncclUniqueId id;
   if (rank == 0) {

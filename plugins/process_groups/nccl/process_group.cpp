@@ -6,7 +6,8 @@
 //              calls; default 1000, capped at a quarter of the timeout; 0 disables the probes
 //
 // NCCL refuses two ranks on one GPU: a world of N over nccl needs N GPUs (two processes sharing
-// one GPU can use gloo with CUDA buffers staged through the host instead).
+// one GPU can use gloo with CUDA buffers staged through the host instead).  create checks it
+// through the store before NCCL sees the ranks (gpu_sharing.hpp) and names the ranks that share.
 #include "nccl_pg.hpp"
 
 #include <plrt/pl_plugin.h>
