@@ -2,6 +2,7 @@
 //
 //   plrun --strategy ddp --devices 2 -- plrt-mlp --epochs 5
 //   plrt-mlp --strategy ddp_spawn --devices 2 --data mnist.safetensors --save mlp.safetensors
+//   plrt-mlp --strategy dp --devices 2 --precision bf16-mixed
 //
 // Exit codes: 0 success, 2 invalid input (the error on stderr), 1 anything else.
 #include "mlp_data.hpp"
@@ -68,8 +69,12 @@ int main(int argc, char** argv) {
   app.add_option("--classes", synth.classes, "Synthetic data: classes")->capture_default_str();
   app.add_option("--accelerator", topt.accelerator, "cpu, cuda, auto")->capture_default_str();
   app.add_option("--devices", devices, "Lightning's devices (cpu: processes)")->capture_default_str();
-  app.add_option("--strategy", topt.strategy, "auto, ddp, ddp_spawn, single_device, ...")->capture_default_str();
+  app.add_option("--strategy", topt.strategy, "auto, ddp, ddp_spawn, dp, ddp2, single_device, ...")->capture_default_str();
   app.add_option("--num-nodes", topt.num_nodes, "Machines")->capture_default_str();
+  app.add_option("--precision", topt.precision, "32-true, 16-mixed, bf16-mixed (or 32, 16, bf16)")->capture_default_str();
+  bool whole_batch_loss = false;
+  app.add_flag("--whole-batch-loss", whole_batch_loss,
+               "dp/ddp2: compute the loss over the whole batch in training_step_end (two-phase step)");
   app.add_option("--accumulate-grad-batches", topt.accumulate_grad_batches, "Batches per optimizer step")
       ->capture_default_str();
   app.add_option("--root-dir", topt.default_root_dir, "Where lightning_logs/ goes")->capture_default_str();
@@ -92,7 +97,7 @@ int main(int argc, char** argv) {
     if (!(lr > 0)) throw pl::Error(PL_ERR_INVALID_ARGUMENT, "--lr " + std::to_string(lr) + " must be > 0");
     pl::Trainer trainer(topt);  // seeds everything first: the model's initial weights follow --seed
     MlpData d = data.empty() ? make_synthetic(synth, heldout) : load_safetensors(data, heldout, seed);
-    MlpClassifier model(d.features, parse_hidden(hidden), d.classes, {optimizer, lr, momentum});
+    MlpClassifier model(d.features, parse_hidden(hidden), d.classes, {optimizer, lr, momentum}, whole_batch_loss);
     if (!init.empty()) model.load_state_dict(pl::safetensors::load(init).tensors, true);
 
     pl::DataLoaderOptions lo;
@@ -124,6 +129,11 @@ int main(int argc, char** argv) {
         j["world_size"] = trainer.world_size();
         j["strategy"] = trainer.job().strategy;
         j["metrics"] = m;
+        j["precision"] = trainer.job().precision;
+        j["effective_batch_size"] = trainer.effective_batch_size();
+        j["replicas"] = trainer.num_replicas();
+        j["loss_scale"] = trainer.loss_scale();
+        j["skipped_steps"] = trainer.skipped_steps();
         for (const char* stat : {"exposed_allreduce_ms", "allreduce_ms", "early_launches", "buckets"}) {
           try {
             j["strategy_stats"][stat] = trainer.strategy_stat(stat);

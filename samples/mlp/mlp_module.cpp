@@ -3,8 +3,9 @@
 #include <plrt/sdk/optim.hpp>
 
 MlpClassifier::MlpClassifier(int64_t in_features, const std::vector<int64_t>& hidden, int64_t classes,
-                             OptimizerConfig optim)
-    : optim_(std::move(optim)) {
+                             OptimizerConfig optim, bool whole_batch_loss)
+    : optim_(std::move(optim)), in_features_(in_features), classes_(classes), hidden_(hidden),
+      whole_batch_loss_(whole_batch_loss) {
   std::vector<int64_t> sizes{in_features};
   sizes.insert(sizes.end(), hidden.begin(), hidden.end());
   sizes.push_back(classes);
@@ -74,3 +75,41 @@ std::unique_ptr<pl::Optimizer> MlpClassifier::configure_optimizers() {
   o.momentum = optim_.momentum;
   return std::make_unique<pl::SGD>(parameters(), o);
 }
+
+std::unique_ptr<pl::LightningModule> MlpClassifier::replicate() const {
+  return std::make_unique<MlpClassifier>(in_features_, hidden_, classes_, optim_, whole_batch_loss_);
+}
+
+// The two-phase step: each replica returns its logits; the root takes the mean loss over the
+// whole batch and hands each replica the gradient of that loss with respect to its logits.
+pl::Tensor MlpClassifier::forward_step(const pl::Batch& batch, int64_t) { return forward(batch.at(0)); }
+
+double MlpClassifier::training_step_end(std::vector<pl::ReplicaOutput>& outputs) {
+  if (!whole_batch_loss_) return LightningModule::training_step_end(outputs);
+  int64_t rows = 0, correct = 0;
+  for (const auto& o : outputs) rows += o.batch_size;
+  double loss = 0;
+  for (auto& o : outputs) {
+    auto ce = pl::nn::cross_entropy(o.output, o.batch.at(1), /*with_grad=*/true);
+    const double share = static_cast<double>(o.batch_size) / static_cast<double>(rows);
+    PL_Tensor g = ce.grad.view();
+    ce.grad.accelerator().scale(g, share);  // d(mean over the whole batch) = share * d(mean over the slice)
+    o.output_grad = ce.grad;
+    loss += share * ce.loss;
+    correct += ce.correct;
+  }
+  pl::LogOptions bar;
+  bar.prog_bar = true;
+  bar.on_epoch = true;
+  bar.batch_size = rows;
+  log("train_loss", loss, bar);
+  pl::LogOptions epoch_only;
+  epoch_only.on_step = false;
+  epoch_only.on_epoch = true;
+  epoch_only.sync_dist = true;
+  epoch_only.batch_size = rows;
+  log("train_acc", static_cast<double>(correct) / static_cast<double>(rows), epoch_only);
+  return loss;
+}
+
+void MlpClassifier::backward_step(const pl::Tensor& output_grad) { backward(output_grad); }

@@ -18,7 +18,10 @@ struct OptimizerConfig {
 
 class MlpClassifier : public pl::LightningModule {
  public:
-  MlpClassifier(int64_t in_features, const std::vector<int64_t>& hidden, int64_t classes, OptimizerConfig optim);
+  // whole_batch_loss: under dp/ddp2 take the loss over the whole batch in training_step_end
+  // (Lightning's two-phase dp step) rather than per replica.
+  MlpClassifier(int64_t in_features, const std::vector<int64_t>& hidden, int64_t classes, OptimizerConfig optim,
+                bool whole_batch_loss = false);
 
   pl::Tensor forward(const pl::Tensor& x);
   void backward(const pl::Tensor& dlogits);
@@ -27,6 +30,12 @@ class MlpClassifier : public pl::LightningModule {
   void validation_step(const pl::Batch& batch, int64_t batch_idx) override;
   void test_step(const pl::Batch& batch, int64_t batch_idx) override;
   std::unique_ptr<pl::Optimizer> configure_optimizers() override;
+  // dp/ddp2: a model of the same shape per extra device.
+  std::unique_ptr<pl::LightningModule> replicate() const override;
+  bool split_step() const override { return whole_batch_loss_; }
+  pl::Tensor forward_step(const pl::Batch& batch, int64_t batch_idx) override;
+  double training_step_end(std::vector<pl::ReplicaOutput>& outputs) override;
+  void backward_step(const pl::Tensor& output_grad) override;
 
  private:
   void evaluate(const pl::Batch& batch, const std::string& prefix);
@@ -34,4 +43,7 @@ class MlpClassifier : public pl::LightningModule {
   std::vector<std::unique_ptr<pl::nn::Linear>> linear_;
   std::vector<pl::nn::ReLU> relu_;
   OptimizerConfig optim_;
+  int64_t in_features_, classes_;
+  std::vector<int64_t> hidden_;
+  bool whole_batch_loss_;
 };

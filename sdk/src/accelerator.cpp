@@ -120,6 +120,82 @@ void Accelerator::synchronize() const {
   call(a, PL_ACC_ENTRY(a, stream_synchronize), "stream_synchronize", static_cast<PL_Stream*>(nullptr));
 }
 
+// ---- staging: page-locked host memory, streams, events ----
+
+namespace {
+
+// For the noexcept releases: a failure is logged as a warning, never thrown.
+void warn_on_error(const Accelerator::Impl& a, PL_Error* e, const char* what) noexcept {
+  if (e == nullptr) return;
+  std::string msg = std::string("pl::Accelerator: ") + what + " failed: " + a.host->error_message(e);
+  a.host->error_destroy(e);
+  a.host->log(a.host->ctx, PL_LOG_WARN, "sdk", msg.c_str());
+}
+
+}  // namespace
+
+void* Accelerator::alloc_host(size_t bytes) const {
+  const auto& a = need(impl_);
+  void* p = nullptr;
+  call(a, PL_ACC_ENTRY(a, alloc_host), "alloc_host", bytes, &p);
+  return p;
+}
+
+void Accelerator::free_host(void* ptr) const noexcept {
+  if (!impl_ || ptr == nullptr || impl_->api->free_host == nullptr) return;
+  warn_on_error(*impl_, impl_->api->free_host(impl_->acc, ptr), "free_host");
+}
+
+void Accelerator::copy_async(void* dst, PL_Device dst_device, const void* src, PL_Device src_device, size_t bytes,
+                             PL_Stream* stream) const {
+  const auto& a = need(impl_);
+  call(a, PL_ACC_ENTRY(a, copy), "copy", dst, dst_device, src, src_device, bytes, stream);
+}
+
+PL_Stream* Accelerator::stream_create(PL_Device device) const {
+  const auto& a = need(impl_);
+  PL_Stream* s = nullptr;
+  call(a, PL_ACC_ENTRY(a, stream_create), "stream_create", device, &s);
+  return s;
+}
+
+void Accelerator::stream_destroy(PL_Stream* stream) const noexcept {
+  if (!impl_ || stream == nullptr || impl_->api->stream_destroy == nullptr) return;
+  warn_on_error(*impl_, impl_->api->stream_destroy(impl_->acc, stream), "stream_destroy");
+}
+
+void Accelerator::stream_synchronize(PL_Stream* stream) const {
+  const auto& a = need(impl_);
+  call(a, PL_ACC_ENTRY(a, stream_synchronize), "stream_synchronize", stream);
+}
+
+PL_Event* Accelerator::event_create(PL_Device device) const {
+  const auto& a = need(impl_);
+  PL_Event* e = nullptr;
+  call(a, PL_ACC_ENTRY(a, event_create), "event_create", device, &e);
+  return e;
+}
+
+void Accelerator::event_destroy(PL_Event* event) const noexcept {
+  if (!impl_ || event == nullptr || impl_->api->event_destroy == nullptr) return;
+  warn_on_error(*impl_, impl_->api->event_destroy(impl_->acc, event), "event_destroy");
+}
+
+void Accelerator::event_record(PL_Event* event, PL_Stream* stream) const {
+  const auto& a = need(impl_);
+  call(a, PL_ACC_ENTRY(a, event_record), "event_record", event, stream);
+}
+
+void Accelerator::event_synchronize(PL_Event* event) const {
+  const auto& a = need(impl_);
+  call(a, PL_ACC_ENTRY(a, event_synchronize), "event_synchronize", event);
+}
+
+void Accelerator::stream_wait_event(PL_Stream* stream, PL_Event* event) const {
+  const auto& a = need(impl_);
+  call(a, PL_ACC_ENTRY(a, stream_wait_event), "stream_wait_event", stream, event);
+}
+
 void Accelerator::fill(PL_Tensor& x, double value) const {
   const auto& a = need(impl_);
   call(a, PL_ACC_ENTRY(a, fill), "fill", &x, value, static_cast<PL_Stream*>(nullptr));
@@ -177,6 +253,11 @@ void Accelerator::cross_entropy(const PL_Tensor& logits, const PL_Tensor& labels
 void Accelerator::argmax_rows(const PL_Tensor& x, PL_Tensor& out) const {
   const auto& a = need(impl_);
   call(a, PL_ACC_ENTRY(a, argmax_rows), "argmax_rows", &x, &out, static_cast<PL_Stream*>(nullptr));
+}
+
+void Accelerator::unscale_check(PL_Tensor& x, double inv_scale, PL_Tensor& found_inf) const {
+  const auto& a = need(impl_);
+  call(a, PL_ACC_ENTRY(a, unscale_check), "unscale_check", &x, inv_scale, &found_inf, static_cast<PL_Stream*>(nullptr));
 }
 
 }  // namespace pl

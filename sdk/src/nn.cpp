@@ -1,6 +1,8 @@
 // pl::nn: Linear, ReLU and cross_entropy over the accelerator's layer kernels (ABI 1.2).
 #include <plrt/sdk/nn.hpp>
 
+#include <plrt/sdk/amp.hpp>
+
 #include <cmath>
 #include <string>
 #include <vector>
@@ -103,27 +105,95 @@ const Accelerator& Linear::need_accelerator(const char* what) const {
 Tensor Linear::forward(const Tensor& x) {
   const Accelerator& acc = need_accelerator("forward");
   const PL_DType dtype = weight_->value.dtype();
-  check_matrix(x, "nn::Linear::forward", "x", in_, dtype, device());
-  Tensor& y = reuse(y_, acc, device(), {x.size(0), out_}, dtype, x);
-  PL_Tensor xv = x.view(), wv = weight_->value.view(), yv = y.view();
-  acc.gemm(false, true, 1.0, xv, wv, 0.0, yv);
-  if (bias_ != nullptr) acc.add_bias(yv, bias_->value.view());
-  x_ = x;
+  const PL_DType low = dtype == PL_F32 ? amp::compute_dtype() : PL_DTYPE_INVALID;
+  low_ = low;
+  if (low == PL_DTYPE_INVALID) {
+    check_matrix(x, "nn::Linear::forward", "x", in_, dtype, device());
+    Tensor& y = reuse(y_, acc, device(), {x.size(0), out_}, dtype, x);
+    PL_Tensor xv = x.view(), wv = weight_->value.view(), yv = y.view();
+    acc.gemm(false, true, 1.0, xv, wv, 0.0, yv);
+    if (bias_ != nullptr) acc.add_bias(yv, bias_->value.view());
+    x_ = x;
+    return y;
+  }
+  // autocast: low-precision copies of the input (unless it already is), the weight and the bias
+  check_matrix(x, "nn::Linear::forward", "x", in_, x.dtype() == low ? low : dtype, device());
+  Tensor xl = x;
+  if (x.dtype() != low) {
+    xl = reuse(xl_, acc, device(), x.shape(), low, x);
+    PL_Tensor dst = xl.view();
+    acc.cast(dst, x.view());
+  }
+  Tensor& wl = reuse(wl_, acc, device(), weight_->value.shape(), low, Tensor());
+  PL_Tensor wlv = wl.view();
+  acc.cast(wlv, weight_->value.view());
+  Tensor& y = reuse(y_, acc, device(), {x.size(0), out_}, low, xl);
+  PL_Tensor xv = xl.view(), yv = y.view();
+  acc.gemm(false, true, 1.0, xv, wlv, 0.0, yv);
+  if (bias_ != nullptr) {
+    Tensor& bl = reuse(bl_, acc, device(), bias_->value.shape(), low, Tensor());
+    PL_Tensor blv = bl.view();
+    acc.cast(blv, bias_->value.view());
+    acc.add_bias(yv, blv);
+  }
+  x_ = xl;
   return y;
+}
+
+// Writes p's gradient (the layer's dtype) from `low` (the compute dtype): widened into `wide`,
+// then scaled into the gradient or added to it.
+void Linear::write_grad(Parameter& p, const char* name, const Tensor& low, Tensor& wide) {
+  const Accelerator& acc = accelerator();
+  if (!p.grad.defined() || p.grad.shape() != p.value.shape())
+    throw Error(PL_ERR_INVALID_ARGUMENT, std::string("nn::Linear::backward: ") + name +
+                                             " has no gradient tensor; call module.to(accelerator, device) after "
+                                             "changing requires_grad");
+  const double scale = grad_scale();
+  PL_Tensor gv = p.grad.view();
+  if (p.grad_is_zero) {
+    acc.cast(gv, low.view());
+    if (scale != 1.0) acc.scale(gv, scale);
+  } else {
+    Tensor& w = reuse(wide, acc, device(), p.value.shape(), p.value.dtype(), Tensor());
+    PL_Tensor wv = w.view();
+    acc.cast(wv, low.view());
+    acc.axpy(gv, scale, wv);
+  }
+  p.grad_is_zero = false;
+  grad_ready(p);
 }
 
 Tensor Linear::backward(const Tensor& dy, bool need_input_grad) {
   const Accelerator& acc = need_accelerator("backward");
   if (!x_.defined())
     throw Error(PL_ERR_INVALID_ARGUMENT, "nn::Linear::backward: no forward to differentiate; call forward first");
-  const PL_DType dtype = weight_->value.dtype();
+  const PL_DType dtype = low_ == PL_DTYPE_INVALID ? weight_->value.dtype() : low_;
   check_matrix(dy, "nn::Linear::backward", "dy", out_, dtype, device());
   if (dy.size(0) != x_.size(0))
     throw Error(PL_ERR_INVALID_ARGUMENT, "nn::Linear::backward: dy has shape " + shape_text(dy.shape()) +
                                              " but the forward input had shape " + shape_text(x_.shape()) +
                                              "; their row counts must match");
-  const double scale = grad_scale();
   PL_Tensor dyv = dy.view(), xv = x_.view();
+  if (low_ != PL_DTYPE_INVALID) {  // autocast: gradients in the compute dtype, widened on write
+    if (bias_ != nullptr && bias_->requires_grad) {
+      Tensor& gb = reuse(gbl_, acc, device(), bias_->value.shape(), low_, Tensor());
+      PL_Tensor gbv = gb.view();
+      acc.sum_rows(1.0, dyv, 0.0, gbv);
+      write_grad(*bias_, "bias", gb, gb32_);
+    }
+    if (weight_->requires_grad) {
+      Tensor& gw = reuse(gwl_, acc, device(), weight_->value.shape(), low_, Tensor());
+      PL_Tensor gwv = gw.view();
+      acc.gemm(true, false, 1.0, dyv, xv, 0.0, gwv);
+      write_grad(*weight_, "weight", gw, gw32_);
+    }
+    if (!need_input_grad) return Tensor();
+    Tensor& dx = reuse(dx_, acc, device(), x_.shape(), low_, dy);
+    PL_Tensor wlv = wl_.view(), dxv = dx.view();
+    acc.gemm(false, false, 1.0, dyv, wlv, 0.0, dxv);
+    return dx;
+  }
+  const double scale = grad_scale();
   auto write = [&](Parameter& p, const char* name, auto&& kernel) {
     if (!p.requires_grad) return;
     if (!p.grad.defined() || p.grad.shape() != p.value.shape())
@@ -184,13 +254,27 @@ CrossEntropy cross_entropy(const Tensor& logits, const Tensor& labels, bool with
   const Accelerator& acc = owner(logits, op, "logits");
   const PL_Device dev = logits.device();
   const Tensor lab = same_place(labels.device(), dev) ? labels : labels.to(acc, dev);
+  // autocast runs losses in float32: low-precision logits are widened, the gradient narrowed back
+  const bool low = logits.dtype() == PL_F16 || logits.dtype() == PL_BF16;
+  Tensor wide = logits;
+  if (low) {
+    wide = Tensor::empty(acc, dev, logits.shape(), PL_F32);
+    PL_Tensor wv = wide.view();
+    acc.cast(wv, logits.view());
+  }
 
   CrossEntropy out;
   out.count = n;
-  Tensor loss = Tensor::empty(acc, dev, {n}, logits.dtype());
-  if (with_grad) out.grad = Tensor::empty(acc, dev, {n, c}, logits.dtype());
-  PL_Tensor lv = logits.view(), labv = lab.view(), lossv = loss.view(), gv = out.grad.defined() ? out.grad.view() : PL_Tensor{};
-  acc.cross_entropy(lv, labv, lossv, with_grad ? &gv : nullptr, 1.0 / static_cast<double>(n));
+  Tensor loss = Tensor::empty(acc, dev, {n}, wide.dtype());
+  if (with_grad) out.grad = Tensor::empty(acc, dev, {n, c}, wide.dtype());
+  PL_Tensor lv = wide.view(), labv = lab.view(), lossv = loss.view(), gv = out.grad.defined() ? out.grad.view() : PL_Tensor{};
+  acc.cross_entropy(lv, labv, lossv, with_grad ? &gv : nullptr, amp::loss_scale() / static_cast<double>(n));
+  if (low && with_grad) {
+    Tensor g = Tensor::empty(acc, dev, {n, c}, logits.dtype());
+    PL_Tensor dst = g.view();
+    acc.cast(dst, out.grad.view());
+    out.grad = g;
+  }
 
   Tensor pred = Tensor::empty(acc, dev, {n}, PL_I64);
   PL_Tensor pv = pred.view();

@@ -4,29 +4,32 @@
 
 #include <cstddef>
 #include <exception>
+#include <mutex>
 
 namespace pl::detail {
 
 namespace {
 
 struct StepCall {
-  const std::function<void()>* step;
+  const StrategyHandle::ReplicaStep* step;
+  std::mutex mu;
+  int error_replica = -1;  // the lowest replica that threw
   std::exception_ptr error;
 };
 
 PL_Error* step_trampoline(void* user, int32_t replica, int32_t num_replicas, PL_Device device, PL_Parameter* params,
                           size_t num_params) {
-  (void)replica, (void)device, (void)params, (void)num_params;
+  (void)params, (void)num_params;  // the trainer knows each replica's module (it registered them)
   auto* call = static_cast<StepCall*>(user);
-  if (num_replicas != 1)
-    return pl_error_new(PL_ERR_UNSUPPORTED,
-                        "this trainer drives one replica per process; strategies with several replicas (dp, ddp2) "
-                        "come with the GPU issue");
   try {
-    (*call->step)();
+    (*call->step)(replica, num_replicas, device);
     return nullptr;
   } catch (...) {
-    call->error = std::current_exception();
+    std::lock_guard<std::mutex> lock(call->mu);
+    if (call->error_replica < 0 || replica < call->error_replica) {
+      call->error_replica = replica;
+      call->error = std::current_exception();
+    }
     return pl_error_new(PL_ERR_RUNTIME, "training_step failed (the trainer rethrows the original error)");
   }
 }
@@ -78,8 +81,9 @@ void StrategyHandle::setup(std::vector<PL_Parameter>& params) {
   torn_down_ = false;
 }
 
-void StrategyHandle::run_step(const std::function<void()>& step) {
-  StepCall call{&step, nullptr};
+void StrategyHandle::run_step(const ReplicaStep& step) {
+  StepCall call;
+  call.step = &step;
   PL_ReplicaStepFn fn{sizeof(PL_ReplicaStepFn), &call, step_trampoline};
   PL_Error* e = api_->run_step(s_, &fn);
   if (call.error) {
@@ -87,6 +91,22 @@ void StrategyHandle::run_step(const std::function<void()>& step) {
     std::rethrow_exception(call.error);
   }
   check(host_, e);
+}
+
+int StrategyHandle::num_replicas() const {
+  auto f = PL_STRAT_ENTRY(num_replicas);
+  if (!f) return 1;
+  int32_t n = 1;
+  check(host_, f(s_, &n));
+  if (n < 1) throw Error(PL_ERR_RUNTIME, "strategy '" + name_ + "' reports " + std::to_string(n) + " replicas");
+  return n;
+}
+
+void StrategyHandle::setup_replica(int replica, std::vector<PL_Parameter>& params) {
+  auto f = PL_STRAT_ENTRY(setup_replica);
+  if (!f)
+    throw Error(PL_ERR_UNSUPPORTED, "strategy '" + name_ + "' drives several replicas but has no setup_replica entry");
+  check(host_, f(s_, replica, params.data(), params.size()));
 }
 
 void StrategyHandle::on_grad_ready(size_t index) {

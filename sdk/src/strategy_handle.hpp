@@ -34,8 +34,14 @@ class StrategyHandle {
   bool created() const { return s_ != nullptr; }
   const std::string& name() const { return name_; }
   void setup(std::vector<PL_Parameter>& params);
-  // Runs `step` as the strategy's replica function (once per replica it drives).
-  void run_step(const std::function<void()>& step);
+  // Runs `step` as the strategy's replica function: once per replica it drives (dp, ddp2: one per
+  // device, concurrently, each in its own thread).  An exception thrown by a replica's step is
+  // rethrown here (the lowest replica's, when several throw).
+  using ReplicaStep = std::function<void(int replica, int num_replicas, PL_Device device)>;
+  void run_step(const ReplicaStep& step);
+  // ABI 1.3: replicas per process (1 when the strategy does not say), and a replica's registration.
+  int num_replicas() const;
+  void setup_replica(int replica, std::vector<PL_Parameter>& params);
   void on_grad_ready(size_t index);
   void after_backward();
   void set_grad_sync(bool on);

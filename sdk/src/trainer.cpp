@@ -2,6 +2,7 @@
 #include "trainer_impl.hpp"
 
 #include <plrt/sdk/random.hpp>
+#include <plrt/sdk/staging.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -84,10 +85,8 @@ void Trainer::Impl::resolve_job() {
   req.precision = o.precision;
   req.process_group_backend = o.process_group_backend;
   job = rt->resolve(req);
-  if (job.precision != "32-true")
-    throw Error(PL_ERR_UNSUPPORTED, "precision '" + job.precision +
-                                        "' is not supported by this trainer yet: use '32-true' (mixed precision comes "
-                                        "with the GPU path)");
+  precision = amp::Precision::parse(job.precision);
+  if (precision.scaled) scaler = std::make_unique<amp::GradScaler>(o.grad_scaler);
   const std::string launched_by = env.source == "none" ? "" : " (launched by " + env.source + ")";
   switch (job.launch_mode) {
     case PL_LAUNCH_PROCESS_PER_DEVICE:
@@ -122,9 +121,13 @@ void Trainer::Impl::resolve_job() {
       break;
     default:  // one process per node
       if (job.world_size > 1 && env.world_size != job.world_size)
-        throw Error(PL_ERR_INVALID_ARGUMENT, "strategy '" + job.strategy + "' runs one process per node (" +
-                                                 std::to_string(job.world_size) + ") but the launcher started " +
-                                                 std::to_string(env.world_size) + launched_by);
+        throw Error(PL_ERR_INVALID_ARGUMENT,
+                    "strategy '" + job.strategy + "' runs one process per node (" + std::to_string(job.world_size) +
+                        " processes for num_nodes=" + std::to_string(job.num_nodes) + ") but " +
+                        (env.source == "none" ? std::string("no launcher started this one: run `plrun --strategy ") +
+                                                    job.strategy + " --num-nodes " + std::to_string(job.num_nodes) +
+                                                    " --node-rank <n> ... -- <program>` on each node (or srun, torchrun)"
+                                              : "the launcher started " + std::to_string(env.world_size) + launched_by));
       if (job.world_size > 1) rank = env.rank, world = env.world_size, node_rank = env.node_rank;
       break;
   }
@@ -137,9 +140,11 @@ void Trainer::Impl::prepare(LightningModule& m) {
   }
   auto acc_opts = o.accelerator_options;
   bool has_threads = std::any_of(acc_opts.begin(), acc_opts.end(), [](const auto& kv) { return kv.first == "num_threads"; });
-  if (job.accelerator == "cpu" && !has_threads) {
+  const bool single_process = job.launch_mode == PL_LAUNCH_SINGLE_PROCESS;
+  if (job.accelerator == "cpu" && !has_threads) {  // the cores shared by the processes (or dp's replica threads)
     unsigned hw = std::max(1u, std::thread::hardware_concurrency());
-    acc_opts.emplace_back("num_threads", std::to_string(std::max(1u, hw / static_cast<unsigned>(std::max(1, local_world)))));
+    unsigned sharers = static_cast<unsigned>(std::max(1, single_process ? static_cast<int>(job.devices.size()) : local_world));
+    acc_opts.emplace_back("num_threads", std::to_string(std::max(1u, hw / sharers)));
   }
   acc = Accelerator(*rt, job.accelerator, acc_opts);
   if (job.device_type == PL_DEVICE_CPU) {
@@ -162,6 +167,11 @@ void Trainer::Impl::prepare(LightningModule& m) {
   s.rank = rank, s.world_size = world, s.local_rank = local_rank, s.local_world_size = local_world;
   s.node_rank = node_rank, s.num_nodes = job.num_nodes;
   s.device_ids = {device.index};
+  if (single_process && job.devices.size() > 1) {  // dp/ddp2: this process drives every device
+    s.device_ids.assign(job.devices.begin(), job.devices.end());
+    if (job.device_type == PL_DEVICE_CPU)
+      for (size_t i = 0; i < s.device_ids.size(); ++i) s.device_ids[i] = static_cast<int32_t>(i);
+  }
   s.process_group_backend = job.process_group_backend;
   s.store = store ? store->get() : nullptr;
   s.timeout_ms = o.timeout.count();
@@ -194,34 +204,17 @@ void Trainer::Impl::prepare(LightningModule& m) {
 void Trainer::Impl::attach(LightningModule& m) {
   module = &m;
   m.to(acc, device);
-  param_names.clear();
-  c_params.clear();
   param_index.clear();
-  for (auto& [name, p] : m.named_parameters()) {
-    PL_Parameter cp{};
-    cp.struct_size = sizeof cp;
-    cp.value = p->value.view();
-    cp.grad = p->grad.defined() ? p->grad.view() : PL_Tensor{sizeof(PL_Tensor), nullptr, p->value.dtype(), p->value.device(), 0, 0, {0}};
-    cp.requires_grad = p->requires_grad ? 1 : 0;
-    param_index[p] = c_params.size();
-    param_names.push_back(name);
-    c_params.push_back(cp);
-  }
-  for (auto& [name, b] : m.named_buffers()) {
-    PL_Parameter cp{};
-    cp.struct_size = sizeof cp;
-    cp.value = b->view();
-    cp.grad = PL_Tensor{sizeof(PL_Tensor), nullptr, b->dtype(), b->device(), 0, 0, {0}};
-    cp.requires_grad = 0;
-    param_names.push_back(name);
-    c_params.push_back(cp);
-  }
+  c_params = detail::parameter_views(m, param_names);
+  size_t k = 0;
+  for (auto& [name, p] : m.named_parameters()) param_index[p] = k++;
   for (size_t i = 0; i < c_params.size(); ++i) c_params[i].name = param_names[i].c_str();
   strategy.setup(c_params);
   m.set_grad_ready_hook([this](Parameter& p) {
     auto it = param_index.find(&p);
     if (it != param_index.end()) strategy.on_grad_ready(it->second);
   });
+  attach_replicas(m);
 }
 
 void Trainer::Impl::distribute(DataLoader& loader, const char* stage) {
@@ -252,6 +245,7 @@ void Trainer::Impl::fit_here(LightningModule& m, DataLoader& train, DataLoader* 
   if (!ckpt.empty()) load_checkpoint(ckpt);
   distribute(train, "train");
   if (val) distribute(*val, "validation");
+  report_effective_batch(train);
   int64_t max_epochs = o.max_epochs;
   if (max_epochs < 0) max_epochs = o.max_steps < 0 ? 1000 : INT64_MAX;
   m.on_fit_start();
@@ -287,33 +281,33 @@ void Trainer::Impl::train_epoch(DataLoader& train) {
   resume_batches = 0;
   if (start == 0) m.on_train_epoch_start();
   const int acc_n = o.accumulate_grad_batches;
-  m.set_grad_scale(1.0 / acc_n);
   bool sync_on = true;
+  // On an asynchronous device (cuda) the next batches are copied ahead on a copy stream, through
+  // pinned memory, while this one computes; on the cpu batches are simply read in turn.
+  std::unique_ptr<StagingLoader> staging;
+  if (!acc.synchronous() && device.type != PL_DEVICE_CPU) {
+    staging = std::make_unique<StagingLoader>(train, acc, device, 2);
+    staging->start(start);
+  }
   for (int64_t b = start; b < n; ++b) {
     if (o.max_steps >= 0 && step >= o.max_steps) {
       resume_batches = b;
       return;
     }
-    Batch batch = to_device(train.batch(b));
+    Batch batch;
+    if (!staging) {
+      batch = to_device(train.batch(b));
+    } else if (!staging->next(batch)) {
+      throw Error(PL_ERR_INTERNAL, "the staging loader ended at batch " + std::to_string(b) + " of " + std::to_string(n));
+    }
     batch_size = batch.empty() || batch[0].dim() == 0 ? 1 : batch[0].size(0);
     bool boundary = (b + 1) % acc_n == 0 || b + 1 == n;
     if (boundary != sync_on) strategy.set_grad_sync(sync_on = boundary);
-    double loss = 0;
-    in_training_step = true;
-    try {
-      strategy.run_step([&] { loss = m.training_step(batch, b); });
-    } catch (...) {
-      in_training_step = false;
-      throw;
-    }
-    in_training_step = false;
+    const double loss = training_step(batch, b);
     strategy.after_backward();
     if (!std::isfinite(loss)) warn("training_step returned a non-finite loss at epoch " + std::to_string(epoch) + ", batch " + std::to_string(b));
     if (boundary) {
-      strategy.before_optimizer_step();
-      optimizer->step();
-      strategy.after_optimizer_step();
-      optimizer->zero_grad();
+      optimizer_step();
       ++step;
       auto values = metrics.take_step_values();
       for (const auto& kv : values) callback[kv.first] = kv.second;
@@ -332,6 +326,7 @@ std::map<std::string, double> Trainer::Impl::eval_loop(DataLoader& loader, bool 
   for (int64_t b = 0; b < loader.num_batches(); ++b) {
     Batch batch = to_device(loader.batch(b));
     batch_size = batch.empty() || batch[0].dim() == 0 ? 1 : batch[0].size(0);
+    amp::Autocast autocast(precision.compute_dtype);
     test ? m.test_step(batch, b) : m.validation_step(batch, b);
   }
   test ? m.on_test_epoch_end() : m.on_validation_epoch_end();
@@ -404,5 +399,9 @@ const Runtime& Trainer::runtime() const { return *impl_->rt; }
 std::string Trainer::log_dir() const { return impl_->log_dir; }
 const std::map<std::string, double>& Trainer::callback_metrics() const { return impl_->callback; }
 double Trainer::strategy_stat(const std::string& name) const { return impl_->strategy.stat(name); }
+int64_t Trainer::effective_batch_size() const { return impl_->effective_batch; }
+double Trainer::loss_scale() const { return impl_->scaler ? impl_->scaler->scale() : 1.0; }
+int64_t Trainer::skipped_steps() const { return impl_->scaler ? impl_->scaler->skipped_steps() : 0; }
+int Trainer::num_replicas() const { return impl_->num_replicas; }
 
 }  // namespace pl

@@ -1,7 +1,8 @@
 // Checkpoints: a folder written in one step (AtomicDir) holding
 //   model.safetensors      the module's state_dict under PyTorch names (loads in PyTorch as is)
 //   optimizer.safetensors  the optimizer's state tensors; its scalars in the metadata
-//   trainer.json           epoch, batches done in it, global step, every rank's RNG states, metrics
+//   trainer.json           epoch, batches done in it, global step, every rank's RNG states, metrics,
+//                          precision and the 16-mixed loss scaler's state
 // Every rank calls save (the RNG states are gathered); rank 0 writes.  Every rank loads the same
 // folder (a shared file system across nodes).
 #include "trainer_impl.hpp"
@@ -59,6 +60,8 @@ void Trainer::Impl::save_checkpoint(const std::string& path) {
   nlohmann::json metrics = nlohmann::json::object();
   for (const auto& [k, v] : callback) metrics[k] = v;
   j["callback_metrics"] = metrics;
+  j["precision"] = precision.name;
+  if (scaler) j["grad_scaler"] = {{"scale", scaler->scale()}, {"growth_tracker", scaler->growth_tracker()}};
 
   std::error_code ec;
   auto parent = std::filesystem::path(path).parent_path();
@@ -114,6 +117,9 @@ void Trainer::Impl::load_checkpoint(const std::string& path) {
              std::to_string(world) + ": per-rank random streams restart from the seed");
     }
     for (auto& [k, v] : j.at("callback_metrics").items()) callback[k] = v.get<double>();
+    // The loss scale continues where it was (a 32-true or bf16 checkpoint starts at the default).
+    if (scaler && j.contains("grad_scaler"))
+      scaler->load(j.at("grad_scaler").at("scale").get<double>(), j.at("grad_scaler").at("growth_tracker").get<int64_t>());
   } catch (const nlohmann::json::exception& e) {
     throw Error(PL_ERR_INVALID_ARGUMENT, "checkpoint " + path + "/trainer.json lacks a field or has a wrong type: " + e.what());
   }

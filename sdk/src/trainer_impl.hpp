@@ -5,6 +5,7 @@
 #include "metrics.hpp"
 #include "strategy_handle.hpp"
 
+#include <plrt/sdk/amp.hpp>
 #include <plrt/sdk/store.hpp>
 #include <plrt/sdk/trainer.hpp>
 
@@ -14,6 +15,16 @@
 #include <vector>
 
 namespace pl {
+
+namespace detail {
+// The C view of a module's parameters then buffers (PyTorch's order); `names` gets their dotted
+// names (point each view's name at them once `names` stops changing).
+std::vector<PL_Parameter> parameter_views(Module& m, std::vector<std::string>& names);
+}  // namespace detail
+
+// The replica whose step the calling thread runs during a multi-replica step (-1 elsewhere):
+// LightningModule::log buffers the values of replicas and the trainer merges them.
+inline thread_local int t_current_replica = -1;
 
 struct Trainer::Impl {
   Trainer* self = nullptr;  // the owning Trainer (modules point back to it)
@@ -33,6 +44,22 @@ struct Trainer::Impl {
   std::vector<std::string> param_names;
   std::vector<PL_Parameter> c_params;
   std::unordered_map<const Parameter*, size_t> param_index;
+
+  // dp/ddp2: one module per extra device (replica r is replicas[r - 1]), on replica_devices[r].
+  std::vector<std::unique_ptr<LightningModule>> replicas;
+  std::vector<PL_Device> replica_devices;
+  int num_replicas = 1;
+  // log() calls made inside replicas during a multi-replica step, merged after it (one per replica).
+  struct PendingLog {
+    std::string name;
+    double value;
+    LogOptions options;
+    int64_t batch_size;
+  };
+  std::vector<std::vector<PendingLog>> replica_logs;
+  amp::Precision precision;
+  std::unique_ptr<amp::GradScaler> scaler;  // 16-mixed only
+  int64_t effective_batch = 0;              // samples per optimizer step, across the job
 
   LightningModule* module = nullptr;
   std::unique_ptr<Optimizer> optimizer;
@@ -58,6 +85,12 @@ struct Trainer::Impl {
 
   void fit_here(LightningModule& m, DataLoader& train, DataLoader* val, const std::string& ckpt);
   void train_epoch(DataLoader& train);
+  // trainer_step.cpp: one batch's forward and backward on every replica; the optimizer step.
+  double training_step(const Batch& batch, int64_t batch_idx);
+  void optimizer_step();
+  void attach_replicas(LightningModule& m);
+  void merge_replica_logs(const std::vector<int64_t>& batch_sizes);
+  void report_effective_batch(const DataLoader& train);
   std::map<std::string, double> eval_loop(DataLoader& loader, bool test);
   void end_epoch_log(const std::map<std::string, double>& values, double steps_per_s);
 

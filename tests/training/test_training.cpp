@@ -4,90 +4,13 @@
 //  - gradient accumulation = a larger batch
 //  - resume from a checkpoint = a run that never stopped
 //  - sync_dist with unequal data per rank gives the true mean, sum, min, max
-#include <plrt/sdk/safetensors.hpp>
+#include "training_support.hpp"
 
-#include "spawn.hpp"
-
-#include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
-
-#include <cmath>
-#include <filesystem>
 #include <fstream>
-
-namespace fs = std::filesystem;
 
 namespace {
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    char tmpl[] = "/tmp/plrt-training-XXXXXX";
-    path = mkdtemp(tmpl);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string operator/(const std::string& name) const { return (path / name).string(); }
-};
-
-// A small problem so that every run takes well under a second of compute.
-std::vector<std::string> mlp_args(const std::vector<std::string>& extra) {
-  std::vector<std::string> a{MLP_PATH, "--features", "24", "--hidden", "16,12", "--classes", "5", "--samples", "2400",
-                             "--no-shuffle", "--seed", "7", "--lr", "0.05"};
-  a.insert(a.end(), extra.begin(), extra.end());
-  return a;
-}
-
-plrt_test::ProcessResult run(std::vector<std::string> argv, plrt_test::EnvVars env = {}) {
-  plrt_test::ProcessSpec spec;
-  spec.argv = std::move(argv);
-  spec.env = std::move(env);
-  spec.env.emplace_back("PL_LOG_LEVEL", "warn");
-  spec.unset_env = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "PL_JOB_TOKEN",
-                    "PL_USE_AGENT_STORE", "SLURM_PROCID", "SLURM_NTASKS", "OMPI_COMM_WORLD_RANK"};
-  plrt_test::WaitOptions w;
-  w.deadline = std::chrono::seconds(120);
-  auto result = plrt_test::run_job({spec}, w);
-  return result.processes.at(0);
-}
-
-std::vector<std::string> plrun(const std::string& strategy, int devices, std::vector<std::string> program) {
-  std::vector<std::string> a{PLRUN_PATH, "--accelerator", "cpu", "--strategy", strategy, "--devices",
-                             std::to_string(devices), "--"};
-  a.insert(a.end(), program.begin(), program.end());
-  return a;
-}
-
-std::map<std::string, std::vector<float>> weights(const std::string& path) {
-  std::map<std::string, std::vector<float>> out;
-  for (auto& [name, t] : pl::safetensors::load(path).tensors) out[name] = t.to_vector<float>();
-  return out;
-}
-
-// ||a - b|| / ||b|| over all parameters together.
-double relative_difference(const std::string& a_path, const std::string& b_path) {
-  auto a = weights(a_path), b = weights(b_path);
-  EXPECT_EQ(a.size(), b.size());
-  double diff = 0, norm = 0;
-  for (auto& [name, wb] : b) {
-    auto it = a.find(name);
-    if (it == a.end()) {
-      ADD_FAILURE() << "missing " << name;
-      continue;
-    }
-    EXPECT_EQ(it->second.size(), wb.size()) << name;
-    for (size_t i = 0; i < wb.size() && i < it->second.size(); ++i) {
-      double d = static_cast<double>(it->second[i]) - wb[i];
-      diff += d * d;
-      norm += static_cast<double>(wb[i]) * wb[i];
-    }
-  }
-  return std::sqrt(diff) / std::sqrt(norm);
-}
-
-#define EXPECT_RAN(r) EXPECT_TRUE((r).ok()) << (r).status() << "\n" << (r).output
+using namespace plrt_training;
 
 void ddp_matches_union(int world, const std::string& optimizer) {
   TempDir dir;
@@ -212,10 +135,11 @@ TEST(Training, DdpWithoutLauncherSaysHowToLaunch) {
   EXPECT_NE(r.output.find("plrun --strategy ddp --devices 2"), std::string::npos) << r.output;
 }
 
-TEST(Training, UnsupportedPrecisionIsNamed) {
-  auto r = run(mlp_args({"--strategy", "single_device", "--devices", "1"}), {{"PL_TRAINER_PRECISION", "16-mixed"}});
-  EXPECT_NE(r.exit_code, 0);
-  EXPECT_NE(r.output.find("16-mixed"), std::string::npos) << r.output;
+TEST(Training, UnknownPrecisionIsNamedWithTheValidOnes) {
+  auto r = run(mlp_args({"--strategy", "single_device", "--devices", "1"}), {{"PL_TRAINER_PRECISION", "8-mixed"}});
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("8-mixed"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("bf16-mixed"), std::string::npos) << r.output;
 }
 
 }  // namespace

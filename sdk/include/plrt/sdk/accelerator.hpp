@@ -41,6 +41,22 @@ class Accelerator {
   void copy(void* dst, PL_Device dst_device, const void* src, PL_Device src_device, size_t bytes) const;
   void synchronize() const;  // waits for the default stream
 
+  // ---- staging (StagingLoader): page-locked host memory, streams, events.  The caller destroys
+  // what it creates; a NULL stream is the device's default stream. ----
+  void* alloc_host(size_t bytes) const;           // page-locked where the accelerator has it
+  void free_host(void* ptr) const noexcept;       // logs (never throws) on failure
+  // copy() on `stream`: returns once the copy is queued (asynchronous accelerators).
+  void copy_async(void* dst, PL_Device dst_device, const void* src, PL_Device src_device, size_t bytes,
+                  PL_Stream* stream) const;
+  PL_Stream* stream_create(PL_Device device) const;
+  void stream_destroy(PL_Stream* stream) const noexcept;  // logs on failure
+  void stream_synchronize(PL_Stream* stream) const;
+  PL_Event* event_create(PL_Device device) const;
+  void event_destroy(PL_Event* event) const noexcept;     // logs on failure
+  void event_record(PL_Event* event, PL_Stream* stream) const;
+  void event_synchronize(PL_Event* event) const;
+  void stream_wait_event(PL_Stream* stream, PL_Event* event) const;  // later work on `stream` waits
+
   // ---- kernels on the default stream (see pl_accelerator.h for their exact meaning) ----
   void fill(PL_Tensor& x, double value) const;
   void scale(PL_Tensor& x, double alpha) const;
@@ -58,6 +74,8 @@ class Accelerator {
   void cross_entropy(const PL_Tensor& logits, const PL_Tensor& labels, PL_Tensor& loss, PL_Tensor* grad,
                      double grad_scale) const;
   void argmax_rows(const PL_Tensor& x, PL_Tensor& out) const;
+  // ABI 1.3 (mixed precision): x *= inv_scale; found_inf[0] = 1 when x held an inf or NaN.
+  void unscale_check(PL_Tensor& x, double inv_scale, PL_Tensor& found_inf) const;
 
   bool operator==(const Accelerator& o) const { return impl_ == o.impl_; }
   bool operator!=(const Accelerator& o) const { return impl_ != o.impl_; }

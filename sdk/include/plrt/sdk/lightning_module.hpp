@@ -31,10 +31,44 @@ struct LogOptions {
   int64_t batch_size = -1;        // epoch-mean weight; default: the current batch's size
 };
 
+// One replica's part of a training step, as training_step_end receives it (dp, ddp2: one per
+// device of the process, in replica order; other strategies: one).
+struct ReplicaOutput {
+  int replica = 0;          // 0: the root device, where the optimizer steps
+  int64_t batch_size = 0;   // rows of the batch this replica got
+  Batch batch;              // that slice of the batch (on the replica's device), e.g. for its labels
+  double loss = 0;          // what training_step returned (one-phase steps)
+  Tensor output;            // two-phase steps: what forward_step returned, copied to the root device
+  Tensor output_grad;       // two-phase steps: training_step_end sets d(loss)/d(output) here (any device)
+};
+
 class LightningModule : public Module {
  public:
   // Forward and backward on one batch (already on the module's device); returns the loss.
+  // Under dp/ddp2 each replica runs it on its slice of the batch, in its own thread.
   virtual double training_step(const Batch& batch, int64_t batch_idx) = 0;
+
+  // ---- several replicas per process (dp, ddp2) ----
+  // A new module of the same architecture, for one more device; the trainer overwrites its values
+  // from this module before each step, so its initial values do not matter.  Only dp and ddp2 call
+  // it; the default throws, asking for an override such as
+  //   std::unique_ptr<pl::LightningModule> replicate() const override { return std::make_unique<MyModel>(config_); }
+  // Values a replica assigns during a step (its buffers, its members) are not kept, as in Lightning.
+  virtual std::unique_ptr<LightningModule> replicate() const;
+  // Lightning's training_step_end: every replica's output of this step, in replica order, on the
+  // root's thread after they all finished; returns the step's loss.  Default: the mean of the
+  // replicas' losses, which is what their gradients already are (the trainer weighs each replica
+  // 1/replicas, as Lightning's dp averages), so an override of a one-phase step changes the
+  // reported loss only.  Two-phase steps (split_step) must override it to set every output_grad.
+  virtual double training_step_end(std::vector<ReplicaOutput>& outputs);
+  // Two-phase steps, for a loss over the whole batch under dp/ddp2 (the seed docs' softmax across
+  // replicas): when split_step() is true, the trainer calls forward_step on every replica (no
+  // backward), training_step_end with all outputs (it computes the loss and sets each
+  // output_grad), then backward_step(output_grad) on every replica; training_step is not called.
+  // A hand-written output_grad under 16-mixed must be multiplied by pl::amp::loss_scale().
+  virtual bool split_step() const { return false; }
+  virtual Tensor forward_step(const Batch& batch, int64_t batch_idx);
+  virtual void backward_step(const Tensor& output_grad);
   virtual void validation_step(const Batch& batch, int64_t batch_idx) { (void)batch, (void)batch_idx; }
   virtual void test_step(const Batch& batch, int64_t batch_idx) { (void)batch, (void)batch_idx; }
   virtual std::unique_ptr<Optimizer> configure_optimizers() = 0;

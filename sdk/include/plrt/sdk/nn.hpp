@@ -34,19 +34,25 @@ class Linear : public Module {
   Parameter* bias() { return bias_; }  // nullptr without bias
 
   // x [N, in] on the module's device, of the weight's dtype -> [N, out].  Keeps x (shared) for
-  // backward.
+  // backward.  Under autocast (pl::amp, a float32 layer) x may also be of the compute dtype; the
+  // layer then multiplies low-precision copies of x and its weight and returns the compute dtype.
   Tensor forward(const Tensor& x);
   // dy [N, out] -> dx [N, in] (an undefined tensor when need_input_grad is false).  Writes the
   // gradients of bias then weight (those that require grad), calling grad_ready after each, then
-  // dx = dy W (not scaled).
+  // dx = dy W (not scaled).  After an autocast forward dy and dx are of the compute dtype, and the
+  // float32 gradients are written from the low-precision ones (torch's cast backward).
   Tensor backward(const Tensor& dy, bool need_input_grad = true);
 
  private:
   const Accelerator& need_accelerator(const char* what) const;
+  void write_grad(Parameter& p, const char* name, const Tensor& low, Tensor& wide);
   int64_t in_, out_;
   Parameter* weight_ = nullptr;
   Parameter* bias_ = nullptr;
   Tensor x_, y_, dx_;
+  PL_DType low_ = PL_DTYPE_INVALID;   // the last forward's autocast dtype (INVALID: full precision)
+  Tensor xl_, wl_, bl_, gwl_, gbl_;   // low-precision input, weight, bias and gradient buffers
+  Tensor gw32_, gb32_;                // their float32 widenings, for accumulation
 };
 
 // Not a Module (no parameters): it computes through the accelerator that owns its input, as the
@@ -70,6 +76,8 @@ struct CrossEntropy {
 // Softmax cross-entropy of logits [N, C] (N >= 1; computed by the accelerator that owns them)
 // against labels (i64 [N], on any device: copied to the logits' device when needed), averaged
 // over the batch, as torch.nn.functional.cross_entropy.  A label outside [0, C) throws, naming it.
+// float16/bfloat16 logits (autocast) are widened: the loss runs in float32 and grad comes back in
+// the logits' dtype.  grad is multiplied by amp::loss_scale() (1 unless a 16-mixed step runs).
 CrossEntropy cross_entropy(const Tensor& logits, const Tensor& labels, bool with_grad = true);
 
 }  // namespace pl::nn

@@ -50,6 +50,8 @@ class Tensor {
   bool is_host() const;  // its memory can be read by the CPU (device type cpu)
   // The accelerator that owns the memory; empty for host tensors.
   const Accelerator& accelerator() const;
+  // How many Tensors share this one's storage (views included); 0 for an undefined tensor.
+  long use_count() const { return storage_.use_count(); }
 
   // The C descriptor (borrowed memory), shape included (at most PL_MAX_DIMS dims).
   PL_Tensor view() const;
@@ -75,7 +77,6 @@ class Tensor {
   Shape shape_;
   int64_t numel_ = 0;
 
-  friend struct TensorAccess;
 };
 
 // ---- template definitions ----

@@ -3,6 +3,7 @@
 // PL_TRAINER_* variables; the launcher (plrun, torchrun, SLURM, Open MPI) is detected.
 #pragma once
 
+#include <plrt/sdk/amp.hpp>
 #include <plrt/sdk/cluster_env.hpp>
 #include <plrt/sdk/data.hpp>
 #include <plrt/sdk/devices.hpp>
@@ -25,7 +26,8 @@ struct TrainerOptions {
   Devices devices = Devices::automatic();
   std::string strategy = "auto";
   int num_nodes = 1;
-  std::string precision = "32-true";
+  std::string precision = "32-true";  // 32-true, 16-mixed, bf16-mixed (or 32, 16, bf16)
+  amp::GradScalerOptions grad_scaler;  // 16-mixed's dynamic loss scale (torch's defaults)
   std::string process_group_backend;  // empty: nccl on cuda, gloo otherwise
   int64_t max_epochs = -1;            // -1 and max_steps -1: 1000 epochs, as Lightning
   int64_t max_steps = -1;             // optimizer steps; -1: no limit
@@ -79,6 +81,17 @@ class Trainer {
   const std::map<std::string, double>& callback_metrics() const;
   // A strategy statistic (ddp: "exposed_allreduce_ms", ...); throws when unknown.
   double strategy_stat(const std::string& name) const;
+  // Samples per batch across the job (per-device batch x devices x nodes for ddp-like strategies;
+  // the batch x nodes for dp/ddp2, which split each batch over their devices), known once fit
+  // starts (0 before); rank 0 also prints it.  Multiply by accumulate_grad_batches for the
+  // samples per optimizer step.
+  int64_t effective_batch_size() const;
+  // 16-mixed's current loss scale (1 for other precisions) and the optimizer steps it skipped
+  // because a gradient was inf or NaN.
+  double loss_scale() const;
+  int64_t skipped_steps() const;
+  // One module per extra device under dp/ddp2 (replica r >= 1; 0 is the module given to fit).
+  int num_replicas() const;
 
   struct Impl;
 

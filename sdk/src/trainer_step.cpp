@@ -1,0 +1,258 @@
+// One training step as the trainer drives it through the strategy:
+//
+//   run_step ──► replica r (dp/ddp2: one per device, each in its own thread; else just the module)
+//                  autocast on (16-mixed / bf16-mixed), grad_scale = 1/accumulate (1/replicas too
+//                  for one-phase steps: dp's mean), training_step on the replica's slice
+//                  (or forward_step ... training_step_end ... backward_step for two-phase steps)
+//   training_step_end(outputs) on the root thread → the step's loss
+//   after_backward ─► the strategy: replica gradients into the root's, ddp's bucket allreduce, ...
+//   at the accumulation boundary: GradScaler unscale + inf check → optimizer step (or skip)
+//
+// Replicas split the batch as torch.nn.parallel.scatter does: chunks of ceil(B / replicas) rows,
+// so the last replicas may get fewer rows, or none (their gradients are zeros).
+#include "trainer_impl.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <map>
+
+namespace pl {
+
+std::vector<PL_Parameter> detail::parameter_views(Module& m, std::vector<std::string>& names) {
+  std::vector<PL_Parameter> out;
+  names.clear();
+  for (auto& [name, p] : m.named_parameters()) {
+    PL_Parameter cp{};
+    cp.struct_size = sizeof cp;
+    cp.value = p->value.view();
+    cp.grad = p->grad.defined() ? p->grad.view() : PL_Tensor{sizeof(PL_Tensor), nullptr, p->value.dtype(), p->value.device(), 0, 0, {0}};
+    cp.requires_grad = p->requires_grad ? 1 : 0;
+    names.push_back(name);
+    out.push_back(cp);
+  }
+  for (auto& [name, b] : m.named_buffers()) {
+    PL_Parameter cp{};
+    cp.struct_size = sizeof cp;
+    cp.value = b->view();
+    cp.grad = PL_Tensor{sizeof(PL_Tensor), nullptr, b->dtype(), b->device(), 0, 0, {0}};
+    cp.requires_grad = 0;
+    names.push_back(name);
+    out.push_back(cp);
+  }
+  return out;
+}
+
+namespace {
+
+// Rows [begin, begin + count) of every tensor whose first dimension is the batch's.
+Batch slice(const Batch& b, int64_t rows, int64_t begin, int64_t count) {
+  Batch out;
+  for (const auto& t : b) out.push_back(t.dim() > 0 && t.size(0) == rows ? t.narrow(begin, count) : t);
+  return out;
+}
+
+// Zeros the gradients a replica's step did not write, so the strategy's sum stays exact.
+void zero_unwritten(Module& m) {
+  for (Parameter* p : m.parameters()) {
+    if (!p->requires_grad || !p->grad_is_zero || !p->grad.defined() || p->grad.numel() == 0) continue;
+    PL_Tensor g = p->grad.view();
+    if (p->grad.accelerator().defined())
+      p->grad.accelerator().fill(g, 0.0);
+    else
+      std::memset(p->grad.data(), 0, p->grad.nbytes());
+    p->grad_is_zero = false;
+  }
+}
+
+struct ReplicaScope {  // marks the calling thread as running replica r (LightningModule::log)
+  explicit ReplicaScope(int r) { t_current_replica = r; }
+  ~ReplicaScope() { t_current_replica = -1; }
+};
+
+}  // namespace
+
+// Replicas for dp/ddp2: one module per extra device, registered with the strategy.
+void Trainer::Impl::attach_replicas(LightningModule& m) {
+  num_replicas = strategy.num_replicas();
+  replicas.clear();
+  replica_devices.assign(1, device);
+  if (num_replicas == 1) return;
+  if (static_cast<size_t>(num_replicas) != job.devices.size())
+    throw Error(PL_ERR_RUNTIME, "strategy '" + job.strategy + "' drives " + std::to_string(num_replicas) +
+                                    " replicas but the job has " + std::to_string(job.devices.size()) + " devices");
+  for (int r = 1; r < num_replicas; ++r) {
+    std::unique_ptr<LightningModule> rep = m.replicate();
+    if (!rep || rep.get() == &m)
+      throw Error(PL_ERR_INVALID_ARGUMENT, "replicate() must return a new module of the same architecture");
+    PL_Device d{job.device_type, job.devices[static_cast<size_t>(r)]};
+    if (job.device_type == PL_DEVICE_CPU) d.index = r;  // CPU "devices": host memory, told apart by index
+    rep->to(acc, d);
+    rep->trainer_ = self;
+    std::vector<std::string> names;
+    std::vector<PL_Parameter> params = detail::parameter_views(*rep, names);
+    if (names != param_names)
+      throw Error(PL_ERR_INVALID_ARGUMENT, "replicate() returned a module whose parameters and buffers differ from the "
+                                           "original's (" + std::to_string(names.size()) + " entries vs " +
+                                           std::to_string(param_names.size()) + "); it must build the same architecture");
+    for (size_t i = 0; i < params.size(); ++i) params[i].name = param_names[i].c_str();
+    strategy.setup_replica(r, params);
+    replicas.push_back(std::move(rep));
+    replica_devices.push_back(d);
+  }
+}
+
+double Trainer::Impl::training_step(const Batch& batch, int64_t b) {
+  LightningModule& m = *module;
+  const double base = 1.0 / o.accumulate_grad_batches;
+  const double loss_scale = scaler ? scaler->scale() : 1.0;
+  const int n = num_replicas;
+  const bool split = m.split_step();
+  const int64_t rows = batch.empty() || batch[0].dim() == 0 ? 1 : batch[0].size(0);
+  const int64_t chunk = n == 1 ? rows : std::max<int64_t>(1, (rows + n - 1) / n);
+  const int used = n == 1 ? 1 : static_cast<int>(std::min<int64_t>(n, (rows + chunk - 1) / chunk));
+  std::vector<ReplicaOutput> outputs(static_cast<size_t>(n));
+  std::vector<Batch> slices(static_cast<size_t>(n));
+  std::vector<int64_t> sizes(static_cast<size_t>(n), 0);
+  for (int r = 0; r < n; ++r) {
+    const int64_t begin = r * chunk, count = r < used ? std::min(chunk, rows - begin) : 0;
+    sizes[static_cast<size_t>(r)] = n == 1 ? rows : count;
+    outputs[static_cast<size_t>(r)].replica = r;
+    outputs[static_cast<size_t>(r)].batch_size = sizes[static_cast<size_t>(r)];
+  }
+  if (n > 1) replica_logs.assign(static_cast<size_t>(n), {});
+  auto module_of = [&](int r) -> LightningModule& { return r == 0 ? m : *replicas[static_cast<size_t>(r - 1)]; };
+  auto replica_batch = [&](int r) -> Batch {
+    if (n == 1) return batch;
+    Batch s = slice(batch, rows, r * chunk, sizes[static_cast<size_t>(r)]);
+    for (auto& t : s) t = t.to(acc, replica_devices[static_cast<size_t>(r)]);
+    return s;
+  };
+
+  in_training_step = true;
+  struct Done {
+    bool& flag;
+    ~Done() { flag = false; }
+  } done{in_training_step};
+  // phase 1: training_step (or forward_step) on every replica
+  strategy.run_step([&](int r, int, PL_Device) {
+    ReplicaScope scope(n > 1 ? r : -1);
+    amp::Autocast autocast(precision.compute_dtype, loss_scale);
+    LightningModule& mod = module_of(r);
+    if (r > 0) mod.zero_grad();
+    if (r >= used) {
+      zero_unwritten(mod);
+      return;
+    }
+    mod.set_grad_scale(split ? base : base / used);
+    Batch s = replica_batch(r);
+    ReplicaOutput& out = outputs[static_cast<size_t>(r)];
+    out.batch = s;
+    if (split) {
+      out.output = mod.forward_step(s, b);
+    } else {
+      out.loss = mod.training_step(s, b);
+      if (n > 1) zero_unwritten(mod);
+    }
+  });
+  if (n > 1) merge_replica_logs(sizes);
+  outputs.resize(static_cast<size_t>(used));
+  amp::Autocast autocast(precision.compute_dtype, loss_scale);
+  if (!split) return m.training_step_end(outputs);
+
+  // two-phase: the whole batch's loss on the root, then backward on every replica
+  for (auto& out : outputs) {
+    if (!out.output.defined())
+      throw Error(PL_ERR_INVALID_ARGUMENT, "forward_step of replica " + std::to_string(out.replica) + " returned an undefined tensor");
+    out.output = out.output.to(acc, device);
+  }
+  const double loss = m.training_step_end(outputs);
+  for (const auto& out : outputs)
+    if (!out.output_grad.defined() || out.output_grad.shape() != out.output.shape())
+      throw Error(PL_ERR_INVALID_ARGUMENT, "training_step_end must set outputs[" + std::to_string(out.replica) +
+                                               "].output_grad to d(loss)/d(output), shaped " + shape_text(out.output.shape()) +
+                                               (out.output_grad.defined() ? "; it is " + shape_text(out.output_grad.shape()) : ""));
+  strategy.run_step([&](int r, int, PL_Device) {
+    ReplicaScope scope(n > 1 ? r : -1);
+    amp::Autocast ac(precision.compute_dtype, loss_scale);
+    LightningModule& mod = module_of(r);
+    if (r >= used) return;  // zeroed in phase 1
+    mod.backward_step(outputs[static_cast<size_t>(r)].output_grad.to(acc, replica_devices[static_cast<size_t>(r)]));
+    if (n > 1) zero_unwritten(mod);
+  });
+  if (n > 1) merge_replica_logs(sizes);
+  return loss;
+}
+
+// Values the replicas logged in one step, combined into one per name as Lightning's dp reduces
+// them: reduce_fx across replicas (the mean weighted by each replica's rows), then logged once
+// for the whole batch.
+void Trainer::Impl::merge_replica_logs(const std::vector<int64_t>& batch_sizes) {
+  struct Merged {
+    LogOptions options;
+    double weighted = 0, weight = 0, sum = 0;
+    double min = std::numeric_limits<double>::infinity(), max = -std::numeric_limits<double>::infinity();
+    int64_t rows = 0;
+  };
+  std::vector<std::string> order;
+  std::map<std::string, Merged> merged;
+  for (size_t r = 0; r < replica_logs.size(); ++r)
+    for (const auto& e : replica_logs[r]) {
+      auto [it, fresh] = merged.try_emplace(e.name);
+      if (fresh) order.push_back(e.name), it->second.options = e.options;
+      Merged& g = it->second;
+      const double w = static_cast<double>(std::max<int64_t>(1, e.batch_size));
+      g.weighted += e.value * w, g.weight += w, g.sum += e.value;
+      g.min = std::min(g.min, e.value), g.max = std::max(g.max, e.value);
+      g.rows += e.batch_size > 0 ? e.batch_size : batch_sizes[r];
+    }
+  replica_logs.clear();
+  for (const auto& name : order) {
+    const Merged& g = merged[name];
+    double v = g.options.reduce_fx == Reduce::Sum ? g.sum
+             : g.options.reduce_fx == Reduce::Min ? g.min
+             : g.options.reduce_fx == Reduce::Max ? g.max
+                                                   : g.weighted / g.weight;
+    metrics.log(name, v, g.options, g.rows, true, rank, collectives());
+  }
+}
+
+// The accumulation boundary: unscale (16-mixed), then step unless a gradient overflowed.
+void Trainer::Impl::optimizer_step() {
+  strategy.before_optimizer_step();
+  bool skip = false;
+  if (scaler) {
+    skip = scaler->unscale(module->parameters());
+    const double before = scaler->scale();
+    scaler->update(skip);
+    if (skip)
+      rt->log(PL_LOG_DEBUG, "16-mixed: inf/NaN gradients at step " + std::to_string(step) + ", optimizer step skipped, "
+                            "loss scale " + std::to_string(before) + " -> " + std::to_string(scaler->scale()));
+  }
+  if (!skip) optimizer->step();
+  strategy.after_optimizer_step();
+  optimizer->zero_grad();
+}
+
+// Lightning's advice: scale the learning rate with the effective batch size, so say it at start.
+void Trainer::Impl::report_effective_batch(const DataLoader& train) {
+  const int64_t per = train.options().batch_size;
+  // dp/ddp2 split each batch over their devices
+  const bool split_batch = job.launch_mode == PL_LAUNCH_SINGLE_PROCESS && job.devices.size() > 1;
+  effective_batch = per * (split_batch ? 1 : job.processes_per_node) * job.num_nodes;
+  if (rank != 0 || !o.enable_progress) return;
+  std::string how = split_batch
+      ? std::to_string(per) + " per batch split over " + std::to_string(job.devices.size()) + " device(s) x " +
+            std::to_string(job.num_nodes) + " node(s)"
+      : std::to_string(per) + " per device x " + std::to_string(job.processes_per_node) + " device(s) x " +
+            std::to_string(job.num_nodes) + " node(s)";
+  std::string msg = "effective batch size " + std::to_string(effective_batch) + " (" + how + ")";
+  if (o.accumulate_grad_batches > 1)
+    msg += ", " + std::to_string(effective_batch * o.accumulate_grad_batches) + " per optimizer step with accumulate_grad_batches=" +
+           std::to_string(o.accumulate_grad_batches);
+  if (precision.compute_dtype != PL_DTYPE_INVALID) msg += "; precision " + precision.name;
+  info(msg);
+}
+
+}  // namespace pl
