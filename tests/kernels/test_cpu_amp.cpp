@@ -2,6 +2,7 @@
 // unscale_check, against reference loops that widen to double and round once (reference.hpp's
 // rounding, written independently of half.hpp); and both entries through the plugin's C table.
 #include "kernels.hpp"
+#include "matrix_reference.hpp"
 #include "reference.hpp"
 
 #include <dlfcn.h>
@@ -15,6 +16,9 @@
 
 using ref::Buf;
 using ref::expect_failure;
+using ref::fill_random;
+using ref::mat;
+using ref::values;
 
 namespace {
 
@@ -22,27 +26,6 @@ const PL_DType kHalves[] = {PL_F16, PL_BF16};
 const double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 ref::Format format_of(PL_DType d) { return d == PL_F16 ? ref::kF16 : ref::kBF16; }
-
-Buf mat(PL_DType dtype, int64_t rows, int64_t cols = -1) {
-  Buf b(dtype, cols < 0 ? rows : rows * cols);
-  if (cols >= 0) {
-    b.t.ndim = 2;
-    b.t.shape[0] = rows;
-    b.t.shape[1] = cols;
-  }
-  return b;
-}
-
-void fill_random(Buf& b, std::mt19937_64& rng, double lo = -1, double hi = 1) {
-  std::uniform_real_distribution<double> u(lo, hi);
-  for (int64_t i = 0; i < b.n(); ++i) b.set(i, u(rng));
-}
-
-std::vector<double> values(const Buf& b) {
-  std::vector<double> v(static_cast<size_t>(b.n()));
-  for (int64_t i = 0; i < b.n(); ++i) v[static_cast<size_t>(i)] = b.at(i);
-  return v;
-}
 
 uint16_t bits16(const Buf& b, int64_t i) { return reinterpret_cast<const uint16_t*>(b.storage.data())[i]; }
 
@@ -63,49 +46,21 @@ void expect_half_ulp(double got, double want, double f32_err, PL_DType d, const 
 
 // ---- gemm ----
 
-void ref_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const std::vector<double>& a,
-              const std::vector<double>& b, double beta, std::vector<double>& c, std::vector<double>& bound) {
-  bound.assign(c.size(), 0);
-  for (int64_t i = 0; i < m; ++i)
-    for (int64_t j = 0; j < n; ++j) {
-      double s = 0, sa = 0;
-      for (int64_t l = 0; l < k; ++l) {
-        const double x = ta ? a[l * m + i] : a[i * k + l];
-        const double y = tb ? b[j * k + l] : b[l * n + j];
-        s += x * y;
-        sa += std::fabs(x * y);
-      }
-      const size_t o = static_cast<size_t>(i * n + j);
-      bound[o] = std::fabs(alpha) * sa + std::fabs(beta * c[o]);
-      c[o] = alpha * s + (beta == 0 ? 0 : beta * c[o]);
-    }
-}
-
 TEST(AmpGemm, HalvesMatchDoubleWithinHalfAnUlpForEveryTranspose) {
   std::mt19937_64 rng(17);
-  const int64_t sizes[] = {1, 7, 33, 67};
-  for (PL_DType d : kHalves)
-    for (int t = 0; t < 4; ++t)
-      for (int64_t m : sizes)
-        for (int64_t n : sizes)
-          for (int64_t k : sizes) {
-            const bool ta = t & 1, tb = t & 2;
-            Buf a = ta ? mat(d, k, m) : mat(d, m, k);
-            Buf b = tb ? mat(d, n, k) : mat(d, k, n);
-            Buf c = mat(d, m, n);
-            fill_random(a, rng);
-            fill_random(b, rng);
-            fill_random(c, rng);
-            const double alpha = 1.5, beta = -0.75;  // exact in float: alpha, beta add no rounding
-            std::vector<double> want = values(c), bound;
-            ref_gemm(ta, tb, m, n, k, alpha, values(a), values(b), beta, want, bound);
-            plrt::cpu::gemm(ta, tb, alpha, a.get(), b.get(), beta, c.get());
-            const std::string where = "ta=" + std::to_string(ta) + " tb=" + std::to_string(tb) + " m=" +
-                                      std::to_string(m) + " n=" + std::to_string(n) + " k=" + std::to_string(k);
-            for (int64_t i = 0; i < c.n(); ++i)
-              expect_half_ulp(c.at(i), want[i], (k + 2) * 0x1p-23 * bound[i], d, where + " [" + std::to_string(i) + "]");
-            if (HasFailure()) return;
-          }
+  for (PL_DType d : kHalves) {
+    ref::for_each_gemm_shape({1, 7, 33, 67}, [&](bool ta, bool tb, int64_t m, int64_t n, int64_t k) {
+      const double alpha = 1.5, beta = -0.75;  // exact in float: alpha, beta add no rounding
+      ref::RandomGemm g(d, ta, tb, m, n, k, alpha, beta, rng);
+      plrt::cpu::gemm(ta, tb, alpha, g.a.get(), g.b.get(), beta, g.c.get());
+      const std::string where = "ta=" + std::to_string(ta) + " tb=" + std::to_string(tb) + " m=" +
+                                std::to_string(m) + " n=" + std::to_string(n) + " k=" + std::to_string(k);
+      for (int64_t i = 0; i < g.c.n(); ++i)
+        expect_half_ulp(g.c.at(i), g.want[i], (k + 2) * 0x1p-23 * g.bound[i], d, where + " [" + std::to_string(i) + "]");
+      return !HasFailure();  // one failing case says enough
+    });
+    if (HasFailure()) return;
+  }
 }
 
 // Integer operands make every float sum exact, so the result must be the exact value rounded
@@ -116,14 +71,13 @@ TEST(AmpGemm, ExactSumsAreRoundedOnceTiesToEven) {
     for (int t = 0; t < 4; ++t) {
       const bool ta = t & 1, tb = t & 2;
       const int64_t m = 5, n = 9, k = 61;
-      Buf a = ta ? mat(d, k, m) : mat(d, m, k);
-      Buf b = tb ? mat(d, n, k) : mat(d, k, n);
-      Buf c = mat(d, m, n);
+      ref::GemmOperands g(d, ta, tb, m, n, k);
+      Buf &a = g.a, &b = g.b, &c = g.c;
       for (int64_t i = 0; i < a.n(); ++i) a.set(i, static_cast<double>(static_cast<int>(rng() % 17) - 4));
       for (int64_t i = 0; i < b.n(); ++i) b.set(i, static_cast<double>(static_cast<int>(rng() % 13) - 2));
       for (int64_t i = 0; i < c.n(); ++i) c.set(i, static_cast<double>(static_cast<int>(rng() % 64)));
       std::vector<double> want = values(c), bound;
-      ref_gemm(ta, tb, m, n, k, 2.0, values(a), values(b), 0.5, want, bound);
+      ref::ref_gemm(ta, tb, m, n, k, 2.0, values(a), values(b), 0.5, want, bound);
       plrt::cpu::gemm(ta, tb, 2.0, a.get(), b.get(), 0.5, c.get());
       for (int64_t i = 0; i < c.n(); ++i)
         ASSERT_EQ(bits16(c, i), ref::round_to(want[i], format_of(d)))
@@ -145,14 +99,10 @@ TEST(AmpGemm, ExactSumsAreRoundedOnceTiesToEven) {
 
 TEST(AmpGemm, BetaZeroOnlyWritesCAndEmptyInnerSizeScales) {
   for (PL_DType d : kHalves) {
-    Buf a = mat(d, 2, 3), b = mat(d, 3, 2), c = mat(d, 2, 2);
-    for (int i = 0; i < 6; ++i) {
-      a.set(i, i + 1);
-      b.set(i, 6 - i);
-    }
-    for (int i = 0; i < 4; ++i) c.set(i, kNaN);
-    plrt::cpu::gemm(0, 0, 2.0, a.get(), b.get(), 0.0, c.get());
-    EXPECT_EQ(values(c), (std::vector<double>{40, 28, 112, 82})) << ref::dtype_name(d);
+    ref::SmallGemm small(d);
+    for (int i = 0; i < 4; ++i) small.c.set(i, kNaN);
+    plrt::cpu::gemm(0, 0, 2.0, small.a.get(), small.b.get(), 0.0, small.c.get());
+    EXPECT_EQ(values(small.c), (std::vector<double>{40, 28, 112, 82})) << ref::dtype_name(d);
 
     Buf e = mat(d, 2, 0), f = mat(d, 0, 3), g = mat(d, 2, 3);
     for (int i = 0; i < 6; ++i) g.set(i, i + 0.5);
@@ -450,13 +400,9 @@ TEST(AmpPluginTable, UnscaleCheckAndHalfGemmAreReachable) {
   PL_Accelerator* acc = nullptr;
   ASSERT_EQ(api->create(&host, nullptr, &acc), nullptr);
 
-  Buf a = mat(PL_F16, 2, 3), b = mat(PL_F16, 3, 2), c = mat(PL_F16, 2, 2);
-  for (int i = 0; i < 6; ++i) {
-    a.set(i, i + 1);
-    b.set(i, 6 - i);
-  }
-  EXPECT_EQ(api->gemm(acc, 0, 0, 0.5, a.get(), b.get(), 0.0, c.get(), nullptr), nullptr);
-  EXPECT_EQ(values(c), (std::vector<double>{10, 7, 28, 20.5}));
+  ref::SmallGemm g(PL_F16);
+  EXPECT_EQ(api->gemm(acc, 0, 0, 0.5, g.a.get(), g.b.get(), 0.0, g.c.get(), nullptr), nullptr);
+  EXPECT_EQ(values(g.c), (std::vector<double>{10, 7, 28, 20.5}));
 
   Buf x = mat(PL_BF16, 3), found = flag(0);
   x.set(0, 4);

@@ -3,6 +3,7 @@
 // argmax_rows against plain reference loops; aliasing, NaN handling, and every error they name.
 // (Their float16/bfloat16 forms, ABI 1.3, are in test_cpu_amp.cpp.)
 #include "kernels.hpp"
+#include "matrix_reference.hpp"
 #include "reference.hpp"
 
 #include <gtest/gtest.h>
@@ -15,98 +16,44 @@
 
 using ref::Buf;
 using ref::expect_failure;
+using ref::fill_random;
+using ref::mat;
+using ref::values;
 
 namespace {
 
 const PL_DType kDtypes[] = {PL_F32, PL_F64};
-
-// A row-major matrix [rows, cols] (or a vector when cols < 0) over owned storage.
-Buf mat(PL_DType dtype, int64_t rows, int64_t cols = -1) {
-  Buf b(dtype, cols < 0 ? rows : rows * cols);
-  if (cols >= 0) {
-    b.t.ndim = 2;
-    b.t.shape[0] = rows;
-    b.t.shape[1] = cols;
-  }
-  return b;
-}
-
-void fill_random(Buf& b, std::mt19937_64& rng, double lo = -1, double hi = 1) {
-  std::uniform_real_distribution<double> u(lo, hi);
-  for (int64_t i = 0; i < b.n(); ++i) b.set(i, u(rng));
-}
-
-std::vector<double> values(const Buf& b) {
-  std::vector<double> v(static_cast<size_t>(b.n()));
-  for (int64_t i = 0; i < b.n(); ++i) v[static_cast<size_t>(i)] = b.at(i);
-  return v;
-}
 
 // Relative tolerance of one rounding in the dtype, times a margin for the sums.
 double eps(PL_DType d) { return d == PL_F64 ? 1e-15 : 1e-7; }
 
 // ---- gemm ----
 
-// c = alpha * op(a) @ op(b) + beta * c in double; `bound` gets the sum of |terms| per element,
-// the scale of the rounding error a float gemm may make.
-void ref_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const std::vector<double>& a,
-              const std::vector<double>& b, double beta, std::vector<double>& c, std::vector<double>& bound) {
-  bound.assign(c.size(), 0);
-  for (int64_t i = 0; i < m; ++i)
-    for (int64_t j = 0; j < n; ++j) {
-      double s = 0, sa = 0;
-      for (int64_t l = 0; l < k; ++l) {
-        const double x = ta ? a[l * m + i] : a[i * k + l];
-        const double y = tb ? b[j * k + l] : b[l * n + j];
-        s += x * y;
-        sa += std::fabs(x * y);
-      }
-      const size_t o = static_cast<size_t>(i * n + j);
-      bound[o] = std::fabs(alpha) * sa + std::fabs(beta * c[o]);
-      c[o] = alpha * s + (beta == 0 ? 0 : beta * c[o]);
-    }
-}
-
 TEST(Gemm, MatchesNaiveLoopsForEveryTransposeAndOddSizes) {
   std::mt19937_64 rng(7);
-  const int64_t sizes[] = {1, 7, 33, 129};
   for (PL_DType d : kDtypes)
-    for (int t = 0; t < 4; ++t)
-      for (int64_t m : sizes)
-        for (int64_t n : sizes)
-          for (int64_t k : sizes) {
-            const bool ta = t & 1, tb = t & 2;
-            Buf a = ta ? mat(d, k, m) : mat(d, m, k);
-            Buf b = tb ? mat(d, n, k) : mat(d, k, n);
-            Buf c = mat(d, m, n);
-            fill_random(a, rng);
-            fill_random(b, rng);
-            fill_random(c, rng);
-            const double alpha = 1.5, beta = -0.75;
-            std::vector<double> want = values(c), bound;
-            ref_gemm(ta, tb, m, n, k, alpha, values(a), values(b), beta, want, bound);
-            plrt::cpu::gemm(ta, tb, alpha, a.get(), b.get(), beta, c.get());
-            int bad = 0;
-            for (int64_t i = 0; i < c.n() && bad < 3; ++i)
-              if (!(std::fabs(c.at(i) - want[i]) <= 4 * eps(d) * (k + 2) * bound[i])) {
-                ADD_FAILURE() << ref::dtype_name(d) << " ta=" << ta << " tb=" << tb << " m=" << m << " n=" << n
-                              << " k=" << k << " [" << i << "]: got " << c.at(i) << ", want " << want[i];
-                ++bad;
-              }
-          }
+    ref::for_each_gemm_shape({1, 7, 33, 129}, [&](bool ta, bool tb, int64_t m, int64_t n, int64_t k) {
+      const double alpha = 1.5, beta = -0.75;
+      ref::RandomGemm g(d, ta, tb, m, n, k, alpha, beta, rng);
+      plrt::cpu::gemm(ta, tb, alpha, g.a.get(), g.b.get(), beta, g.c.get());
+      int bad = 0;
+      for (int64_t i = 0; i < g.c.n() && bad < 3; ++i)
+        if (!(std::fabs(g.c.at(i) - g.want[i]) <= 4 * eps(d) * (k + 2) * g.bound[i])) {
+          ADD_FAILURE() << ref::dtype_name(d) << " ta=" << ta << " tb=" << tb << " m=" << m << " n=" << n
+                        << " k=" << k << " [" << i << "]: got " << g.c.at(i) << ", want " << g.want[i];
+          ++bad;
+        }
+      return true;
+    });
 }
 
 TEST(Gemm, BetaZeroOnlyWritesC) {
   for (PL_DType d : kDtypes) {
-    Buf a = mat(d, 2, 3), b = mat(d, 3, 2), c = mat(d, 2, 2);
-    for (int i = 0; i < 6; ++i) {
-      a.set(i, i + 1);
-      b.set(i, 6 - i);
-    }
-    for (int i = 0; i < 4; ++i) c.set(i, std::numeric_limits<double>::quiet_NaN());
-    plrt::cpu::gemm(0, 0, 2.0, a.get(), b.get(), 0.0, c.get());
+    ref::SmallGemm g(d);
+    for (int i = 0; i < 4; ++i) g.c.set(i, std::numeric_limits<double>::quiet_NaN());
+    plrt::cpu::gemm(0, 0, 2.0, g.a.get(), g.b.get(), 0.0, g.c.get());
     // [[1,2,3],[4,5,6]] @ [[6,5],[4,3],[2,1]] = [[20,14],[56,41]], times 2
-    EXPECT_EQ(values(c), (std::vector<double>{40, 28, 112, 82})) << ref::dtype_name(d);
+    EXPECT_EQ(values(g.c), (std::vector<double>{40, 28, 112, 82})) << ref::dtype_name(d);
   }
 }
 

@@ -1,11 +1,12 @@
-// Shared by the ddp tests (in-process) and ddp_worker (one rank of a multi-process job): a strategy
-// instance driven through its plugin's C table, and a small model of named parameters with host
-// storage and values chosen so that every mean the tests expect is exact in float32.
+// Shared by the ddp tests (in-process) and ddp_worker (one rank of a multi-process job): a ddp-family
+// strategy instance driven through its plugin's C table (strategy_harness.hpp, with ddp's run_step),
+// and a small model of named parameters with host storage and values chosen so that every mean the
+// tests expect is exact in float32.
 #pragma once
 
-#include <plrt/sdk/accelerator.hpp>
-#include <plrt/sdk/error.hpp>
-#include <plrt/sdk/runtime.hpp>
+#include "strategy_harness.hpp"
+
+#include <plrt/sdk/process_group.hpp>  // pl::tensor_view
 
 #include <cstdint>
 #include <cstring>
@@ -17,63 +18,16 @@
 
 namespace ddptest {
 
-// A runtime that sees the build tree's plugins only.
-inline pl::RuntimeOptions runtime_options(const std::string& log_level = "warn") {
-  pl::RuntimeOptions o;
-  o.plugin_dirs = {PLRT_BUILD_PLUGIN_DIR};
-  o.use_env_dirs = false;
-  o.use_default_dirs = false;
-  o.log_level = log_level;
-  return o;
-}
+using strattest::runtime_options;
+using StrategyConfig = strattest::Config;
 
-struct StrategyConfig {
-  int rank = 0, world = 1, local_rank = 0;
-  pl::Accelerator accelerator;  // empty: no accelerator in the config
-  std::vector<int32_t> device_ids{0};
-  std::string backend = "gloo";
-  PL_Store* store = nullptr;
-  int64_t timeout_ms = 0;
-  std::vector<std::pair<std::string, std::string>> options;
-};
-
-// One strategy instance, created through PL_StrategyApi; every call throws pl::Error.
-class Strategy {
+// A ddp-family instance (ranks as processes on one node); every call throws pl::Error.
+class Strategy : public strattest::Strategy {
  public:
-  Strategy(const pl::Runtime& rt, const std::string& name, const StrategyConfig& c) : host_(rt.host()) {
-    ref_ = rt.find(PL_PLUGIN_STRATEGY, name);
-    api_ = ref_.api<PL_StrategyApi>();
-    std::vector<PL_Option> items;
-    for (const auto& kv : ref_.presets) items.push_back({sizeof(PL_Option), kv.first.c_str(), kv.second.c_str()});
-    for (const auto& kv : c.options) items.push_back({sizeof(PL_Option), kv.first.c_str(), kv.second.c_str()});
-    PL_StrategyConfig sc{};
-    sc.struct_size = sizeof sc;
-    sc.global_rank = c.rank;
-    sc.world_size = c.world;
-    sc.local_rank = c.local_rank;
-    sc.local_world_size = c.world;
-    sc.num_nodes = 1;
-    sc.accelerator_api = c.accelerator.defined() ? c.accelerator.api() : nullptr;
-    sc.accelerator = c.accelerator.defined() ? c.accelerator.get() : nullptr;
-    sc.device_ids = c.device_ids.data();
-    sc.num_devices = c.device_ids.size();
-    sc.process_group_backend = c.backend.c_str();
-    sc.store = c.store;
-    sc.timeout_ms = c.timeout_ms;
-    sc.options = {sizeof(PL_OptionList), items.data(), items.size()};
-    pl::check(host_, api_->create(host_, &sc, &s_));
-  }
-  ~Strategy() {
-    if (s_) api_->destroy(s_);
-  }
-  Strategy(const Strategy&) = delete;
-  Strategy& operator=(const Strategy&) = delete;
+  Strategy(const pl::Runtime& rt, const std::string& name, const StrategyConfig& c)
+      : strattest::Strategy(rt, name, c, strattest::Layout::kOneNode) {}
 
-  const PL_StrategyApi* api() const { return api_; }
-  PL_Strategy* get() const { return s_; }
-
-  void setup(std::vector<PL_Parameter>& params) { pl::check(host_, api_->setup(s_, params.data(), params.size())); }
-  // fn(device, params, num_params) is the replica's forward+backward.
+  // fn(device, params, num_params) is the replica's forward+backward; what it throws is rethrown.
   void run_step(std::function<void(PL_Device, PL_Parameter*, size_t)> fn) {
     struct Call {
       std::function<void(PL_Device, PL_Parameter*, size_t)> fn;
@@ -100,27 +54,6 @@ class Strategy {
     }
     pl::check(host_, e);
   }
-  void on_grad_ready(size_t i) { pl::check(host_, api_->on_grad_ready(s_, i)); }
-  void after_backward() { pl::check(host_, api_->after_backward(s_)); }
-  void set_grad_sync(bool on) { pl::check(host_, api_->set_grad_sync(s_, on ? 1 : 0)); }
-  void teardown() { pl::check(host_, api_->teardown(s_)); }
-  double stat(const std::string& name) {
-    double v = -1;
-    pl::check(host_, api_->get_stat(s_, name.c_str(), &v));
-    return v;
-  }
-  std::pair<const PL_ProcessGroupApi*, PL_ProcessGroup*> process_group() {
-    const PL_ProcessGroupApi* a = nullptr;
-    PL_ProcessGroup* g = nullptr;
-    pl::check(host_, api_->process_group(s_, &a, &g));
-    return {a, g};
-  }
-
- private:
-  const PL_Host* host_;
-  pl::PluginRef ref_;
-  const PL_StrategyApi* api_ = nullptr;
-  PL_Strategy* s_ = nullptr;
 };
 
 struct ParamSpec {
@@ -162,8 +95,8 @@ class Model {
       PL_Parameter p{};
       p.struct_size = sizeof p;
       p.name = specs_[i].name.c_str();
-      p.value = view(value_[i].data(), specs_[i]);
-      p.grad = view(grad_[i].data(), specs_[i]);
+      p.value = pl::tensor_view(value_[i].data(), specs_[i].dtype, specs_[i].numel);
+      p.grad = pl::tensor_view(grad_[i].data(), specs_[i].dtype, specs_[i].numel);
       p.requires_grad = specs_[i].requires_grad ? 1 : 0;
       params_.push_back(p);
     }
@@ -186,17 +119,6 @@ class Model {
   }
 
  private:
-  static PL_Tensor view(void* data, const ParamSpec& s) {
-    PL_Tensor t{};
-    t.struct_size = sizeof t;
-    t.data = data;
-    t.dtype = s.dtype;
-    t.device = {PL_DEVICE_CPU, 0};
-    t.numel = s.numel;
-    t.ndim = 1;
-    t.shape[0] = s.numel;
-    return t;
-  }
   static double get(const std::vector<uint8_t>& b, PL_DType dt, int64_t j) {
     if (dt == PL_F64) {
       double v;

@@ -1,20 +1,16 @@
 // Shared by the dp/ddp2 tests: a dp-family strategy instance driven through its plugin's C table
-// (with the ABI 1.3 entries num_replicas and setup_replica), and models of one root plus replicas.
-// The model and its exact values come from ddp_harness.hpp.
+// (strategy_harness.hpp, with dp's run_step; the ABI 1.3 entries num_replicas and setup_replica are
+// there), and models of one root plus replicas.  The model and its exact values come from
+// ddp_harness.hpp.
 #pragma once
 
 #include "ddp_harness.hpp"
-
-#include <plrt/sdk/accelerator.hpp>
-#include <plrt/sdk/error.hpp>
-#include <plrt/sdk/runtime.hpp>
-
-#include <gtest/gtest.h>
+#include "expect_error.hpp"
+#include "strategy_harness.hpp"
 
 #include <exception>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -23,64 +19,18 @@ namespace dptest {
 
 using ddptest::Model;
 using ddptest::ParamSpec;
-
-struct Config {
-  int rank = 0, world = 1;
-  pl::Accelerator accelerator;  // empty: no accelerator in the config
-  std::vector<int32_t> device_ids{0};
-  std::string backend = "gloo";
-  PL_Store* store = nullptr;
-  int64_t timeout_ms = 0;
-  std::vector<std::pair<std::string, std::string>> options;
-};
+using Config = strattest::Config;  // local_rank unused: one process per node
+using strattest::error_of;
 
 // fn(replica, num_replicas, device, params, num_params); may throw (the error names what it threw).
 using ReplicaFn = std::function<void(int, int, PL_Device, PL_Parameter*, size_t)>;
 
-// One strategy instance, created through PL_StrategyApi; every call throws pl::Error.
-class Strategy {
+// A dp-family instance (one process per node); every call throws pl::Error.
+class Strategy : public strattest::Strategy {
  public:
-  Strategy(const pl::Runtime& rt, const std::string& name, const Config& c) : host_(rt.host()) {
-    ref_ = rt.find(PL_PLUGIN_STRATEGY, name);
-    api_ = ref_.api<PL_StrategyApi>();
-    std::vector<PL_Option> items;
-    for (const auto& kv : c.options) items.push_back({sizeof(PL_Option), kv.first.c_str(), kv.second.c_str()});
-    PL_StrategyConfig sc{};
-    sc.struct_size = sizeof sc;
-    sc.global_rank = c.rank;
-    sc.world_size = c.world;
-    sc.local_rank = 0;  // one process per node
-    sc.local_world_size = 1;
-    sc.node_rank = c.rank;
-    sc.num_nodes = c.world;
-    sc.accelerator_api = c.accelerator.defined() ? c.accelerator.api() : nullptr;
-    sc.accelerator = c.accelerator.defined() ? c.accelerator.get() : nullptr;
-    sc.device_ids = c.device_ids.data();
-    sc.num_devices = c.device_ids.size();
-    sc.process_group_backend = c.backend.c_str();
-    sc.store = c.store;
-    sc.timeout_ms = c.timeout_ms;
-    sc.options = {sizeof(PL_OptionList), items.data(), items.size()};
-    pl::check(host_, api_->create(host_, &sc, &s_));
-  }
-  ~Strategy() {
-    if (s_) api_->destroy(s_);
-  }
-  Strategy(const Strategy&) = delete;
-  Strategy& operator=(const Strategy&) = delete;
+  Strategy(const pl::Runtime& rt, const std::string& name, const Config& c)
+      : strattest::Strategy(rt, name, c, strattest::Layout::kProcessPerNode) {}
 
-  const PL_StrategyApi* api() const { return api_; }
-  PL_Strategy* get() const { return s_; }
-
-  int num_replicas() {
-    int32_t n = -1;
-    pl::check(host_, api_->num_replicas(s_, &n));
-    return n;
-  }
-  void setup(std::vector<PL_Parameter>& p) { pl::check(host_, api_->setup(s_, p.data(), p.size())); }
-  void setup_replica(int r, std::vector<PL_Parameter>& p) {
-    pl::check(host_, api_->setup_replica(s_, r, p.data(), p.size()));
-  }
   void run_step(ReplicaFn fn) {
     struct Call {
       ReplicaFn fn;
@@ -102,27 +52,6 @@ class Strategy {
     };
     pl::check(host_, api_->run_step(s_, &f));
   }
-  void after_backward() { pl::check(host_, api_->after_backward(s_)); }
-  void after_optimizer_step() { pl::check(host_, api_->after_optimizer_step(s_)); }
-  void set_grad_sync(bool on) { pl::check(host_, api_->set_grad_sync(s_, on ? 1 : 0)); }
-  void teardown() { pl::check(host_, api_->teardown(s_)); }
-  double stat(const std::string& name) {
-    double v = -1;
-    pl::check(host_, api_->get_stat(s_, name.c_str(), &v));
-    return v;
-  }
-  std::pair<const PL_ProcessGroupApi*, PL_ProcessGroup*> process_group() {
-    const PL_ProcessGroupApi* a = nullptr;
-    PL_ProcessGroup* g = nullptr;
-    pl::check(host_, api_->process_group(s_, &a, &g));
-    return {a, g};
-  }
-
- private:
-  const PL_Host* host_;
-  pl::PluginRef ref_;
-  const PL_StrategyApi* api_ = nullptr;
-  PL_Strategy* s_ = nullptr;
 };
 
 // The root (models[0]) and n-1 replicas of one module, each with its own host memory.
@@ -151,18 +80,6 @@ inline void write_grads(Model& m, int rank, int replica, int step) {
   for (size_t i = 0; i < m.size(); ++i)
     if (m.spec(i).requires_grad)
       for (int64_t j = 0; j < m.spec(i).numel; ++j) m.set_grad(i, j, replica_grad(i, j, rank, replica, step));
-}
-
-// The error that `fn` throws (fails the test when there is none).
-template <class Fn>
-pl::Error error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const pl::Error& e) {
-    return e;
-  }
-  ADD_FAILURE() << "the call succeeded";
-  return pl::Error(PL_ERR_OK, "");
 }
 
 }  // namespace dptest

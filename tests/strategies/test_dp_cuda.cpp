@@ -83,17 +83,7 @@ struct GpuEntry {
     acc.free(dev, value);
     acc.free(dev, grad);
   }
-  PL_Tensor tensor(void* data) const {
-    PL_Tensor t{};
-    t.struct_size = sizeof t;
-    t.data = data;
-    t.dtype = PL_F32;
-    t.device = dev;
-    t.numel = numel;
-    t.ndim = 1;
-    t.shape[0] = numel;
-    return t;
-  }
+  PL_Tensor tensor(void* data) const { return pl::tensor_view(data, PL_F32, numel, dev); }
   std::vector<float> read(void* p) const {
     std::vector<float> h(numel);
     acc.copy(h.data(), {PL_DEVICE_CPU, 0}, p, dev, numel * 4);

@@ -141,7 +141,9 @@ TEST(Precision, MixedRunsComputeInLowPrecision) {
     EXPECT_RAN(run(mlp_args(a)));
     const double rel = relative_difference(dir / (std::string(p) + ".safetensors"), dir / "f32.safetensors");
     EXPECT_GT(rel, 1e-7) << p << " gave float32's weights: it did not compute in low precision";
-    if (std::string(p) == "bf16-mixed") EXPECT_LT(rel, 1e-2) << p << " drifted far from float32 in 3 steps";
+    if (std::string(p) == "bf16-mixed") {
+      EXPECT_LT(rel, 1e-2) << p << " drifted far from float32 in 3 steps";
+    }
     EXPECT_EQ(report(dir / "r.json").value("skipped_steps", -1) >= 0, true);
   }
 }

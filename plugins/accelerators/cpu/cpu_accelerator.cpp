@@ -7,6 +7,7 @@
 // crosses the C ABI.  The host table lives in the instance (PL_Accelerator), never in a global.
 // A NULL instance (or a NULL host in create) leaves no way to report an error through the host;
 // that is a broken caller invariant and aborts with a message on stderr.
+#include "arg_checks.hpp"
 #include "cpu_options.hpp"
 #include "kernels.hpp"
 #include "plugin_support.hpp"
@@ -39,6 +40,7 @@ namespace {
 
 using plrt::plugin::fail;
 using plrt::plugin::guard;
+using plrt::kernel_args::device_name;
 
 constexpr size_t kAlignment = 64;
 
@@ -52,11 +54,6 @@ template <class Body>
 PL_Error* run(PL_Accelerator* acc, const char* fn, Body&& body) {
   if (acc == nullptr || acc->host == nullptr) broken_call(fn, "accelerator instance");
   return guard(acc->host, std::forward<Body>(body));
-}
-
-std::string device_name(PL_Device d) {
-  const char* type = d.type == PL_DEVICE_CPU ? "cpu" : d.type == PL_DEVICE_CUDA ? "cuda" : nullptr;
-  return (type ? std::string(type) : "device type " + std::to_string(d.type)) + ":" + std::to_string(d.index);
 }
 
 void require_cpu(PL_Device d, const char* fn, const char* what) {

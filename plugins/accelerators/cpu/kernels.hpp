@@ -4,7 +4,8 @@
 // Failure into a PL_Error at its boundary.  Other accelerators (CUDA) mirror these semantics; the
 // exact arithmetic is spelled out below so that they can.
 //
-// Common rules
+// Common rules (the argument checks live in ../common/kernel_args.hpp, shared with the cuda
+// plugin, which applies them to CUDA tensors instead of host ones)
 //  - Tensors are checked with plrt::plugin::check_tensor (NULL descriptor, struct_size, dtype,
 //    negative numel, NULL data with numel > 0) and must have device.type == PL_DEVICE_CPU (the
 //    index is not checked: all host memory is one device).  Tensors that take part in one call
@@ -86,7 +87,7 @@ void adam_step(const PL_Tensor* param, const PL_Tensor* grad, const PL_Tensor* e
 // ByteGrad min-max quantisation.  src: float32/float16/bfloat16 with n elements, in chunks of
 // chunk_size (>= 1) elements, the last possibly shorter; nchunks = ceil(n / chunk_size).
 // minmax: float32 with exactly 2 * nchunks elements, written {min, max} per chunk.  q: uint8 with n
-// elements.  Per chunk, in float:
+// elements.  q and minmax must not overlap src or each other.  Per chunk, in float:
 //    lo = min(x), hi = max(x)   (x widened exactly to float)
 //    scale = (hi - lo) / 255.0f
 //    q = 0                                      when scale == 0 (hi == lo, or a range so tiny
@@ -98,7 +99,8 @@ void adam_step(const PL_Tensor* param, const PL_Tensor* grad, const PL_Tensor* e
 void quantize_u8(const PL_Tensor* src, const PL_Tensor* q, const PL_Tensor* minmax,
                  int64_t chunk_size);
 
-// The inverse: q uint8 (n), minmax float32 (2 * nchunks), dst float32/float16/bfloat16 (n):
+// The inverse: q uint8 (n), minmax float32 (2 * nchunks), dst float32/float16/bfloat16 (n), dst
+// overlapping neither:
 //    scale = (hi - lo) / 255.0f;   x = lo + (float)q * scale   (in float, rounded once to dst)
 // minmax values must be finite with lo <= hi, and scale finite (else PL_ERR_INVALID_ARGUMENT
 // naming the chunk).  The round trip error is at most scale / 2 plus float rounding.

@@ -1,10 +1,9 @@
 // unscale_check: the gradient scaler's unscale with its inf/NaN check (ABI 1.3; see kernels.hpp).
 #include "kernels.hpp"
-#include "kernels_matrix.hpp"
+#include "kernels_detail.hpp"
 
 #include <cmath>
 #include <limits>
-#include <string>
 
 namespace plrt::cpu {
 namespace {
@@ -28,24 +27,7 @@ bool unscale_loop(typename Tr::Storage* x, int64_t n, typename Tr::C inv) {
 }  // namespace
 
 void unscale_check(const PL_Tensor* x, double inv_scale, const PL_Tensor* found_inf) {
-  const char* op = "unscale_check";
-  check_cpu_tensor(x, op, "x");
-  require_float_dtype(x, "x", op);
-  check_cpu_tensor(found_inf, op, "found_inf");
-  if (found_inf->dtype != PL_F32)
-    fail(PL_ERR_INVALID_ARGUMENT, std::string(op) + ": found_inf is " + pl_dtype_name(found_inf->dtype) +
-                                      "; it must be float32 with one element");
-  if (found_inf->numel != 1)
-    fail(PL_ERR_INVALID_ARGUMENT, std::string(op) + ": found_inf has " + std::to_string(found_inf->numel) +
-                                      " elements; it must have exactly 1 (float32)");
-  check_no_overlap(found_inf, "found_inf", x, "x", op, false);
-  // Finite in the compute type too: 1e300 is a finite double but inf in float.
-  const bool f64 = x->dtype == PL_F64;
-  const double limit = f64 ? std::numeric_limits<double>::max() : std::numeric_limits<float>::max();
-  if (!(std::fabs(inv_scale) <= limit))
-    fail(PL_ERR_INVALID_ARGUMENT, std::string(op) + ": inv_scale " + num(inv_scale) + " is invalid; it must be finite" +
-                                      (f64 ? "" : " in float32 (|inv_scale| <= " + num(std::numeric_limits<float>::max()) +
-                                                      ") for a " + pl_dtype_name(x->dtype) + " tensor"));
+  kernel_args::unscale_check(kTarget, x, inv_scale, found_inf);
   bool bad = false;
   dispatch_float(x->dtype, [&](auto tr) {
     using Tr = decltype(tr);

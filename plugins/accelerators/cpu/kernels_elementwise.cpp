@@ -2,7 +2,6 @@
 #include "kernels.hpp"
 #include "kernels_detail.hpp"
 
-#include <cmath>
 #include <cstring>
 #include <string>
 #include <type_traits>
@@ -11,56 +10,6 @@ namespace plrt::cpu {
 namespace {
 
 using namespace detail;
-
-// ---- integer dtypes: storage type T, unsigned arithmetic type U (wraps, no UB) ----
-
-template <class T, class U>
-struct IntTag {
-  using Storage = T;
-  using Unsigned = U;
-};
-using I32 = IntTag<int32_t, uint32_t>;
-using I64 = IntTag<int64_t, uint64_t>;
-using U8 = IntTag<uint8_t, uint32_t>;  // products wrap mod 2^32, then truncate mod 2^8
-
-template <class F>
-void dispatch_int(PL_DType dtype, F&& f) {
-  switch (dtype) {
-    case PL_I32: f(I32{}); return;
-    case PL_I64: f(I64{}); return;
-    case PL_U8: f(U8{}); return;
-    default: fail(PL_ERR_INTERNAL, std::string("dispatch_int: ") + pl_dtype_name(dtype));
-  }
-}
-
-bool is_int_dtype(PL_DType d) { return d == PL_I32 || d == PL_I64 || d == PL_U8; }
-
-// A scalar for an integer tensor: a whole number, and (for arithmetic) within int64.
-int64_t integral_scalar(double v, const char* op, const char* what, PL_DType dtype) {
-  const std::string head = std::string(op) + ": " + what + " " + num(v) + " ";
-  const std::string tail = std::string("; ") + pl_dtype_name(dtype) +
-                           " tensors take integral scalars only (whole numbers in [-2^63, 2^63))";
-  if (!std::isfinite(v) || v != std::trunc(v)) fail(PL_ERR_INVALID_ARGUMENT, head + "is not a whole number" + tail);
-  if (!(v >= -0x1p63 && v < 0x1p63)) fail(PL_ERR_INVALID_ARGUMENT, head + "is out of range" + tail);
-  return static_cast<int64_t>(v);
-}
-
-// The value for fill: a whole number representable in `dtype`.
-int64_t fill_value(double v, PL_DType dtype) {
-  double lo = 0, hi = 0;
-  const char* range = "";
-  switch (dtype) {
-    case PL_I32: lo = -2147483648.0; hi = 2147483647.0; range = "[-2147483648, 2147483647]"; break;
-    case PL_I64: lo = -0x1p63; hi = 0x1p63; range = "[-9223372036854775808, 9223372036854775807]"; break;
-    default: lo = 0; hi = 255; range = "[0, 255]"; break;
-  }
-  const std::string valid = std::string("; valid for ") + pl_dtype_name(dtype) + ": whole numbers in " + range;
-  if (!std::isfinite(v) || v != std::trunc(v))
-    fail(PL_ERR_INVALID_ARGUMENT, "fill: value " + num(v) + " is not a whole number" + valid);
-  const bool in_range = dtype == PL_I64 ? (v >= lo && v < hi) : (v >= lo && v <= hi);
-  if (!in_range) fail(PL_ERR_INVALID_ARGUMENT, "fill: value " + num(v) + " is out of range" + valid);
-  return static_cast<int64_t>(v);
-}
 
 // ---- loops ----
 
@@ -84,6 +33,7 @@ void axpy_float(typename Tr::Storage* y, const typename Tr::Storage* x, int64_t 
   for (int64_t i = 0; i < n; ++i) y[i] = Tr::store(Tr::load(y[i]) + a * Tr::load(x[i]));
 }
 
+// Tag: kernel_args::IntTag (storage type, and the unsigned type the arithmetic wraps in).
 template <class Tag>
 void scale_int(typename Tag::Storage* x, int64_t n, int64_t alpha) {
   using T = typename Tag::Storage;
@@ -116,13 +66,11 @@ void cast_loop(typename D::Storage* dst, const typename S::Storage* src, int64_t
 }  // namespace
 
 void fill(const PL_Tensor* x, double value) {
-  check_cpu_tensor(x, "fill", "x");
-  if (is_int_dtype(x->dtype)) {
-    const int64_t v = fill_value(value, x->dtype);  // checked even when numel is 0
-    dispatch_int(x->dtype, [&](auto tag) {
+  if (const auto v = kernel_args::fill(kTarget, x, value)) {
+    kernel_args::dispatch_int(x->dtype, "dispatch_int", [&](auto tag) {
       using T = typename decltype(tag)::Storage;
       T* p = static_cast<T*>(x->data);
-      const T tv = static_cast<T>(v);
+      const T tv = static_cast<T>(*v);
       for (int64_t i = 0; i < x->numel; ++i) p[i] = tv;
     });
     return;
@@ -134,12 +82,10 @@ void fill(const PL_Tensor* x, double value) {
 }
 
 void scale(const PL_Tensor* x, double alpha) {
-  check_cpu_tensor(x, "scale", "x");
-  if (is_int_dtype(x->dtype)) {
-    const int64_t a = integral_scalar(alpha, "scale", "alpha", x->dtype);
-    dispatch_int(x->dtype, [&](auto tag) {
+  if (const auto a = kernel_args::scale(kTarget, x, alpha)) {
+    kernel_args::dispatch_int(x->dtype, "dispatch_int", [&](auto tag) {
       using Tag = decltype(tag);
-      scale_int<Tag>(static_cast<typename Tag::Storage*>(x->data), x->numel, a);
+      scale_int<Tag>(static_cast<typename Tag::Storage*>(x->data), x->numel, *a);
     });
     return;
   }
@@ -150,16 +96,11 @@ void scale(const PL_Tensor* x, double alpha) {
 }
 
 void axpy(const PL_Tensor* y, double alpha, const PL_Tensor* x) {
-  check_cpu_tensor(y, "axpy", "y");
-  check_cpu_tensor(x, "axpy", "x");
-  check_same_dtype(y, "y", x, "x", "axpy");
-  check_same_numel(y, "y", x, "x", "axpy");
-  if (is_int_dtype(y->dtype)) {
-    const int64_t a = integral_scalar(alpha, "axpy", "alpha", y->dtype);
-    dispatch_int(y->dtype, [&](auto tag) {
+  if (const auto a = kernel_args::axpy(kTarget, y, alpha, x)) {
+    kernel_args::dispatch_int(y->dtype, "dispatch_int", [&](auto tag) {
       using Tag = decltype(tag);
       using T = typename Tag::Storage;
-      axpy_int<Tag>(static_cast<T*>(y->data), static_cast<const T*>(x->data), y->numel, a);
+      axpy_int<Tag>(static_cast<T*>(y->data), static_cast<const T*>(x->data), y->numel, *a);
     });
     return;
   }
@@ -170,14 +111,7 @@ void axpy(const PL_Tensor* y, double alpha, const PL_Tensor* x) {
 }
 
 void cast(const PL_Tensor* dst, const PL_Tensor* src) {
-  check_cpu_tensor(dst, "cast", "dst");
-  check_cpu_tensor(src, "cast", "src");
-  if (!is_float_dtype(dst->dtype) || !is_float_dtype(src->dtype))
-    fail(PL_ERR_UNSUPPORTED, std::string("cast: ") + pl_dtype_name(src->dtype) + " -> " +
-                                 pl_dtype_name(dst->dtype) +
-                                 " is not supported; cast converts between float64, float32, float16 "
-                                 "and bfloat16 only");
-  check_same_numel(dst, "dst", src, "src", "cast");
+  kernel_args::cast(kTarget, dst, src);
   if (dst->numel == 0) return;
   if (dst->dtype == src->dtype) {
     if (dst->data != src->data)

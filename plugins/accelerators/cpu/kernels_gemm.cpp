@@ -2,7 +2,7 @@
 // bfloat16 are emulated as tensor cores compute them: widened to float scratch, cblas_sgemm, each
 // result rounded once.
 #include "kernels.hpp"
-#include "kernels_matrix.hpp"
+#include "kernels_detail.hpp"
 
 #include <cblas.h>
 
@@ -16,18 +16,9 @@ namespace {
 using namespace detail;
 
 // OpenBLAS indexes with blasint (int in the LP64 build Debian ships); a larger size would wrap.
-blasint blas_size(int64_t v, const char* op, const char* what) {
-  constexpr int64_t kMax = static_cast<int64_t>(std::numeric_limits<blasint>::max());
-  if (v > kMax)
-    fail(PL_ERR_INVALID_ARGUMENT, std::string(op) + ": " + what + " " + std::to_string(v) +
-                                      " exceeds OpenBLAS's index range (at most " + std::to_string(kMax) + ")");
-  return static_cast<blasint>(v);
-}
-
-void check_trans(int32_t t, const char* name) {
-  if (t != 0 && t != 1)
-    fail(PL_ERR_INVALID_ARGUMENT, std::string("gemm: ") + name + " " + std::to_string(t) +
-                                      " is invalid; use 0 (the matrix as is) or 1 (its transpose)");
+blasint blas_size(int64_t v, const char* what) {
+  return static_cast<blasint>(
+      kernel_args::blas_index(v, std::numeric_limits<blasint>::max(), "gemm", what, "OpenBLAS"));
 }
 
 // c = beta * c, for k == 0 (no product to add); beta == 0 writes zeros, dropping NaNs in c.
@@ -73,30 +64,8 @@ void gemm_half(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, blasint m, blasint n, bla
 
 void gemm(int32_t trans_a, int32_t trans_b, double alpha, const PL_Tensor* a, const PL_Tensor* b, double beta,
           const PL_Tensor* c) {
-  check_trans(trans_a, "trans_a");
-  check_trans(trans_b, "trans_b");
-  check_shaped(a, 2, "gemm", "a");
-  check_shaped(b, 2, "gemm", "b");
-  check_shaped(c, 2, "gemm", "c");
-  require_layer_float(a, "gemm", "a");
-  check_same_dtype(a, "a", b, "b", "gemm");
-  check_same_dtype(a, "a", c, "c", "gemm");
-
-  const int64_t m = trans_a ? a->shape[1] : a->shape[0];
-  const int64_t k = trans_a ? a->shape[0] : a->shape[1];
-  const int64_t kb = trans_b ? b->shape[1] : b->shape[0];
-  const int64_t n = trans_b ? b->shape[0] : b->shape[1];
-  const std::string ops = " (trans_a " + std::to_string(trans_a) + ", trans_b " + std::to_string(trans_b) + ")";
-  if (k != kb)
-    fail(PL_ERR_INVALID_ARGUMENT, "gemm: " + both_shapes(a, "a", b, "b") + ops + ": op(a) is [" + std::to_string(m) +
-                                      ", " + std::to_string(k) + "] and op(b) is [" + std::to_string(kb) + ", " +
-                                      std::to_string(n) + "]; their inner sizes must match");
-  if (c->shape[0] != m || c->shape[1] != n)
-    fail(PL_ERR_INVALID_ARGUMENT, "gemm: c has shape " + shape_str(c) + " but op(a) @ op(b) is [" + std::to_string(m) +
-                                      ", " + std::to_string(n) + "] (a " + shape_str(a) + ", b " + shape_str(b) + ops +
-                                      ")");
-  check_no_overlap(c, "c", a, "a", "gemm", false);
-  check_no_overlap(c, "c", b, "b", "gemm", false);
+  const kernel_args::GemmDims d = kernel_args::gemm(kTarget, trans_a, trans_b, a, b, c);
+  const int64_t m = d.m, n = d.n, k = d.k;
 
   if (m == 0 || n == 0) return;
   if (k == 0) {
@@ -111,10 +80,10 @@ void gemm(int32_t trans_a, int32_t trans_b, double alpha, const PL_Tensor* a, co
       });
     return;
   }
-  const blasint bm = blas_size(m, "gemm", "m"), bn = blas_size(n, "gemm", "n"), bk = blas_size(k, "gemm", "k");
+  const blasint bm = blas_size(m, "m"), bn = blas_size(n, "n"), bk = blas_size(k, "k");
   // Row-major leading dimensions: the stored row length of each matrix.
-  const blasint lda = blas_size(a->shape[1], "gemm", "a's row length");
-  const blasint ldb = blas_size(b->shape[1], "gemm", "b's row length");
+  const blasint lda = blas_size(a->shape[1], "a's row length");
+  const blasint ldb = blas_size(b->shape[1], "b's row length");
   const blasint ldc = bn;
   const CBLAS_TRANSPOSE ta = trans_a ? CblasTrans : CblasNoTrans;
   const CBLAS_TRANSPOSE tb = trans_b ? CblasTrans : CblasNoTrans;

@@ -3,43 +3,15 @@
 // compiler vectorises (no fused multiply-add: the library builds with -ffp-contract=off).  The
 // first four take every float dtype (ABI 1.3); the loss and argmax stay float32/float64.
 #include "kernels.hpp"
-#include "kernels_matrix.hpp"
+#include "kernels_detail.hpp"
 
 #include <cmath>
-#include <string>
 #include <vector>
 
 namespace plrt::cpu {
 namespace {
 
 using namespace detail;
-
-// A vector's length must equal a matrix's column count (add_bias, sum_rows) or row count.
-void check_len(const PL_Tensor* v, const char* v_name, int64_t want, const PL_Tensor* m, const char* m_name,
-               const char* op, const char* which) {
-  if (v->shape[0] != want)
-    fail(PL_ERR_INVALID_ARGUMENT, std::string(op) + ": " + both_shapes(m, m_name, v, v_name) + "; " + v_name +
-                                      " must have " + which + " of " + m_name + " (" + std::to_string(want) + ")");
-}
-
-// Same ndim and sizes (relu, relu_backward): any ndim, since they are element-wise.
-void check_same_shape(const PL_Tensor* a, const char* a_name, const PL_Tensor* b, const char* b_name, const char* op) {
-  bool same = a->ndim == b->ndim && a->numel == b->numel;
-  for (int32_t d = 0; same && d < a->ndim && d < PL_MAX_DIMS; ++d) same = a->shape[d] == b->shape[d];
-  if (!same)
-    fail(PL_ERR_INVALID_ARGUMENT, std::string(op) + ": " + both_shapes(a, a_name, b, b_name) + " (numel " +
-                                      std::to_string(a->numel) + " and " + std::to_string(b->numel) +
-                                      "); they must match");
-}
-
-// An element-wise operand: a cpu tensor with a sane ndim and a float dtype.
-void check_elementwise(const PL_Tensor* t, const char* op, const char* what) {
-  check_cpu_tensor(t, op, what);
-  if (t->ndim < 0 || t->ndim > PL_MAX_DIMS)
-    fail(PL_ERR_INVALID_ARGUMENT, std::string(op) + ": " + what + " has ndim " + std::to_string(t->ndim) +
-                                      "; valid: 0.." + std::to_string(PL_MAX_DIMS));
-  require_layer_float(t, op, what);
-}
 
 // The loops take a dtype's traits (kernels_detail.hpp): for float32/float64 load and store are the
 // identity, so they compile to the plain loops; float16/bfloat16 widen exactly, compute in float
@@ -122,12 +94,7 @@ void argmax_loop(const T* x, int64_t rows, int64_t cols, int64_t* out) {
 }  // namespace
 
 void add_bias(const PL_Tensor* y, const PL_Tensor* bias) {
-  check_shaped(y, 2, "add_bias", "y");
-  check_shaped(bias, 1, "add_bias", "bias");
-  require_layer_float(y, "add_bias", "y");
-  check_same_dtype(y, "y", bias, "bias", "add_bias");
-  check_len(bias, "bias", y->shape[1], y, "y", "add_bias", "the column count");
-  check_no_overlap(y, "y", bias, "bias", "add_bias", false);
+  kernel_args::add_bias(kTarget, y, bias);
   dispatch_float(y->dtype, [&](auto tr) {
     using Tr = decltype(tr);
     add_bias_loop<Tr>(data_of<Tr>(y), data_of<Tr>(bias), y->shape[0], y->shape[1]);
@@ -135,12 +102,7 @@ void add_bias(const PL_Tensor* y, const PL_Tensor* bias) {
 }
 
 void sum_rows(double alpha, const PL_Tensor* x, double beta, const PL_Tensor* out) {
-  check_shaped(x, 2, "sum_rows", "x");
-  check_shaped(out, 1, "sum_rows", "out");
-  require_layer_float(x, "sum_rows", "x");
-  check_same_dtype(x, "x", out, "out", "sum_rows");
-  check_len(out, "out", x->shape[1], x, "x", "sum_rows", "the column count");
-  check_no_overlap(out, "out", x, "x", "sum_rows", false);
+  kernel_args::sum_rows(kTarget, x, out);
   dispatch_float(x->dtype, [&](auto tr) {
     using Tr = decltype(tr);
     sum_rows_loop<Tr>(alpha, data_of<Tr>(x), x->shape[0], x->shape[1], beta, data_of<Tr>(out));
@@ -148,11 +110,7 @@ void sum_rows(double alpha, const PL_Tensor* x, double beta, const PL_Tensor* ou
 }
 
 void relu(const PL_Tensor* x, const PL_Tensor* y) {
-  check_elementwise(x, "relu", "x");
-  check_elementwise(y, "relu", "y");
-  check_same_dtype(x, "x", y, "y", "relu");
-  check_same_shape(x, "x", y, "y", "relu");
-  check_no_overlap(y, "y", x, "x", "relu", true);
+  kernel_args::relu(kTarget, x, y);
   dispatch_float(x->dtype, [&](auto tr) {
     using Tr = decltype(tr);
     relu_loop<Tr>(data_of<Tr>(x), data_of<Tr>(y), x->numel);
@@ -160,15 +118,7 @@ void relu(const PL_Tensor* x, const PL_Tensor* y) {
 }
 
 void relu_backward(const PL_Tensor* y, const PL_Tensor* dy, const PL_Tensor* dx) {
-  check_elementwise(y, "relu_backward", "y");
-  check_elementwise(dy, "relu_backward", "dy");
-  check_elementwise(dx, "relu_backward", "dx");
-  check_same_dtype(y, "y", dy, "dy", "relu_backward");
-  check_same_dtype(y, "y", dx, "dx", "relu_backward");
-  check_same_shape(y, "y", dy, "dy", "relu_backward");
-  check_same_shape(y, "y", dx, "dx", "relu_backward");
-  check_no_overlap(dx, "dx", y, "y", "relu_backward", false);
-  check_no_overlap(dx, "dx", dy, "dy", "relu_backward", true);
+  kernel_args::relu_backward(kTarget, y, dy, dx);
   dispatch_float(y->dtype, [&](auto tr) {
     using Tr = decltype(tr);
     relu_backward_loop<Tr>(data_of<Tr>(y), data_of<Tr>(dy), data_of<Tr>(dx), y->numel);
@@ -177,35 +127,13 @@ void relu_backward(const PL_Tensor* y, const PL_Tensor* dy, const PL_Tensor* dx)
 
 void cross_entropy(const PL_Tensor* logits, const PL_Tensor* labels, const PL_Tensor* loss, const PL_Tensor* grad,
                    double grad_scale) {
-  const char* op = "cross_entropy";
-  check_shaped(logits, 2, op, "logits");
-  check_shaped(labels, 1, op, "labels");
-  check_shaped(loss, 1, op, "loss");
-  require_f32_f64(logits, op, "logits");
-  require_i64(labels, op, "labels");
-  check_same_dtype(logits, "logits", loss, "loss", op);
+  kernel_args::cross_entropy(kTarget, logits, labels, loss, grad);
   const int64_t n = logits->shape[0], c = logits->shape[1];
-  check_len(labels, "labels", n, logits, "logits", op, "the row count");
-  check_len(loss, "loss", n, logits, "logits", op, "the row count");
-  check_no_overlap(loss, "loss", logits, "logits", op, false);
-  check_no_overlap(loss, "loss", labels, "labels", op, false);
-  if (grad != nullptr) {
-    check_shaped(grad, 2, op, "grad");
-    check_same_dtype(logits, "logits", grad, "grad", op);
-    if (grad->shape[0] != n || grad->shape[1] != c)
-      fail(PL_ERR_INVALID_ARGUMENT, std::string(op) + ": " + both_shapes(logits, "logits", grad, "grad") +
-                                        "; they must match");
-    check_no_overlap(grad, "grad", logits, "logits", op, true);
-    check_no_overlap(grad, "grad", labels, "labels", op, false);
-    check_no_overlap(grad, "grad", loss, "loss", op, false);
-  }
   // Every label first, so that a bad one leaves the outputs untouched.
   const int64_t* lab = static_cast<const int64_t*>(labels->data);
   for (int64_t i = 0; i < n; ++i)
     if (lab[i] < 0 || lab[i] >= c)
-      fail(PL_ERR_INVALID_ARGUMENT, std::string(op) + ": label " + std::to_string(lab[i]) + " at row " +
-                                        std::to_string(i) + " is outside [0, " + std::to_string(c) +
-                                        "): logits have " + std::to_string(c) + " classes");
+      fail(PL_ERR_INVALID_ARGUMENT, "cross_entropy: " + kernel_args::label_message(lab[i], i, c));
   dispatch_f32_f64(logits->dtype, [&](auto tag) {
     using T = decltype(tag);
     const T* x = static_cast<const T*>(logits->data);
@@ -217,14 +145,7 @@ void cross_entropy(const PL_Tensor* logits, const PL_Tensor* labels, const PL_Te
 }
 
 void argmax_rows(const PL_Tensor* x, const PL_Tensor* out) {
-  check_shaped(x, 2, "argmax_rows", "x");
-  check_shaped(out, 1, "argmax_rows", "out");
-  require_f32_f64(x, "argmax_rows", "x");
-  require_i64(out, "argmax_rows", "out");
-  check_len(out, "out", x->shape[0], x, "x", "argmax_rows", "the row count");
-  check_no_overlap(out, "out", x, "x", "argmax_rows", false);
-  if (x->shape[0] > 0 && x->shape[1] == 0)
-    fail(PL_ERR_INVALID_ARGUMENT, "argmax_rows: x has shape " + shape_str(x) + "; an empty row has no argmax");
+  kernel_args::argmax_rows(kTarget, x, out);
   dispatch_f32_f64(x->dtype, [&](auto tag) {
     using T = decltype(tag);
     argmax_loop(static_cast<const T*>(x->data), x->shape[0], x->shape[1], static_cast<int64_t*>(out->data));

@@ -11,10 +11,10 @@
 // Errors that only the data shows (quantize_u8's non-finite values, dequantize_u8's invalid
 // min/max) are reported by the next synchronisation through this instance: stream_synchronize,
 // event_synchronize, or a copy on the default stream (kernel_checks.hpp).
+#include "arg_checks.hpp"
 #include "device_scope.hpp"
 #include "entries.hpp"
 #include "instance.hpp"
-#include "tensor_checks.hpp"
 
 #include <plrt/pl_plugin.h>
 
@@ -127,7 +127,7 @@ PL_Error* cuda_alloc(PL_Accelerator* acc, PL_Device device, size_t bytes, void**
     require_out(out, "alloc");
     *out = nullptr;
     if (device.type != PL_DEVICE_CUDA)
-      fail(PL_ERR_INVALID_ARGUMENT, "cuda: alloc needs a cuda device, not " + plrt::cuda::device_name(device) +
+      fail(PL_ERR_INVALID_ARGUMENT, "cuda: alloc needs a cuda device, not " + plrt::kernel_args::device_name(device) +
                                         "; use alloc_host for host memory");
     check_device(device, "alloc device");
     check_cuda(cudaSetDevice(device.index), "cudaSetDevice");

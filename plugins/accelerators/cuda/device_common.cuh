@@ -9,6 +9,7 @@
 
 #include "check_types.hpp"
 #include "cuda_common.hpp"
+#include "dtype_dispatch.hpp"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -17,6 +18,8 @@
 #include <cstdint>
 
 namespace plrt::cuda::dev {
+
+using kernel_args::Case;
 
 constexpr int kThreads = 256;  // threads per block of every kernel here
 constexpr unsigned kFullMask = 0xffffffffu;
@@ -52,16 +55,12 @@ struct BF16 {
   __device__ static __nv_bfloat16 from_double(double v) { return __double2bfloat16(v); }  // one rounding
 };
 
-// Calls f(Traits{}) for a float dtype; the caller has checked that `dtype` is one.
+// Calls f(Traits{}) for a float dtype; the caller has checked that `dtype` is one.  (The traits
+// are device code, so they stay here; the dispatch is the shared host template.)
 template <class F>
 void dispatch_float(PL_DType dtype, F&& f) {
-  switch (dtype) {
-    case PL_F32: f(F32{}); return;
-    case PL_F64: f(F64{}); return;
-    case PL_F16: f(F16{}); return;
-    case PL_BF16: f(BF16{}); return;
-    default: fail(PL_ERR_INTERNAL, std::string("cuda dispatch_float: ") + pl_dtype_name(dtype));
-  }
+  kernel_args::dispatch<Case<PL_F32, F32>, Case<PL_F64, F64>, Case<PL_F16, F16>, Case<PL_BF16, BF16>>(
+      dtype, "cuda dispatch_float", f);
 }
 
 // ---- packs: W elements moved by 16-byte (or narrower, naturally aligned) accesses ----

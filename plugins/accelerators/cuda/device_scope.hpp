@@ -11,7 +11,7 @@ namespace plrt::cuda {
 
 class DeviceScope {
  public:
-  // `t` is a checked cuda tensor (tensor_checks.hpp); `op` and `what` name the entry and argument.
+  // `t` is a checked cuda tensor (kernel_args.hpp); `op` and `what` name the entry and argument.
   DeviceScope(const char* op, const PL_Tensor& t, const char* what, PL_Stream* stream);
   ~DeviceScope();
   DeviceScope(const DeviceScope&) = delete;

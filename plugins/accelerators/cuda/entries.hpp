@@ -1,10 +1,16 @@
 // The kernel entries of the cuda accelerator's function table (entries_*.cpp, gemm_cublas.cpp):
-// each checks its arguments as the cpu reference does, then launches on the given stream.
+// each checks its arguments with the rules the cpu reference uses (kernel_args.hpp, Target::cuda),
+// then launches on the given stream.
 #pragma once
+
+#include "kernel_args.hpp"
 
 #include <plrt/pl_accelerator.h>
 
 namespace plrt::cuda {
+
+// What the entries give the shared argument rules: tensors in CUDA device memory, one device a call.
+constexpr kernel_args::Target kTarget = kernel_args::Target::cuda;
 
 // entries_elementwise.cpp
 PL_Error* cuda_fill(PL_Accelerator* acc, PL_Tensor* x, double value, PL_Stream* stream);

@@ -7,6 +7,7 @@
 #pragma once
 
 #include "cuda_common.hpp"
+#include "kernel_args.hpp"
 
 #include <plrt/pl_accelerator.h>
 
@@ -26,19 +27,12 @@ void launch_cast(const Launch& L, const PL_Tensor& dst, const PL_Tensor& src);
 // x = x * inv_scale; *found_inf = 1.0f when an element was inf or NaN (kernels_amp.cu).
 void launch_unscale_check(const Launch& L, const PL_Tensor& x, double inv_scale, float* found_inf);
 
-// ---- kernels_optim.cu: scalars as the cpu reference computes them, in double ----
-struct SgdScalars {
-  double lr, momentum, one_minus_dampening, weight_decay;
-  bool has_wd, has_momentum, nesterov, first_step;
-};
+// ---- kernels_optim.cu: the scalars the argument rules derived, in double (kernel_args.hpp) ----
+using kernel_args::AdamScalars;
+using kernel_args::SgdScalars;
 void launch_sgd(const Launch& L, const PL_Tensor& param, const PL_Tensor& grad, const PL_Tensor* momentum_buf,
                 const SgdScalars& s);
 
-struct AdamScalars {
-  double beta1, beta2, one_minus_beta1, one_minus_beta2, eps, weight_decay;
-  double step_size, bc2_sqrt, decay;
-  bool decoupled, has_wd;
-};
 void launch_adam(const Launch& L, const PL_Tensor& param, const PL_Tensor& grad, const PL_Tensor& exp_avg,
                  const PL_Tensor& exp_avg_sq, const AdamScalars& s);
 

@@ -12,27 +12,6 @@ namespace {
 
 using namespace dev;
 
-// ---- integer dtypes: storage T, unsigned arithmetic U (wraps, no UB) ----
-
-template <class T, class Un>
-struct IntTag {
-  using S = T;
-  using U = Un;
-};
-using I32 = IntTag<int32_t, uint32_t>;
-using I64 = IntTag<int64_t, uint64_t>;
-using U8 = IntTag<uint8_t, uint32_t>;  // products wrap mod 2^32, then truncate mod 2^8 (as the cpu)
-
-template <class F>
-void dispatch_int(PL_DType dtype, F&& f) {
-  switch (dtype) {
-    case PL_I32: f(I32{}); return;
-    case PL_I64: f(I64{}); return;
-    case PL_U8: f(U8{}); return;
-    default: fail(PL_ERR_INTERNAL, std::string("cuda dispatch_int: ") + pl_dtype_name(dtype));
-  }
-}
-
 // ---- functors: run<W>(i) handles elements [i, i + W) ----
 
 template <class S>
@@ -90,10 +69,11 @@ struct AxpyFloat {
   }
 };
 
+// Tag: kernel_args::IntTag (storage type, and the unsigned type the arithmetic wraps in, as the cpu).
 template <class Tag>
 struct ScaleInt {
-  using T = typename Tag::S;
-  using U = typename Tag::U;
+  using T = typename Tag::Storage;
+  using U = typename Tag::Unsigned;
   T* x;
   U a;
   template <int W>
@@ -107,8 +87,8 @@ struct ScaleInt {
 
 template <class Tag>
 struct AxpyInt {
-  using T = typename Tag::S;
-  using U = typename Tag::U;
+  using T = typename Tag::Storage;
+  using U = typename Tag::Unsigned;
   T* y;
   const T* x;
   U a;
@@ -157,8 +137,8 @@ void launch_fill_float(const Launch& L, const PL_Tensor& x, double value) {
 }
 
 void launch_fill_int(const Launch& L, const PL_Tensor& x, int64_t value) {
-  dispatch_int(x.dtype, [&](auto tag) {
-    using T = typename decltype(tag)::S;
+  kernel_args::dispatch_int(x.dtype, "cuda dispatch_int", [&](auto tag) {
+    using T = typename decltype(tag)::Storage;
     launch_apply<pack_width(sizeof(T))>(L, x.numel, aligned(x.data, 16),
                                         FillBits<T>{static_cast<T*>(x.data), static_cast<T>(value)}, "fill");
   });
@@ -174,10 +154,10 @@ void launch_scale_float(const Launch& L, const PL_Tensor& x, double alpha) {
 }
 
 void launch_scale_int(const Launch& L, const PL_Tensor& x, int64_t alpha) {
-  dispatch_int(x.dtype, [&](auto tag) {
+  kernel_args::dispatch_int(x.dtype, "cuda dispatch_int", [&](auto tag) {
     using Tag = decltype(tag);
-    using T = typename Tag::S;
-    using U = typename Tag::U;
+    using T = typename Tag::Storage;
+    using U = typename Tag::Unsigned;
     const ScaleInt<Tag> op{static_cast<T*>(x.data), static_cast<U>(static_cast<uint64_t>(alpha))};
     launch_apply<pack_width(sizeof(T))>(L, x.numel, aligned(x.data, 16), op, "scale");
   });
@@ -194,10 +174,10 @@ void launch_axpy_float(const Launch& L, const PL_Tensor& y, double alpha, const 
 }
 
 void launch_axpy_int(const Launch& L, const PL_Tensor& y, int64_t alpha, const PL_Tensor& x) {
-  dispatch_int(y.dtype, [&](auto tag) {
+  kernel_args::dispatch_int(y.dtype, "cuda dispatch_int", [&](auto tag) {
     using Tag = decltype(tag);
-    using T = typename Tag::S;
-    using U = typename Tag::U;
+    using T = typename Tag::Storage;
+    using U = typename Tag::Unsigned;
     const AxpyInt<Tag> op{static_cast<T*>(y.data), static_cast<const T*>(x.data),
                           static_cast<U>(static_cast<uint64_t>(alpha))};
     launch_apply<pack_width(sizeof(T))>(L, y.numel, aligned(y.data, 16) && aligned(x.data, 16), op, "axpy");

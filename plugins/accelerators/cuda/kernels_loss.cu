@@ -110,12 +110,7 @@ __global__ void __launch_bounds__(kThreads) argmax_rows_kernel(const T* x, int64
 
 template <class F>
 void dispatch_f32_f64(PL_DType dtype, F&& f) {
-  if (dtype == PL_F32)
-    f(float{});
-  else if (dtype == PL_F64)
-    f(double{});
-  else
-    fail(PL_ERR_INTERNAL, std::string("cuda dispatch_f32_f64: ") + pl_dtype_name(dtype));
+  kernel_args::dispatch<Case<PL_F32, float>, Case<PL_F64, double>>(dtype, "cuda dispatch_f32_f64", f);
 }
 
 }  // namespace

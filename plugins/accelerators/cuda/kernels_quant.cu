@@ -241,7 +241,7 @@ int group_size(int64_t chunk_size) {
   return kThreads;
 }
 
-int64_t chunk_count(int64_t n, int64_t cs) { return n / cs + (n % cs != 0 ? 1 : 0); }
+using kernel_args::chunk_count;
 
 // Calls f(std::integral_constant<int, G>{}) for the group size of `chunk_size`.
 template <class F>
@@ -260,12 +260,7 @@ void dispatch_group(int64_t chunk_size, F&& f) {
 // Calls f(Traits{}) for float32/float16/bfloat16 (the quantisable dtypes).
 template <class F>
 void dispatch_quant(PL_DType dtype, F&& f) {
-  switch (dtype) {
-    case PL_F32: f(F32{}); return;
-    case PL_F16: f(F16{}); return;
-    case PL_BF16: f(BF16{}); return;
-    default: fail(PL_ERR_INTERNAL, std::string("cuda dispatch_quant: ") + pl_dtype_name(dtype));
-  }
+  kernel_args::dispatch<Case<PL_F32, F32>, Case<PL_F16, F16>, Case<PL_BF16, BF16>>(dtype, "cuda dispatch_quant", f);
 }
 
 template <class Tr, int G, int P>

@@ -1,5 +1,6 @@
 // create: the config's checks, the options, and the process group (found by name through the host,
 // never linked: the strategy plugin links to no other plugin or runtime symbol).
+#include "config_checks.hpp"
 #include "strategy.hpp"
 
 #include <utility>
@@ -11,17 +12,7 @@ using plugin::fail;
 namespace {
 
 void check_config(const std::string& who, const PL_StrategyConfig* c) {
-  if (c == nullptr) fail(PL_ERR_INVALID_ARGUMENT, who + ": create: config is NULL");
-  if (c->struct_size < PL_STRUCT_SIZE(PL_StrategyConfig, options))
-    fail(PL_ERR_VERSION, who + ": PL_StrategyConfig.struct_size " + std::to_string(c->struct_size) +
-                             " is smaller than the v1 size " +
-                             std::to_string(PL_STRUCT_SIZE(PL_StrategyConfig, options)));
-  if (c->world_size < 1)
-    fail(PL_ERR_INVALID_ARGUMENT, who + ": world_size " + std::to_string(c->world_size) + " is not valid: it must be >= 1");
-  if (c->global_rank < 0 || c->global_rank >= c->world_size)
-    fail(PL_ERR_INVALID_ARGUMENT, who + ": global_rank " + std::to_string(c->global_rank) +
-                                      " is out of range for world_size " + std::to_string(c->world_size) +
-                                      " (valid: 0.." + std::to_string(c->world_size - 1) + ")");
+  strategy::check_config_basics(who, c);
   if (c->local_rank < 0)
     fail(PL_ERR_INVALID_ARGUMENT, who + ": local_rank " + std::to_string(c->local_rank) + " is not valid: it must be >= 0");
   if (c->num_devices > 1)
@@ -31,10 +22,7 @@ void check_config(const std::string& who, const PL_StrategyConfig* c) {
                                       "several devices from one process");
   if (c->num_devices == 1 && c->device_ids == nullptr)
     fail(PL_ERR_INVALID_ARGUMENT, who + ": num_devices is 1 but device_ids is NULL");
-  if (c->accelerator_api != nullptr && c->accelerator_api->struct_size < PL_ACCELERATOR_API_MIN_SIZE)
-    fail(PL_ERR_VERSION, who + ": the accelerator's table (struct_size " +
-                             std::to_string(c->accelerator_api->struct_size) + ") is smaller than the v1 minimum " +
-                             std::to_string(PL_ACCELERATOR_API_MIN_SIZE));
+  strategy::check_accelerator_table(who, c->accelerator_api);
 }
 
 // Buffers are allocated, filled and read through the accelerator: a job that communicates needs

@@ -3,18 +3,6 @@
 // are averaged across processes in buckets that overlap with backward.  plrt_ddp_core has it all.
 #include "ddp_api.hpp"
 
-namespace {
-
-constexpr char kName[] = "ddp";
-
-const PL_StrategyApi kApi = plrt::ddp::make_api<PL_LAUNCH_PROCESS_PER_DEVICE, kName>();
-
-const PL_Plugin kPlugin = plrt::ddp::make_plugin(
-    kName,
-    "DistributedDataParallel: one process per device (started by the launcher), gradients averaged in "
-    "buckets overlapped with backward (Lightning's DDPStrategy)",
-    &kApi);
-
-}  // namespace
-
-PL_DEFINE_PLUGIN(kPlugin)
+PLRT_DEFINE_STRATEGY_PLUGIN(plrt::ddp::Family, PL_LAUNCH_PROCESS_PER_DEVICE, "ddp",
+                            "DistributedDataParallel: one process per device (started by the launcher), gradients "
+                            "averaged in buckets overlapped with backward (Lightning's DDPStrategy)")

@@ -1,5 +1,6 @@
 #include "ddp_options.hpp"
 
+#include "config_checks.hpp"
 #include "plugin_support.hpp"
 
 #include <cctype>
@@ -52,21 +53,7 @@ std::string valid_option_names() {
 
 DdpOptions parse_options(const std::string& who, const PL_OptionList& list) {
   DdpOptions o;
-  if (list.count == 0) return o;
-  if (list.struct_size < PL_STRUCT_SIZE(PL_OptionList, count))
-    fail(PL_ERR_VERSION, who + ": options.struct_size " + std::to_string(list.struct_size) +
-                             " is smaller than the v1 size " + std::to_string(PL_STRUCT_SIZE(PL_OptionList, count)));
-  if (list.items == nullptr)
-    fail(PL_ERR_INVALID_ARGUMENT, who + ": options.items is NULL for " + std::to_string(list.count) + " options");
-  for (size_t i = 0; i < list.count; ++i) {
-    const PL_Option& opt = list.items[i];
-    if (opt.struct_size < PL_STRUCT_SIZE(PL_Option, value))
-      fail(PL_ERR_VERSION, who + ": options.items[" + std::to_string(i) + "].struct_size " +
-                               std::to_string(opt.struct_size) + " is smaller than the v1 size " +
-                               std::to_string(PL_STRUCT_SIZE(PL_Option, value)));
-    if (opt.key == nullptr || opt.value == nullptr)
-      fail(PL_ERR_INVALID_ARGUMENT, who + ": options.items[" + std::to_string(i) + "] has a NULL key or value");
-    const std::string key = opt.key, value = opt.value;
+  strategy::for_each_option(who, list, [&](const std::string& key, const std::string& value) {
     if (key == "bucket_cap_mb") {
       o.bucket_cap_mb = parse_mb(who, "bucket_cap_mb", value, 25);
     } else if (key == "first_bucket_cap_mb") {
@@ -81,7 +68,7 @@ DdpOptions parse_options(const std::string& who, const PL_OptionList& list) {
     } else {
       fail(PL_ERR_INVALID_ARGUMENT, who + ": unknown option '" + key + "'; valid options: " + valid_option_names());
     }
-  }
+  });
   return o;
 }
 

@@ -2,6 +2,7 @@
 // group.  The group is made by plrt_ddp_core's create, found by name through the host as ddp does.
 #include "dp_strategy.hpp"
 
+#include "config_checks.hpp"
 #include "ddp_api.hpp"  // plrt_ddp_core's C table: ddp2's cross-process part
 
 #include <set>
@@ -17,17 +18,7 @@ namespace {
 constexpr const char* kDdp2Options = "bucket_cap_mb, pg.<name> (passed to the process group, e.g. pg.probe_ms)";
 
 void check_config(const std::string& who, bool across_processes, const PL_StrategyConfig* c) {
-  if (c == nullptr) fail(PL_ERR_INVALID_ARGUMENT, who + ": create: config is NULL");
-  if (c->struct_size < PL_STRUCT_SIZE(PL_StrategyConfig, options))
-    fail(PL_ERR_VERSION, who + ": PL_StrategyConfig.struct_size " + std::to_string(c->struct_size) +
-                             " is smaller than the v1 size " +
-                             std::to_string(PL_STRUCT_SIZE(PL_StrategyConfig, options)));
-  if (c->world_size < 1)
-    fail(PL_ERR_INVALID_ARGUMENT, who + ": world_size " + std::to_string(c->world_size) + " is not valid: it must be >= 1");
-  if (c->global_rank < 0 || c->global_rank >= c->world_size)
-    fail(PL_ERR_INVALID_ARGUMENT, who + ": global_rank " + std::to_string(c->global_rank) +
-                                      " is out of range for world_size " + std::to_string(c->world_size) +
-                                      " (valid: 0.." + std::to_string(c->world_size - 1) + ")");
+  strategy::check_config_basics(who, c);
   if (!across_processes && c->world_size > 1)
     fail(PL_ERR_INVALID_ARGUMENT, "strategy '" + who + "' runs in one process on one node (world_size=" +
                                       std::to_string(c->world_size) + "); use 'ddp2' for several nodes or 'ddp'");
@@ -62,9 +53,7 @@ void check_accelerator(const std::string& who, const PL_StrategyConfig* c) {
                                       " replicas (their values are copied and their gradients summed on the "
                                       "accelerator)");
   }
-  if (a->struct_size < PL_ACCELERATOR_API_MIN_SIZE)
-    fail(PL_ERR_VERSION, who + ": the accelerator's table (struct_size " + std::to_string(a->struct_size) +
-                             ") is smaller than the v1 minimum " + std::to_string(PL_ACCELERATOR_API_MIN_SIZE));
+  strategy::check_accelerator_table(who, a);
   if (c->num_devices == 1) return;
   std::string missing;
   auto need = [&](bool present, const char* name) {
@@ -85,28 +74,14 @@ using OptionPairs = std::vector<std::pair<std::string, std::string>>;
 
 OptionPairs read_options(const std::string& who, bool across_processes, const PL_OptionList& list) {
   OptionPairs out;
-  if (list.count == 0) return out;
-  if (list.struct_size < PL_STRUCT_SIZE(PL_OptionList, count))
-    fail(PL_ERR_VERSION, who + ": options.struct_size " + std::to_string(list.struct_size) +
-                             " is smaller than the v1 size " + std::to_string(PL_STRUCT_SIZE(PL_OptionList, count)));
-  if (list.items == nullptr)
-    fail(PL_ERR_INVALID_ARGUMENT, who + ": options.items is NULL for " + std::to_string(list.count) + " options");
-  for (size_t i = 0; i < list.count; ++i) {
-    const PL_Option& o = list.items[i];
-    if (o.struct_size < PL_STRUCT_SIZE(PL_Option, value))
-      fail(PL_ERR_VERSION, who + ": options.items[" + std::to_string(i) + "].struct_size " +
-                               std::to_string(o.struct_size) + " is smaller than the v1 size " +
-                               std::to_string(PL_STRUCT_SIZE(PL_Option, value)));
-    if (o.key == nullptr || o.value == nullptr)
-      fail(PL_ERR_INVALID_ARGUMENT, who + ": options.items[" + std::to_string(i) + "] has a NULL key or value");
-    const std::string key = o.key;
+  strategy::for_each_option(who, list, [&](const std::string& key, const std::string& value) {
     if (!across_processes)
       fail(PL_ERR_INVALID_ARGUMENT, who + ": unknown option '" + key + "'; strategy '" + who +
                                         "' takes no options (valid options: none)");
     if (key != "bucket_cap_mb" && key.rfind("pg.", 0) != 0)
       fail(PL_ERR_INVALID_ARGUMENT, who + ": unknown option '" + key + "'; valid options: " + kDdp2Options);
-    out.emplace_back(key, o.value);
-  }
+    out.emplace_back(key, value);
+  });
   return out;
 }
 
@@ -127,7 +102,7 @@ void create_inner(DpStrategy& s, const PL_StrategyConfig* c, const OptionPairs& 
   ic.device_ids = &s.device_ids[0];
   ic.num_devices = 1;
   ic.options = {sizeof(PL_OptionList), items.data(), items.size()};
-  s.inner_api = ddp::make_api(nullptr, nullptr);  // the shared entries; create is called directly
+  s.inner_api = ddp::Family::table();  // the shared entries; create is called directly
   // The literal is static, as ddp requires of its name: it begins the inner's messages and logs.
   pass_on(s.host, ddp::create("ddp2", s.host, &ic, &s.inner));
 }

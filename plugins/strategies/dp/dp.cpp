@@ -4,18 +4,6 @@
 // on its own thread, and sums the replicas' gradients into the root's.  plrt_dp_core has it all.
 #include "dp_api.hpp"
 
-namespace {
-
-constexpr char kName[] = "dp";
-
-const PL_StrategyApi kApi = plrt::dp::make_api<false, kName>();
-
-const PL_Plugin kPlugin = plrt::dp::make_plugin(
-    kName,
-    "DataParallel: one process drives all its devices, a replica per device run concurrently, gradients "
-    "summed into the root replica (Lightning's DataParallelStrategy)",
-    &kApi);
-
-}  // namespace
-
-PL_DEFINE_PLUGIN(kPlugin)
+PLRT_DEFINE_STRATEGY_PLUGIN(plrt::dp::Family, plrt::dp::kOneProcess, "dp",
+                            "DataParallel: one process drives all its devices, a replica per device run concurrently, "
+                            "gradients summed into the root replica (Lightning's DataParallelStrategy)")

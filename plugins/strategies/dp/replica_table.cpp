@@ -63,6 +63,19 @@ void check_root(DpStrategy& s, PL_Parameter* params, size_t n) {
   }
 }
 
+// Replica r's tensor `t` (named by `what`) against the root's: the same kind of device, the
+// replica's own device, and memory of its own (`needs`: what each replica must own), since shared
+// memory would make the copy a no-op and the sum count a gradient twice.
+void check_placement(const DpStrategy& s, size_t r, const std::string& what, const PL_Tensor& t, const PL_Tensor& root,
+                     const char* needs) {
+  if (t.device.type != root.device.type)
+    fail(PL_ERR_INVALID_ARGUMENT, what + " is on " + device_name(t.device) + " but the root's is on " +
+                                      device_name(root.device) + " (the device type must match)");
+  check_device(s, r, what, t);
+  if (t.numel > 0 && t.data == root.data)
+    fail(PL_ERR_INVALID_ARGUMENT, what + " is the root's own memory; each replica needs its own " + needs);
+}
+
 // One entry of replica r against the root's entry i.
 void check_entry(const DpStrategy& s, size_t r, size_t i, const PL_Parameter& p) {
   const PL_Parameter& root = s.root[i];
@@ -83,24 +96,13 @@ void check_entry(const DpStrategy& s, size_t r, size_t i, const PL_Parameter& p)
   if ((p.requires_grad != 0) != (root.requires_grad != 0))
     fail(PL_ERR_INVALID_ARGUMENT, what + " has requires_grad " + std::to_string(p.requires_grad != 0) +
                                       " but the root's is " + std::to_string(root.requires_grad != 0));
-  if (p.value.device.type != root.value.device.type)
-    fail(PL_ERR_INVALID_ARGUMENT, what + " value is on " + device_name(p.value.device) + " but the root's is on " +
-                                      device_name(root.value.device) + " (the device type must match)");
-  check_device(s, r, what + " value", p.value);
-  // Shared memory would make the copy a no-op and the sum count a gradient twice.
-  if (p.value.numel > 0 && p.value.data == root.value.data)
-    fail(PL_ERR_INVALID_ARGUMENT, what + " value is the root's own memory; each replica needs its own copy");
+  check_placement(s, r, what + " value", p.value, root.value, "copy");
   if (!p.requires_grad) return;
   plugin::check_tensor(&p.grad, (what + " grad").c_str());
   if (p.grad.dtype != p.value.dtype || p.grad.numel != p.value.numel)
     fail(PL_ERR_INVALID_ARGUMENT, what + ": its grad is " + plugin::describe(p.grad) + " but its value is " +
                                       plugin::describe(p.value) + " (they must match)");
-  if (p.grad.device.type != root.grad.device.type)
-    fail(PL_ERR_INVALID_ARGUMENT, what + " grad is on " + device_name(p.grad.device) + " but the root's is on " +
-                                      device_name(root.grad.device) + " (the device type must match)");
-  check_device(s, r, what + " grad", p.grad);
-  if (p.grad.numel > 0 && p.grad.data == root.grad.data)
-    fail(PL_ERR_INVALID_ARGUMENT, what + " grad is the root's own memory; each replica needs its own gradients");
+  check_placement(s, r, what + " grad", p.grad, root.grad, "gradients");
 }
 
 void reset_table(DpStrategy& s) {

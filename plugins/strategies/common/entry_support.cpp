@@ -1,0 +1,49 @@
+#include "entry_support.hpp"
+
+#include <cstdio>
+#include <cstdlib>
+
+namespace plrt::strategy {
+
+using plugin::fail;
+
+void broken_call(const char* family, const char* fn) {
+  std::fprintf(stderr, "plrt %s strategy: %s called with a NULL strategy; aborting\n", family, fn);
+  std::abort();
+}
+
+PL_Error* fill_launch_info(PL_LaunchMode mode, bool needs_process_group, int32_t max_devices_per_process,
+                           PL_LaunchInfo* out) noexcept {
+  if (out == nullptr || out->struct_size < PL_STRUCT_SIZE(PL_LaunchInfo, needs_process_group)) return nullptr;
+  out->mode = mode;
+  out->needs_process_group = needs_process_group ? 1 : 0;
+  if (PL_HAS_FIELD(PL_LaunchInfo, out, max_devices_per_process)) out->max_devices_per_process = max_devices_per_process;
+  return nullptr;
+}
+
+void check_step_fn(const std::string& who, const PL_ReplicaStepFn* fn) {
+  if (fn == nullptr || fn->struct_size < PL_STRUCT_SIZE(PL_ReplicaStepFn, run) || fn->run == nullptr)
+    fail(PL_ERR_INVALID_ARGUMENT, who + ": run_step needs a PL_ReplicaStepFn with `run` set (struct_size >= " +
+                                      std::to_string(PL_STRUCT_SIZE(PL_ReplicaStepFn, run)) + ")");
+}
+
+void check_process_group_outs(const std::string& who, const void* out_api, const void* out_group) {
+  if (out_api == nullptr || out_group == nullptr)
+    fail(PL_ERR_INVALID_ARGUMENT, who + ": process_group: out_api and out_group must not be NULL");
+}
+
+void answer_stat(const std::string& who, const char* name, double* out, std::initializer_list<Stat> stats) {
+  if (name == nullptr || out == nullptr) fail(PL_ERR_INVALID_ARGUMENT, who + ": get_stat: name and out must not be NULL");
+  const std::string n = name;
+  std::string known;
+  for (const Stat& s : stats) {
+    if (n == s.name) {
+      *out = s.value;
+      return;
+    }
+    known += (known.empty() ? "" : ", ") + std::string(s.name);
+  }
+  fail(PL_ERR_NOT_FOUND, who + ": get_stat: unknown statistic '" + n + "'; known: " + known);
+}
+
+}  // namespace plrt::strategy

@@ -1,0 +1,70 @@
+// The C boundary as every C++ strategy family (plrt_ddp_core, plrt_dp_core) writes it: each exported
+// entry checks its instance and runs its body under plugin::guard (no exception crosses the ABI);
+// destroy, create and launch_info; and the argument checks and the get_stat lookup whose messages
+// are the same in every family.  `family` ("ddp", "dp") names the library in the one message that
+// has no instance to take a name from.
+#pragma once
+
+#include "plugin_support.hpp"
+
+#include <exception>
+#include <initializer_list>
+#include <string>
+
+namespace plrt::strategy {
+
+// A NULL instance breaks ABI rule 7 and leaves no host to report through: says so on stderr
+// ("plrt <family> strategy: <fn> called with a NULL strategy; aborting") and stops.
+[[noreturn]] void broken_call(const char* family, const char* fn);
+
+// body(*s) under plugin::guard.  S is the family's instance: it has `host`.
+template <class S, class Body>
+PL_Error* entry(S* s, const char* family, const char* fn, Body&& body) noexcept {
+  if (s == nullptr || s->host == nullptr) broken_call(family, fn);
+  return plugin::guard(s->host, [&] { body(*s); });
+}
+
+// destroy: teardown(*s) (a failure is only logged: destroy reports nothing), then delete s.
+template <class S, class Teardown>
+void destroy(S* s, Teardown&& teardown) noexcept {
+  if (s == nullptr) return;
+  try {
+    teardown(*s);
+  } catch (const std::exception& e) {
+    plugin::logf(s->host, PL_LOG_WARN, s->who.c_str(), "destroy: teardown failed: %s", e.what());
+  } catch (...) {
+  }
+  delete s;
+}
+
+// create: *out = make() (the new instance, as PL_Strategy*), or NULL with the error.
+template <class Make>
+PL_Error* create(const char* family, const char* who, const PL_Host* host, PL_Strategy** out, Make&& make) noexcept {
+  if (host == nullptr) broken_call(family, "create (host)");
+  return plugin::guard(host, [&] {
+    if (out == nullptr) plugin::fail(PL_ERR_INVALID_ARGUMENT, std::string(who) + ": create: out is NULL");
+    *out = nullptr;
+    *out = make();
+  });
+}
+
+// launch_info: no option changes how workers start (create checks them; launch_info has no host to
+// report through), so the answer is fixed per plugin.  A table too small to answer is left alone.
+PL_Error* fill_launch_info(PL_LaunchMode mode, bool needs_process_group, int32_t max_devices_per_process,
+                           PL_LaunchInfo* out) noexcept;
+
+// run_step's `fn` must be set, with `run`.
+void check_step_fn(const std::string& who, const PL_ReplicaStepFn* fn);
+// process_group's out-pointers must be set.
+void check_process_group_outs(const std::string& who, const void* out_api, const void* out_group);
+
+// One statistic get_stat answers.
+struct Stat {
+  const char* name;
+  double value;
+};
+// get_stat's lookup: *out = the value of `name` among `stats`; an unknown name fails with
+// PL_ERR_NOT_FOUND and lists the known ones in order.
+void answer_stat(const std::string& who, const char* name, double* out, std::initializer_list<Stat> stats);
+
+}  // namespace plrt::strategy

@@ -1,0 +1,45 @@
+// How each of plrt's C++ strategy plugins is declared.  A family's core library (plrt_ddp_core,
+// plrt_dp_core) holds every entry; a plugin file only names the plugin, its variant of the family
+// and what it is:
+//
+//   PLRT_DEFINE_STRATEGY_PLUGIN(plrt::ddp::Family, PL_LAUNCH_SPAWN, "ddp_spawn", "what it is")
+//
+// A Family is a struct with
+//   using Variant = ...;   what tells the family's plugins apart (a launch mode, a bool)
+//   static PL_Error* launch_info(Variant, const PL_OptionList*, PL_LaunchInfo*) noexcept;
+//   static PL_Error* create(const char* who, Variant, const PL_Host*, const PL_StrategyConfig*,
+//                           PL_Strategy**) noexcept;   `who` is static: the plugin's name
+//   static PL_StrategyApi table();   every other entry (launch_info and create NULL)
+#pragma once
+
+#include <plrt/pl_plugin.h>
+
+namespace plrt::strategy {
+
+// The table of the plugin named `Name` (a static array).  The C entries take no context, so the
+// variant and the name are bound in as template arguments.
+template <class Family, typename Family::Variant V, const char* Name>
+PL_StrategyApi make_api() {
+  PL_StrategyApi api = Family::table();
+  api.launch_info = [](const PL_OptionList* options, PL_LaunchInfo* out) { return Family::launch_info(V, options, out); };
+  api.create = [](const PL_Host* host, const PL_StrategyConfig* config, PL_Strategy** out) {
+    return Family::create(Name, V, host, config, out);
+  };
+  return api;
+}
+
+// The descriptor (version 0.1.0, no aliases) over `api`.
+constexpr PL_Plugin make_plugin(const char* name, const char* description, const PL_StrategyApi* api) {
+  return {sizeof(PL_Plugin), PL_ABI_MAJOR, PL_ABI_MINOR, PL_PLUGIN_STRATEGY, name, "0.1.0", description, nullptr, 0, api};
+}
+
+}  // namespace plrt::strategy
+
+// Defines the plugin's table and descriptor and exports them (PL_DEFINE_PLUGIN).  Once per plugin.
+#define PLRT_DEFINE_STRATEGY_PLUGIN(FAMILY, VARIANT, NAME, DESCRIPTION)                                 \
+  namespace {                                                                                          \
+  constexpr char kPluginName[] = NAME;                                                                 \
+  const PL_StrategyApi kPluginApi = plrt::strategy::make_api<FAMILY, VARIANT, kPluginName>();          \
+  const PL_Plugin kPlugin = plrt::strategy::make_plugin(kPluginName, DESCRIPTION, &kPluginApi);        \
+  }                                                                                                    \
+  PL_DEFINE_PLUGIN(kPlugin)
