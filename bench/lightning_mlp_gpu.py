@@ -59,7 +59,7 @@ print(json.dumps({"steps_per_s": steps / clock.t}))
 '''
 
 
-def run_plrt(build, steps, precision, hidden):
+def run_plrt(build, steps, precision, hidden, lib_path):
     with tempfile.TemporaryDirectory() as tmp:
         report = os.path.join(tmp, "report.json")
         cmd = [os.path.join(build, "bin", "plrun"), "--accelerator", "cuda", "--strategy", "ddp", "--devices", "1",
@@ -67,7 +67,10 @@ def run_plrt(build, steps, precision, hidden):
                "--classes", "10", "--batch-size", "64", "--samples", str(64 * 200), "--heldout", "0",
                "--no-checkpoint", "--max-steps", str(steps), "--epochs", "100000", "--root-dir", tmp,
                "--precision", precision, "--report", report]
-        subprocess.run(cmd, check=True, env=dict(os.environ, PL_LOG_LEVEL="warn"), stdout=subprocess.DEVNULL)
+        env = dict(os.environ, PL_LOG_LEVEL="warn")
+        if lib_path:  # a bundle's libraries (scripts/gpu-bundle), for plrt's programs only
+            env["LD_LIBRARY_PATH"] = lib_path + (":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
+        subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL)
         with open(report) as f:
             r = json.load(f)
     return r["steps"] / r["seconds"]
@@ -87,6 +90,7 @@ def main():
     p.add_argument("--hidden", type=int, default=256)
     p.add_argument("--precision", default="32-true,bf16-mixed,16-mixed")
     p.add_argument("--python", default="python3", help="a Python with torch and lightning")
+    p.add_argument("--plrt-library-path", default="", help="extra library folder for plrt's programs (a gpu-bundle's deps)")
     a = p.parse_args()
     probe = subprocess.run([a.python, "-c", "import torch; assert torch.cuda.is_available(); "
                             "import importlib; importlib.import_module('lightning') if importlib.util.find_spec('lightning') "
@@ -99,7 +103,7 @@ def main():
     for precision in a.precision.split(","):
         plrt, light = [], []
         for _ in range(a.repeats):
-            plrt.append(run_plrt(a.build, a.steps, precision, a.hidden))
+            plrt.append(run_plrt(a.build, a.steps, precision, a.hidden, a.plrt_library_path))
             light.append(run_lightning(a.python, a.steps, precision, a.hidden))
         ps, ls = statistics.median(plrt), statistics.median(light)
         print(f"{precision:>11} {ps:>13.1f} {ls:>18.1f} {ps / ls:>6.2f}", flush=True)
