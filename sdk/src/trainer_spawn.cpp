@@ -63,6 +63,13 @@ int read_port(int fd, std::chrono::milliseconds timeout) {
 
 void Trainer::Impl::fit_spawn(LightningModule& m, DataLoader& train, DataLoader* val, const std::string& ckpt) {
   namespace fs = std::filesystem;
+  // The workers are forked, and a forked child cannot use CUDA once its parent initialised it
+  // (counting the devices while resolving the job did): say so rather than fail in the workers.
+  if (job.device_type == PL_DEVICE_CUDA)
+    throw Error(PL_ERR_UNSUPPORTED, "strategy '" + job.strategy + "' forks its workers from this process, which has "
+                                    "already initialised CUDA (to count the devices), and a forked child cannot use "
+                                    "CUDA; use strategy 'ddp' under a launcher: plrun --strategy ddp --devices " +
+                                    std::to_string(local_world) + " -- <program>");
   const int n = local_world;
   const bool serve = node_rank == 0 && !env.agent_store;
   if (serve && env.token.empty()) env.token = random_hex(16);
