@@ -137,37 +137,9 @@ void pg_destroy(PL_ProcessGroup* pg) {
   delete pg;
 }
 
-const PL_ProcessGroupApi kApi = {
-    sizeof(PL_ProcessGroupApi),
-    pg_create,
-    pg_destroy,
-    allreduce,
-    broadcast,
-    allgather,
-    reduce_scatter,
-    barrier,
-    send,
-    recv,
-    pg::GroupCore::work_wait,
-    pg::GroupCore::work_test,
-    pg::GroupCore::work_destroy,
-    pg::set_timeout_entry<PL_ProcessGroup>,
-    pg::abort_entry<PL_ProcessGroup>,
-};
-
-const PL_Plugin kPlugin = {
-    sizeof(PL_Plugin),
-    PL_ABI_MAJOR,
-    PL_ABI_MINOR,
-    PL_PLUGIN_PROCESS_GROUP,
-    "gloo",
-    "0.1.0",
-    "CPU collectives over Gloo's tcp transport (device tensors staged through host memory), with mismatch "
-    "detection and bounded waits",
-    nullptr,
-    0,
-    &kApi,
-};
+PLRT_PROCESS_GROUP_PLUGIN("gloo", "0.1.0",
+                          "CPU collectives over Gloo's tcp transport (device tensors staged through host memory), "
+                          "with mismatch detection and bounded waits");
 
 }  // namespace
 
