@@ -30,6 +30,11 @@
  *  1.3  mixed precision and several replicas per process: accelerators' gemm, add_bias, sum_rows,
  *       relu and relu_backward take f16/bf16, and unscale_check is appended; strategies append
  *       num_replicas and setup_replica (dp, ddp2).
+ *  1.4  the seat of sharded and compressed strategies: process groups append all_to_all;
+ *       accelerators append pack / unpack (a bucket's gradients in one launch) and device_status
+ *       (which devices a job could take now: devices="usable:N"); strategies append
+ *       optimizer_step, agree_skip, reduce, all_gather, state_info, save_state and load_state,
+ *       and PL_Parameter appends `kind` (parameter, frozen parameter, buffer).
  *
  * ERRORS
  *  Every fallible call returns PL_Error* : NULL on success, otherwise an error object.  Error
@@ -55,7 +60,7 @@ extern "C" {
 #endif
 
 #define PL_ABI_MAJOR 1
-#define PL_ABI_MINOR 3
+#define PL_ABI_MINOR 4
 
 #if defined(_WIN32)
 #define PL_EXPORT __declspec(dllexport)

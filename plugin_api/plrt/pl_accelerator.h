@@ -43,6 +43,16 @@ typedef struct PL_DeviceInfo {
   int32_t compute_minor;
 } PL_DeviceInfo;
 
+/* ABI 1.4: one device's state for devices="usable:N" (see device_status). */
+typedef struct PL_DeviceStatus {
+  size_t struct_size;
+  int32_t index;     /* 0-based, within the devices this process can see */
+  int32_t usable;    /* nonzero: a job could take it now */
+  char name[128];    /* inline: "NVIDIA H100 80GB HBM3" */
+  char reason[256];  /* inline; when not usable, why: "exclusive mode, held by another process",
+                        "busy: 3.2 GiB used by other processes", "cannot create a context: ..." */
+} PL_DeviceStatus;
+
 /* SGD as torch.optim.SGD: d = g + wd*p (when wd != 0); buf = first_step ? d : momentum*buf + (1-dampening)*d;
  * d = nesterov ? d + momentum*buf : buf (when momentum != 0); p -= lr*d. */
 typedef struct PL_SgdParams {
@@ -179,6 +189,33 @@ typedef struct PL_AcceleratorApi {
    * collects many tensors.  inv_scale must be finite (else PL_ERR_INVALID_ARGUMENT). */
   PL_Error* (*unscale_check)(PL_Accelerator* acc, PL_Tensor* x, double inv_scale, PL_Tensor* found_inf,
                              PL_Stream* stream);
+
+  /* ---- ABI 1.4 (optional; NULL = not supported, the caller copies part by part) ----
+   * Bucket packing: many tensors gathered into one flat buffer, or scattered back, in one launch.
+   *   pack:   flat[offsets[i] .. offsets[i] + parts[i].numel) = parts[i]          for every i
+   *   unpack: parts[i] = flat[offsets[i] .. offsets[i] + parts[i].numel)          for every i
+   * Offsets count elements.  Every part has flat's dtype (any dtype) and lies on flat's device or,
+   * for an accelerator that reads host memory directly (PL_ACCEL_SYNCHRONOUS), in host memory;
+   * each slice lies inside flat; no part overlaps flat, and unpack's parts do not overlap each
+   * other (else PL_ERR_INVALID_ARGUMENT naming the part).  num_parts may be 0.  The arrays `parts`
+   * and `offsets` are borrowed for the call only (the plugin copies what it needs before it
+   * returns); the memory they describe is borrowed until the stream reaches the launch. */
+  PL_Error* (*pack)(PL_Accelerator* acc, const PL_Tensor* parts, size_t num_parts, const int64_t* offsets,
+                    PL_Tensor* flat, PL_Stream* stream);
+  PL_Error* (*unpack)(PL_Accelerator* acc, const PL_Tensor* flat, const int64_t* offsets, PL_Tensor* parts,
+                      size_t num_parts, PL_Stream* stream);
+  /* Which devices a job could take now, for devices="usable:N" (Lightning's
+   * find_usable_cuda_devices): one PL_DeviceStatus per device this process can see, in index
+   * order.  The plugin judges (cuda: compute mode, exclusive mode held by another process, a
+   * context that cannot be made, memory or utilization of other processes over a threshold) and
+   * may probe in a child process; it never leaves a context behind in the caller.  `options`
+   * (borrowed for the call, may be NULL) carries the thresholds by name ("max_utilization" in
+   * percent, "max_foreign_memory_mb"); an unknown name or bad value is PL_ERR_INVALID_ARGUMENT
+   * naming it.  Writes min(capacity, count) entries (each out[i].struct_size set by the caller,
+   * rule 4) and sets *out_count to the count, so a caller may ask with capacity 0 first.  NULL
+   * entry: every device availability() counts is usable. */
+  PL_Error* (*device_status)(PL_Accelerator* acc, const PL_OptionList* options, PL_DeviceStatus* out,
+                             size_t capacity, size_t* out_count);
 } PL_AcceleratorApi;
 
 /* The smallest table a v1 host accepts: everything through the REQUIRED device entries. */

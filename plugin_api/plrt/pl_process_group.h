@@ -85,6 +85,20 @@ typedef struct PL_ProcessGroupApi {
   PL_Error* (*set_timeout)(PL_ProcessGroup* pg, int64_t timeout_ms);
   /* Fails every pending and future operation; callable from any thread, e.g. a watchdog. */
   PL_Error* (*abort)(PL_ProcessGroup* pg);
+
+  /* ---- ABI 1.4 (optional; NULL = not supported) ---- */
+  /* All-to-all, as torch.distributed.all_to_all_single: `input` is world_size consecutive chunks,
+   * chunk j (input_counts[j] elements) going to rank j; `output` receives world_size consecutive
+   * chunks, chunk i (output_counts[i] elements) from rank i.  Chunk r of a rank's own input lands
+   * in its own output chunk r.  input and output share dtype and device, are flat (any ndim; only
+   * numel counts) and must not overlap.  input_counts and output_counts hold world_size entries
+   * each (>= 0, summing to input's and output's numel), borrowed until the work completes; NULL
+   * means equal chunks: numel / world_size, which must divide exactly.  Peers must agree: rank i's
+   * input_counts[j] equals rank j's output_counts[i]; a disagreement is an error on every rank
+   * naming both counts, never a hang or a short read.  Every dtype; sequence-numbered, checked and
+   * bounded by the timeout like the other collectives. */
+  PL_Error* (*all_to_all)(PL_ProcessGroup* pg, const PL_Tensor* input, const int64_t* input_counts,
+                          PL_Tensor* output, const int64_t* output_counts, PL_Work** out);
 } PL_ProcessGroupApi;
 
 #define PL_PROCESS_GROUP_API_MIN_SIZE PL_STRUCT_SIZE(PL_ProcessGroupApi, abort)

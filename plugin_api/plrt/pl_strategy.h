@@ -26,6 +26,15 @@
  *                   writes every replica's gradients in full each step (zeros where unused).
  *   The optimizer steps on the root only.  A value a replica writes into its own copy during a
  *   step (a buffer, say) is not kept: the next copy overwrites it.
+ *
+ * ABI 1.4, at the accumulation boundary (each entry optional, with the host's fallback):
+ *   before_optimizer_step()
+ *   unscale (16-mixed) → agree_skip(found_inf)   -- every rank skips or steps together
+ *   optimizer_step(fn)                           -- the strategy picks the element ranges fn
+ *                                                   updates, then shares the results
+ *   after_optimizer_step()
+ * Metrics go through reduce / all_gather, so a strategy orders them with its own communication.
+ * A strategy keeps per-rank state in checkpoints through state_info / save_state / load_state.
  */
 #ifndef PLRT_PL_STRATEGY_H_
 #define PLRT_PL_STRATEGY_H_
@@ -57,13 +66,33 @@ typedef struct PL_LaunchInfo {
   int32_t max_devices_per_process; /* 0: no limit; 1 for single_device */
 } PL_LaunchInfo;
 
+/* ABI 1.4: what an entry of setup's array is.  A host of minor < 4 sends no `kind`: read it with
+ * pl_parameter_kind(), which derives it from requires_grad as 1.3 did. */
+typedef int32_t PL_ParamKind;
+enum {
+  PL_PARAM_TRAINABLE = 1, /* a parameter with requires_grad 1: has a gradient, the optimizer steps it */
+  PL_PARAM_FROZEN = 2,    /* a parameter with requires_grad 0: no gradient, never stepped; its value
+                             changes only if the host changes it (so ddp broadcasts it at setup only) */
+  PL_PARAM_BUFFER = 3     /* not a parameter (running statistics, counters): requires_grad 0; ddp
+                             broadcasts rank 0's buffers before every step (broadcast_buffers) */
+};
+
 typedef struct PL_Parameter {
   size_t struct_size;
   const char* name;   /* borrowed until teardown; PyTorch-style dotted name */
   PL_Tensor value;    /* memory borrowed until teardown (owned by the host's module) */
   PL_Tensor grad;     /* same shape and dtype as value; memory borrowed until teardown */
   int32_t requires_grad;
+  /* ---- ABI 1.4 ---- */
+  PL_ParamKind kind;  /* TRAINABLE iff requires_grad; FROZEN or BUFFER otherwise */
 } PL_Parameter;
+
+/* The kind of `p`: its `kind` when the host sent one (struct_size carries it and it is nonzero),
+ * else what a 1.3 host meant: requires_grad 1 = trainable, 0 = buffer. */
+static inline PL_ParamKind pl_parameter_kind(const PL_Parameter* p) {
+  if (PL_HAS_FIELD(PL_Parameter, p, kind) && p->kind != 0) return p->kind;
+  return p->requires_grad ? PL_PARAM_TRAINABLE : PL_PARAM_BUFFER;
+}
 
 typedef struct PL_StrategyConfig {
   size_t struct_size;
@@ -93,6 +122,33 @@ typedef struct PL_ReplicaStepFn {
   PL_Error* (*run)(void* user, int32_t replica, int32_t num_replicas, PL_Device device,
                    PL_Parameter* params, size_t num_params);
 } PL_ReplicaStepFn;
+
+/* ABI 1.4: elements [begin, end) of params[param_index] (of setup's array), counted in the flat
+ * value; the same range of its gradient and of the optimizer's state for it. */
+typedef struct PL_ParamRange {
+  size_t struct_size;
+  size_t param_index;
+  int64_t begin;
+  int64_t end; /* begin <= end <= the parameter's numel */
+} PL_ParamRange;
+
+/* ABI 1.4: the host's optimizer, handed to optimizer_step. */
+typedef struct PL_OptimizerFn {
+  size_t struct_size;
+  void* user; /* borrowed; handed back to `step` */
+  /* Updates the values in `ranges` (borrowed for the call; trainable parameters, no two
+   * overlapping) from their gradients, with the optimizer's rule and its state for those elements
+   * (created at the first step that names them).  Parameters and elements not named are left
+   * alone.  The host keys its state by range: a strategy names the same ranges at every step. */
+  PL_Error* (*step)(void* user, const PL_ParamRange* ranges, size_t num_ranges);
+} PL_OptimizerFn;
+
+/* ABI 1.4: what a strategy keeps in checkpoints (see save_state). */
+typedef struct PL_StrategyStateInfo {
+  size_t struct_size;
+  int32_t has_state;      /* nonzero: save_state writes files and load_state reads them */
+  int32_t any_world_size; /* nonzero: state saved at one world size loads at another (resharding) */
+} PL_StrategyStateInfo;
 
 typedef struct PL_StrategyApi {
   size_t struct_size;
@@ -135,6 +191,41 @@ typedef struct PL_StrategyApi {
    * once per replica, before the first run_step; a mismatch is PL_ERR_INVALID_ARGUMENT naming the
    * entry. */
   PL_Error* (*setup_replica)(PL_Strategy* strategy, int32_t replica, PL_Parameter* params, size_t num_params);
+
+  /* ---- ABI 1.4 (optional) ---- */
+  /* Takes the optimizer step (at the accumulation boundary, after after_backward, the loss
+   * scaler's unscale and agree_skip; not called on a skipped step; between before_ and
+   * after_optimizer_step).  The strategy calls fn->step exactly once, with the ranges this rank
+   * updates (ddp: every trainable parameter whole; a sharded strategy: its shard; possibly none),
+   * then makes the values the same on every rank again (a sharded strategy gathers the shards).
+   * fn borrowed for the call.  NULL: the host steps every trainable parameter itself. */
+  PL_Error* (*optimizer_step)(PL_Strategy* strategy, const PL_OptimizerFn* fn);
+  /* The mixed-precision loss scaler's verdict, agreed: `found_inf` is this rank's (nonzero when one
+   * of the gradients it checked was inf or NaN); *out_skip becomes nonzero when any rank's was, so
+   * that every rank skips the step together or steps together.  Ordered with the strategy's own
+   * communication.  NULL: the host takes the maximum over process_group() itself (alone: its own). */
+  PL_Error* (*agree_skip)(PL_Strategy* strategy, int32_t found_inf, int32_t* out_skip);
+  /* Metric reductions (Lightning's Strategy.reduce and all_gather): log(sync_dist=True), the
+   * epoch aggregation, LightningModule::all_gather.  Blocking; every rank calls them in the same
+   * order; the strategy orders them with its own communication (never in the middle of its bucket
+   * reductions) and bounds them by its timeout.  Tensors are borrowed for the call, in host memory
+   * or on the strategy's device.  reduce: `tensor` becomes op over every process's tensor, in
+   * place.  all_gather: outputs[r] (num_outputs == world size) receives rank r's input; sizes may
+   * differ per rank.  NULL: the host calls process_group()'s allreduce / allgather itself. */
+  PL_Error* (*reduce)(PL_Strategy* strategy, PL_Tensor* tensor, PL_ReduceOp op);
+  PL_Error* (*all_gather)(PL_Strategy* strategy, const PL_Tensor* input, PL_Tensor* outputs, size_t num_outputs);
+  /* Checkpoints.  state_info says whether the strategy keeps state of its own (sharded optimizer
+   * state it holds, error-feedback residuals, neighbour replicas) and whether it loads at another
+   * world size.  save_state: every rank calls it with the same `dir` (borrowed for the call: an
+   * existing folder that the host publishes atomically with the rest of the checkpoint, on a file
+   * system every rank sees); each rank writes only files of its own, named
+   * "strategy.<anything>.rank<global rank>.<ext>".  load_state: after setup (and setup_replica),
+   * before the first step, with the folder and the world size the checkpoint was saved at; a world
+   * size it cannot load from is PL_ERR_INVALID_ARGUMENT naming both sizes, a missing or damaged
+   * file is PL_ERR_INVALID_ARGUMENT naming the file.  NULL entries: no state. */
+  PL_Error* (*state_info)(PL_Strategy* strategy, PL_StrategyStateInfo* out);
+  PL_Error* (*save_state)(PL_Strategy* strategy, const char* dir);
+  PL_Error* (*load_state)(PL_Strategy* strategy, const char* dir, int32_t saved_world_size);
 } PL_StrategyApi;
 
 #define PL_STRATEGY_API_MIN_SIZE PL_STRUCT_SIZE(PL_StrategyApi, teardown)

@@ -33,7 +33,8 @@ static const PL_StrategyApi kApi = {
 #else
     b_create,
 #endif
-    b_destroy, b_setup, b_run_step, b_simple, b_simple, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+    b_destroy, b_setup, b_run_step, b_simple, b_simple, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+    NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 
 #if defined(BROKEN_WRONG_NAME)
 #define PLUGIN_NAME "othername"

@@ -112,7 +112,8 @@ static PL_Error* ic_set_grad_sync(PL_Strategy* s, int32_t enabled) {
 
 static const PL_StrategyApi kApi = {
     sizeof(PL_StrategyApi), ic_launch_info, ic_create, ic_destroy, ic_setup, ic_run_step,
-    ic_after_backward, ic_teardown, NULL, ic_set_grad_sync, NULL, NULL, NULL, NULL, NULL, NULL};
+    ic_after_backward, ic_teardown, NULL, ic_set_grad_sync, NULL, NULL, NULL, NULL, NULL, NULL,
+    NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 
 static const PL_Option kHalf[] = {{sizeof(PL_Option), "grad_scale", "0.5"}};
 static const PL_Alias kAliases[] = {

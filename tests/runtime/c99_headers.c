@@ -17,8 +17,13 @@ PL_DEFINE_PLUGIN(kDescriptor)
 size_t c99_check_sizes(void);
 size_t c99_check_sizes(void) {
   PL_Tensor t;
+  PL_Parameter p;
   t.struct_size = sizeof t;
+  p.struct_size = PL_STRUCT_SIZE(PL_Parameter, requires_grad); /* a 1.3 host's entry: no kind */
+  p.requires_grad = 0;
   return pl_dtype_size(PL_BF16) + PL_STRUCT_SIZE(PL_AcceleratorApi, dequantize_u8) +
          (size_t)PL_HAS_FIELD(PL_Tensor, &t, shape) + PL_ACCELERATOR_API_MIN_SIZE + PL_STRATEGY_API_MIN_SIZE +
-         PL_PROCESS_GROUP_API_MIN_SIZE + (pl_dtype_name(PL_F16)[0] == 'f');
+         PL_PROCESS_GROUP_API_MIN_SIZE + (pl_dtype_name(PL_F16)[0] == 'f') +
+         (size_t)(pl_parameter_kind(&p) == PL_PARAM_BUFFER) + PL_STRUCT_SIZE(PL_StrategyApi, load_state) +
+         PL_STRUCT_SIZE(PL_ProcessGroupApi, all_to_all) + sizeof(PL_DeviceStatus);
 }

@@ -46,7 +46,8 @@ PL_Error* abort_entry(PG* pg) {
       sizeof(PL_ProcessGroupApi), pg_create, pg_destroy, allreduce, broadcast, allgather,            \
       reduce_scatter, barrier, send, recv, ::plrt::pg::GroupCore::work_wait,                          \
       ::plrt::pg::GroupCore::work_test, ::plrt::pg::GroupCore::work_destroy,                          \
-      ::plrt::pg::set_timeout_entry<PL_ProcessGroup>, ::plrt::pg::abort_entry<PL_ProcessGroup>};    \
+      ::plrt::pg::set_timeout_entry<PL_ProcessGroup>, ::plrt::pg::abort_entry<PL_ProcessGroup>,    \
+      nullptr /* all_to_all (ABI 1.4) */};                                                       \
   const PL_Plugin kPlugin = {sizeof(PL_Plugin), PL_ABI_MAJOR,  PL_ABI_MINOR, PL_PLUGIN_PROCESS_GROUP, \
                              NAME,              VERSION,       DESCRIPTION,  nullptr,                 \
                              0,                 &kApi}

@@ -102,7 +102,14 @@ static const PL_StrategyApi kApi = {
     NULL, /* process_group: runs alone */
     NULL, /* get_stat: nothing to report */
     NULL, /* num_replicas: one (ABI 1.3) */
-    NULL  /* setup_replica */
+    NULL, /* setup_replica */
+    NULL, /* optimizer_step: the host steps every parameter (ABI 1.4) */
+    NULL, /* agree_skip */
+    NULL, /* reduce */
+    NULL, /* all_gather */
+    NULL, /* state_info */
+    NULL, /* save_state */
+    NULL  /* load_state */
 };
 
 static const PL_Plugin kPlugin = {
