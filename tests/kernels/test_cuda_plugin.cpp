@@ -28,12 +28,12 @@ TEST(CudaPlugin, LoadsAndProvidesEveryEntry) {
   EXPECT_EQ(a->struct_size, sizeof(PL_AcceleratorApi));
   EXPECT_EQ(a->device_type, PL_DEVICE_CUDA);
   EXPECT_EQ(a->flags & PL_ACCEL_SYNCHRONOUS, 0);
-  // Every field from create to the end of the table is a function pointer; none through ABI 1.3's
-  // unscale_check may be NULL (the 1.4 entries are checked by their own tests as they land).
+  // Every field from create to the end of the table is a function pointer; none through ABI 1.4's
+  // unpack may be NULL (device_status is checked by its own tests).
   const size_t first = offsetof(PL_AcceleratorApi, create);
   const size_t all = (sizeof(PL_AcceleratorApi) - first) / sizeof(void (*)());
   EXPECT_EQ(first + all * sizeof(void (*)()), sizeof(PL_AcceleratorApi));
-  const size_t count = (offsetof(PL_AcceleratorApi, unscale_check) - first) / sizeof(void (*)()) + 1;
+  const size_t count = (offsetof(PL_AcceleratorApi, unpack) - first) / sizeof(void (*)()) + 1;
   for (size_t i = 0; i < count; ++i) {
     void (*fn)() = nullptr;
     std::memcpy(&fn, reinterpret_cast<const char*>(a) + first + i * sizeof fn, sizeof fn);

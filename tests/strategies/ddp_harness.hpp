@@ -61,6 +61,7 @@ struct ParamSpec {
   PL_DType dtype;
   int64_t numel;
   bool requires_grad;
+  PL_ParamKind kind = 0;  // 0: none sent (requires_grad decides, as a 1.3 host)
 };
 
 // The tests' module: gradients of several sizes (one of 4000 bytes, larger than a 0.001 MiB
@@ -98,6 +99,7 @@ class Model {
       p.value = pl::tensor_view(value_[i].data(), specs_[i].dtype, specs_[i].numel);
       p.grad = pl::tensor_view(grad_[i].data(), specs_[i].dtype, specs_[i].numel);
       p.requires_grad = specs_[i].requires_grad ? 1 : 0;
+      p.kind = specs_[i].kind;
       params_.push_back(p);
     }
   }

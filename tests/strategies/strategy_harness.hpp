@@ -110,6 +110,29 @@ class Strategy {
   void setup_replica(int r, std::vector<PL_Parameter>& params) {
     pl::check(host_, api_->setup_replica(s_, r, params.data(), params.size()));
   }
+  // ABI 1.4.
+  void reduce(PL_Tensor& t, PL_ReduceOp op) { pl::check(host_, api_->reduce(s_, &t, op)); }
+  void all_gather(const PL_Tensor& in, std::vector<PL_Tensor>& outs) {
+    pl::check(host_, api_->all_gather(s_, &in, outs.data(), outs.size()));
+  }
+  bool agree_skip(bool found_inf) {
+    int32_t skip = -1;
+    pl::check(host_, api_->agree_skip(s_, found_inf ? 1 : 0, &skip));
+    return skip != 0;
+  }
+  // The ranges optimizer_step hands the host's optimizer (each call's, in order).
+  std::vector<std::vector<PL_ParamRange>> optimizer_step() {
+    std::vector<std::vector<PL_ParamRange>> calls;
+    PL_OptimizerFn fn{};
+    fn.struct_size = sizeof fn;
+    fn.user = &calls;
+    fn.step = [](void* user, const PL_ParamRange* r, size_t n) -> PL_Error* {
+      static_cast<std::vector<std::vector<PL_ParamRange>>*>(user)->emplace_back(r, r + n);
+      return nullptr;
+    };
+    pl::check(host_, api_->optimizer_step(s_, &fn));
+    return calls;
+  }
 
  protected:
   const PL_Host* host_;

@@ -9,8 +9,8 @@
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
-using plrt::ddp::PlanInput;
-using plrt::ddp::plan_buckets;
+using plrt::reducer::PlanInput;
+using plrt::reducer::plan_buckets;
 
 namespace {
 

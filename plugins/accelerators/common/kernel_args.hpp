@@ -50,6 +50,12 @@ struct AdamScalars {
 AdamScalars adam_step(Target target, const PL_Tensor* param, const PL_Tensor* grad, const PL_Tensor* exp_avg,
                       const PL_Tensor* exp_avg_sq, const PL_AdamParams* params);
 
+// ---- bucket copies (args_pack.cpp): pack (unpack == false) and unpack, as pl_accelerator.h states
+// them: parts on flat's device with flat's dtype, each slice inside flat, no part overlapping flat,
+// and for unpack no two parts overlapping. ----
+void pack(Target target, const PL_Tensor* parts, size_t num_parts, const int64_t* offsets, const PL_Tensor* flat,
+          bool unpack);
+
 // ---- ByteGrad quantisation (args_quant.cpp) ----
 
 // ceil(n / chunk_size) without overflow; chunk_size >= 1.

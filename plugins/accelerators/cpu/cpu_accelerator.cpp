@@ -421,6 +421,24 @@ PL_Error* cpu_unscale_check(PL_Accelerator* acc, PL_Tensor* x, double inv_scale,
   });
 }
 
+// ---- bucket copies (ABI 1.4) ----
+
+PL_Error* cpu_pack(PL_Accelerator* acc, const PL_Tensor* parts, size_t num_parts, const int64_t* offsets,
+                   PL_Tensor* flat, PL_Stream* stream) {
+  return run(acc, "pack", [&] {
+    check_stream(acc, stream, "pack");
+    plrt::cpu::pack(parts, num_parts, offsets, flat);
+  });
+}
+
+PL_Error* cpu_unpack(PL_Accelerator* acc, const PL_Tensor* flat, const int64_t* offsets, PL_Tensor* parts,
+                     size_t num_parts, PL_Stream* stream) {
+  return run(acc, "unpack", [&] {
+    check_stream(acc, stream, "unpack");
+    plrt::cpu::unpack(flat, offsets, parts, num_parts);
+  });
+}
+
 // ---- the descriptor ----
 
 PL_AcceleratorApi make_api() {
@@ -462,6 +480,9 @@ PL_AcceleratorApi make_api() {
   a.cross_entropy = cpu_cross_entropy;
   a.argmax_rows = cpu_argmax_rows;
   a.unscale_check = cpu_unscale_check;
+  a.pack = cpu_pack;
+  a.unpack = cpu_unpack;
+  a.device_status = nullptr;  // the host's "devices" are processes: every one is usable
   return a;
 }
 
@@ -476,7 +497,7 @@ const PL_Plugin kPlugin = {
     "0.1.0",
     "The host CPU: devices count processes; reference kernels for fill, axpy, cast, SGD, Adam, uint8 "
     "quantisation, dense layers (gemm on OpenBLAS, bias, ReLU, cross-entropy, argmax; f16/bf16 as tensor cores "
-    "compute them) and the gradient scaler's unscale_check; option num_threads",
+    "compute them), the gradient scaler's unscale_check and bucket pack/unpack; option num_threads",
     nullptr,
     0,
     &kApi,

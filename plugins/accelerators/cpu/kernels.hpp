@@ -177,4 +177,13 @@ void argmax_rows(const PL_Tensor* x, const PL_Tensor* out);
 // has numel != 1, or overlaps x, and for a non-finite inv_scale.  numel 0 is a no-op.
 void unscale_check(const PL_Tensor* x, double inv_scale, const PL_Tensor* found_inf);
 
+// ---- bucket copies (ABI 1.4; kernels_pack.cpp) ----
+// pack:   flat[offsets[i] .. offsets[i] + parts[i].numel) = parts[i]   for every i
+// unpack: parts[i] = flat[offsets[i] .. offsets[i] + parts[i].numel)   for every i
+// Offsets count elements; any dtype, every part flat's; errors (PL_ERR_INVALID_ARGUMENT) for a NULL
+// array, a part of another dtype, a slice past flat's end, a part overlapping flat, and (unpack)
+// two parts sharing memory.  num_parts 0 is a no-op.
+void pack(const PL_Tensor* parts, size_t num_parts, const int64_t* offsets, const PL_Tensor* flat);
+void unpack(const PL_Tensor* flat, const int64_t* offsets, const PL_Tensor* parts, size_t num_parts);
+
 }  // namespace plrt::cpu

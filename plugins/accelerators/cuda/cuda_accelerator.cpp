@@ -285,6 +285,8 @@ PL_AcceleratorApi make_api() {
   api.cross_entropy = cuda_cross_entropy;
   api.argmax_rows = cuda_argmax_rows;
   api.unscale_check = cuda_unscale_check;
+  api.pack = cuda_pack;
+  api.unpack = cuda_unpack;
   return api;
 }
 
@@ -296,7 +298,7 @@ const PL_Alias kAliases[] = {
 const PL_Plugin kPlugin = {
     sizeof(PL_Plugin), PL_ABI_MAJOR, PL_ABI_MINOR, PL_PLUGIN_ACCELERATOR, "cuda", "0.2.0",
     "NVIDIA GPUs through the CUDA runtime (honours CUDA_VISIBLE_DEVICES): every kernel of the cpu reference on the "
-    "GPU (fused SGD/Adam, uint8 quantisation, f16/bf16 layers, gemm on cuBLAS, unscale_check)",
+    "GPU (fused SGD/Adam, uint8 quantisation, f16/bf16 layers, gemm on cuBLAS, unscale_check, bucket pack/unpack)",
     kAliases, 1, &kApi};
 
 }  // namespace

@@ -19,6 +19,11 @@ PL_Error* cuda_axpy(PL_Accelerator* acc, PL_Tensor* y, double alpha, const PL_Te
 PL_Error* cuda_cast(PL_Accelerator* acc, PL_Tensor* dst, const PL_Tensor* src, PL_Stream* stream);
 PL_Error* cuda_unscale_check(PL_Accelerator* acc, PL_Tensor* x, double inv_scale, PL_Tensor* found_inf,
                              PL_Stream* stream);
+// entries_pack.cpp (ABI 1.4)
+PL_Error* cuda_pack(PL_Accelerator* acc, const PL_Tensor* parts, size_t num_parts, const int64_t* offsets,
+                    PL_Tensor* flat, PL_Stream* stream);
+PL_Error* cuda_unpack(PL_Accelerator* acc, const PL_Tensor* flat, const int64_t* offsets, PL_Tensor* parts,
+                      size_t num_parts, PL_Stream* stream);
 // entries_optim.cpp
 PL_Error* cuda_sgd_step(PL_Accelerator* acc, PL_Tensor* param, const PL_Tensor* grad, PL_Tensor* momentum_buf,
                         const PL_SgdParams* params, PL_Stream* stream);

@@ -56,4 +56,13 @@ void launch_cross_entropy(const Launch& L, const PL_Tensor& logits, const PL_Ten
                           const PL_Tensor* grad, double grad_scale, const CheckRef& check);
 void launch_argmax_rows(const Launch& L, const PL_Tensor& x, const PL_Tensor& out);
 
+// ---- kernels_pack.cu (ABI 1.4) ----
+// Parts per launch: the kernel takes their addresses as parameters (24 bytes a part, under CUDA
+// 12.1's 32 KiB limit for kernel parameters).
+constexpr size_t kPackBatch = 1024;
+// pack: flat[offsets[i]...] = parts[i]; unpack (unpack == true): parts[i] = that slice.  The parts
+// and flat are on the current device; the arrays are read before it returns.
+void launch_pack(const Launch& L, const PL_Tensor* parts, size_t num_parts, const int64_t* offsets,
+                 const PL_Tensor& flat, bool unpack);
+
 }  // namespace plrt::cuda

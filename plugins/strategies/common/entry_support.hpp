@@ -17,6 +17,18 @@ namespace plrt::strategy {
 // ("plrt <family> strategy: <fn> called with a NULL strategy; aborting") and stops.
 [[noreturn]] void broken_call(const char* family, const char* fn);
 
+// The opaque PL_Strategy* of a family's C++ instance.  No family defines struct PL_Strategy (two
+// families linked into one plugin, as ddp2 links ddp's, would each need their own): each converts
+// at its C boundary, and a pointer made by handle() is only ever read back by as() of that family.
+template <class S>
+S* as(PL_Strategy* s) {
+  return reinterpret_cast<S*>(s);
+}
+template <class S>
+PL_Strategy* handle(S* s) {
+  return reinterpret_cast<PL_Strategy*>(s);
+}
+
 // body(*s) under plugin::guard.  S is the family's instance: it has `host`.
 template <class S, class Body>
 PL_Error* entry(S* s, const char* family, const char* fn, Body&& body) noexcept {

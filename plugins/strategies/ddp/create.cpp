@@ -48,62 +48,31 @@ PL_Device choose_device(const std::string& who, const PL_StrategyConfig* c) {
                                       "(ddp drives exactly one device per process)");
 }
 
-void make_group(PL_Strategy& s, const PL_StrategyConfig* c) {
-  const std::string& who = s.who;
-  if (c->store == nullptr)
-    fail(PL_ERR_INVALID_ARGUMENT, who + ": config->store is NULL but world_size is " + std::to_string(s.world) +
-                                      ": the ranks meet through the rendezvous store");
-  s.backend = c->process_group_backend && *c->process_group_backend
+strategy::GroupSpec group_spec(const DdpStrategy& s, const PL_StrategyConfig* c) {
+  strategy::GroupSpec g;
+  g.who = s.who;
+  g.backend = c->process_group_backend && *c->process_group_backend
                   ? c->process_group_backend
                   : (s.dev.device.type == PL_DEVICE_CUDA ? "nccl" : "gloo");  // the runtime's default
-  PL_ResolvedPlugin found{};
-  found.struct_size = sizeof found;
-  check(s.host, s.host->find_plugin(s.host->ctx, PL_PLUGIN_PROCESS_GROUP, s.backend.c_str(), &found),
-        who + ": process_group_backend '" + s.backend + "'");
-  if (found.plugin == nullptr || found.plugin->kind != PL_PLUGIN_PROCESS_GROUP || found.plugin->api == nullptr)
-    fail(PL_ERR_INTERNAL, who + ": the host resolved process_group_backend '" + s.backend +
-                              "' to something that is not a process-group plugin");
-  const auto* api = static_cast<const PL_ProcessGroupApi*>(found.plugin->api);
-  if (api->struct_size < PL_PROCESS_GROUP_API_MIN_SIZE || api->create == nullptr || api->destroy == nullptr ||
-      api->allreduce == nullptr || api->broadcast == nullptr || api->work_wait == nullptr ||
-      api->work_test == nullptr || api->work_destroy == nullptr || api->abort == nullptr)
-    fail(PL_ERR_UNSUPPORTED, who + ": the process-group plugin '" + s.backend +
-                                 "' lacks an entry ddp needs (create, destroy, allreduce, broadcast, work_wait, "
-                                 "work_test, work_destroy, abort)");
-  // The backend alias's presets first, then the user's pg.* options (a later entry wins).
-  std::vector<PL_Option> items;
-  if (found.presets.count > 0 && found.presets.items != nullptr)
-    for (size_t i = 0; i < found.presets.count; ++i) items.push_back(found.presets.items[i]);
-  for (const auto& kv : s.opts.pg_options) items.push_back({sizeof(PL_Option), kv.first.c_str(), kv.second.c_str()});
-  PL_ProcessGroupConfig pc{};
-  pc.struct_size = sizeof pc;
-  pc.rank = s.rank;
-  pc.world_size = s.world;
-  pc.store = c->store;
-  pc.group_name = "ddp";
-  pc.timeout_ms = s.timeout_ms;
-  pc.device = s.dev.device;
-  pc.accelerator_api = c->accelerator_api;
-  pc.accelerator = c->accelerator;
-  pc.options = {sizeof(PL_OptionList), items.empty() ? nullptr : items.data(), items.size()};
-  PL_ProcessGroup* pg = nullptr;
-  check(s.host, api->create(s.host, &pc, &pg),
-        who + ": creating the '" + s.backend + "' process group (rank " + std::to_string(s.rank) + " of " +
-            std::to_string(s.world) +
-            (s.opts.pg_options.empty() ? std::string(")") : "; the options pg.<name> reach it as <name>)"));
-  if (pg == nullptr)
-    fail(PL_ERR_INTERNAL, who + ": the '" + s.backend + "' process group's create returned no group and no error");
-  s.pg_api = api;
-  s.pg = pg;
-  s.pg_blocks = found.plugin->abi_major == PL_ABI_MAJOR && found.plugin->abi_minor >= 1;
+  g.name = "ddp";
+  g.rank = s.rank;
+  g.world = s.world;
+  g.store = c->store;
+  g.timeout_ms = s.timeout_ms;
+  g.device = s.dev.device;
+  g.accelerator_api = c->accelerator_api;
+  g.accelerator = c->accelerator;
+  g.options = s.opts.pg_options;
+  g.needs = {"allreduce", "broadcast"};
+  return g;
 }
 
 }  // namespace
 
-std::unique_ptr<PL_Strategy> create_strategy(const char* who_c, const PL_Host* host, const PL_StrategyConfig* c) {
+std::unique_ptr<DdpStrategy> create_strategy(const char* who_c, const PL_Host* host, const PL_StrategyConfig* c) {
   const std::string who = who_c;
   check_config(who, c);
-  auto s = std::make_unique<PL_Strategy>();
+  auto s = std::make_unique<DdpStrategy>();
   s->host = host;
   s->who = who;
   s->rank = c->global_rank;
@@ -118,22 +87,23 @@ std::unique_ptr<PL_Strategy> create_strategy(const char* who_c, const PL_Host* h
   s->dev.device = choose_device(who, c);
   if (s->world > 1) {
     check_accelerator_for_buffers(who, c);
-    make_group(*s, c);
+    s->group_spec = group_spec(*s, c);
+    s->group = strategy::Group(host, s->group_spec);
   }
+  s->grads = std::make_unique<reducer::Reducer>(who, s->dev, s->group, s->comm);
   plugin::logf(host, PL_LOG_DEBUG, who_c,
                "rank %d of %d (local rank %d) on device %d:%d, %s; bucket_cap_mb %g, first_bucket_cap_mb %g, "
                "broadcast_buffers %s, timeout %lld ms",
                s->rank, s->world, s->local_rank, static_cast<int>(s->dev.device.type), static_cast<int>(s->dev.device.index),
-               s->pg ? ("process group '" + s->backend + "'").c_str() : "no process group (a single rank)",
+               s->group ? ("process group '" + s->group.backend() + "'").c_str() : "no process group (a single rank)",
                s->opts.bucket_cap_mb, s->opts.first_bucket_cap_mb, s->opts.broadcast_buffers ? "true" : "false",
                static_cast<long long>(s->timeout_ms));
   return s;
 }
 
-}  // namespace plrt::ddp
-
-PL_Strategy::~PL_Strategy() {
-  buckets.clear();  // buffers go back to the accelerator before the group goes
+DdpStrategy::~DdpStrategy() {
+  grads.reset();  // its buffers go back to the accelerator before the groups go
   buffer_groups.clear();
-  if (pg != nullptr) pg_api->destroy(pg);
 }
+
+}  // namespace plrt::ddp

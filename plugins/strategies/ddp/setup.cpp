@@ -1,6 +1,11 @@
 // setup: checks the parameters, makes every replica start from rank 0's values (a coalesced
-// broadcast, as PyTorch's _sync_module_states), lays out the gradient buckets and the per-step
-// buffer broadcasts; teardown undoes it.
+// broadcast, as PyTorch's _sync_module_states), lays out the gradient buckets (the reducer) and the
+// per-step buffer broadcasts; teardown undoes it.
+//
+// Kinds (ABI 1.4): TRAINABLE entries get gradient buckets; FROZEN ones are broadcast at setup only
+// (their values never change unless the host changes them, so DDP's per-forward broadcast of
+// requires_grad=False parameters would only cost bandwidth); BUFFER entries are broadcast before
+// every step when broadcast_buffers is on.  A 1.3 host sends no kind: requires_grad 0 = buffer.
 #include "strategy.hpp"
 
 #include <algorithm>
@@ -9,10 +14,14 @@
 namespace plrt::ddp {
 
 using plugin::fail;
+using reducer::PlanInput;
+using reducer::PlannedBucket;
+using strategy::check;
+using strategy::DeviceMemory;
 
 namespace {
 
-// How long teardown waits for an allreduce left outstanding (a step abandoned without
+// How long teardown waits for a collective left outstanding (a step abandoned without
 // after_backward) before it aborts the group: a peer that is in the same collective finishes it
 // in far less; one that is not will not come.
 constexpr int64_t kTeardownWaitMs = 10000;
@@ -28,14 +37,14 @@ bool same_device(PL_Device a, PL_Device b) { return a.type == b.type && a.index 
 
 // A parameter's memory must be reachable by the accelerator's copies: on this process's device, or
 // host memory.
-void check_device(const PL_Strategy& s, size_t i, const PL_Tensor& t, const char* which) {
+void check_device(const DdpStrategy& s, size_t i, const PL_Tensor& t, const char* which) {
   if (same_device(t.device, s.dev.device) || t.device.type == PL_DEVICE_CPU) return;
   fail(PL_ERR_INVALID_ARGUMENT, s.who + ": setup: " + s.param_name(i) + " has its " + which + " on " +
                                     device_name(t.device) + ", but this process drives " +
                                     device_name(s.dev.device) + " (or host memory)");
 }
 
-void check_params(PL_Strategy& s, PL_Parameter* params, size_t n) {
+void check_params(DdpStrategy& s, PL_Parameter* params, size_t n) {
   if (n > 0 && params == nullptr)
     fail(PL_ERR_INVALID_ARGUMENT, s.who + ": setup: params is NULL for " + std::to_string(n) + " parameters");
   s.names.clear();
@@ -47,9 +56,17 @@ void check_params(PL_Strategy& s, PL_Parameter* params, size_t n) {
                                std::to_string(PL_STRUCT_SIZE(PL_Parameter, requires_grad)));
     s.names.push_back(p.name && *p.name ? p.name : "params[" + std::to_string(i) + "]");
     const std::string what = s.who + ": setup: " + s.param_name(i);
+    const PL_ParamKind kind = pl_parameter_kind(&p);
+    if (kind != PL_PARAM_TRAINABLE && kind != PL_PARAM_FROZEN && kind != PL_PARAM_BUFFER)
+      fail(PL_ERR_INVALID_ARGUMENT, what + ": kind " + std::to_string(kind) +
+                                        " is not valid (PL_PARAM_TRAINABLE 1, PL_PARAM_FROZEN 2, PL_PARAM_BUFFER 3)");
+    if ((kind == PL_PARAM_TRAINABLE) != (p.requires_grad != 0))
+      fail(PL_ERR_INVALID_ARGUMENT, what + ": kind " + std::to_string(kind) + " disagrees with requires_grad " +
+                                        std::to_string(p.requires_grad) +
+                                        " (a TRAINABLE entry requires grad; FROZEN and BUFFER entries do not)");
     plugin::check_tensor(&p.value, (what + " value").c_str());
     check_device(s, i, p.value, "value");
-    if (!p.requires_grad) continue;
+    if (kind != PL_PARAM_TRAINABLE) continue;
     plugin::check_tensor(&p.grad, (what + " grad").c_str());
     check_device(s, i, p.grad, "grad");
     if (p.grad.dtype != p.value.dtype || p.grad.numel != p.value.numel)
@@ -74,18 +91,18 @@ PL_Tensor flat_view(void* data, const PlannedBucket& b, PL_Device device) {
 
 // Coalescing groups of the parameters' values (those for which `pick` is true), in registration
 // order, about one bucket each.
-std::vector<PlannedBucket> value_groups(const PL_Strategy& s, bool (*pick)(const PL_Parameter&)) {
+std::vector<PlannedBucket> value_groups(const DdpStrategy& s, bool (*pick)(const PL_Parameter&)) {
   std::vector<PlanInput> in;
   for (size_t i = 0; i < s.num_params; ++i) {
     const PL_Parameter& p = s.params[i];
     if (pick(p) && p.value.numel > 0) in.push_back({i, tensor_bytes(p.value), p.value.dtype, p.value.device});
   }
   const size_t cap = s.opts.bucket_cap_bytes();
-  return plan_buckets(in, cap, cap);
+  return reducer::plan_buckets(in, cap, cap);
 }
 
 // Broadcasts one coalesced group from rank 0: the root packs, every other rank unpacks.
-void broadcast_group(PL_Strategy& s, const PlannedBucket& g, PL_Tensor& flat, const std::string& what) {
+void broadcast_group(DdpStrategy& s, const PlannedBucket& g, PL_Tensor& flat, const std::string& what) {
   uint8_t* base = static_cast<uint8_t*>(flat.data);
   if (s.rank == 0)
     for (size_t k = 0; k < g.members.size(); ++k) {
@@ -93,7 +110,7 @@ void broadcast_group(PL_Strategy& s, const PlannedBucket& g, PL_Tensor& flat, co
       s.dev.copy(base + g.offsets[k], s.dev.device, v.data, v.device, tensor_bytes(v),
                  s.who + ": packing " + s.param_name(g.members[k]) + " for " + what);
     }
-  broadcast_blocking(s, flat, s.who + ": " + what);
+  s.group.broadcast(flat, 0, s.who + ": " + what);
   if (s.rank != 0)
     for (size_t k = 0; k < g.members.size(); ++k) {
       PL_Tensor& v = s.params[g.members[k]].value;
@@ -103,11 +120,11 @@ void broadcast_group(PL_Strategy& s, const PlannedBucket& g, PL_Tensor& flat, co
 }
 
 bool any_param(const PL_Parameter&) { return true; }
-bool is_buffer(const PL_Parameter& p) { return !p.requires_grad; }
+bool is_buffer(const PL_Parameter& p) { return pl_parameter_kind(&p) == PL_PARAM_BUFFER; }
 
 // Every parameter and buffer from rank 0, one coalesced group at a time (so that the extra memory
 // stays about one bucket).
-void sync_initial_state(PL_Strategy& s) {
+void sync_initial_state(DdpStrategy& s) {
   const auto groups = value_groups(s, any_param);
   for (size_t g = 0; g < groups.size(); ++g) {
     DeviceMemory mem(s.dev, groups[g].bytes, s.who + ": allocating the start-up broadcast buffer");
@@ -117,34 +134,15 @@ void sync_initial_state(PL_Strategy& s) {
   }
 }
 
-void build_buckets(PL_Strategy& s) {
-  std::vector<PlanInput> in;
-  for (size_t k = s.num_params; k-- > 0;) {  // reverse registration order
-    const PL_Parameter& p = s.params[k];
-    if (p.requires_grad && p.grad.numel > 0) in.push_back({k, tensor_bytes(p.grad), p.grad.dtype, p.grad.device});
-  }
-  auto plan = plan_buckets(in, s.opts.first_bucket_cap_bytes(), s.opts.bucket_cap_bytes());
-  s.bucket_of.assign(s.num_params, -1);
-  s.buckets.clear();
-  s.buckets.reserve(plan.size());  // never grows again: allreduces borrow &bucket.tensor
-  for (size_t b = 0; b < plan.size(); ++b) {
-    Bucket k;
-    k.plan = std::move(plan[b]);
-    k.pending = k.plan.members.size();
-    for (size_t i : k.plan.members) s.bucket_of[i] = static_cast<int64_t>(b);
-    s.buckets.push_back(std::move(k));
-  }
-  if (s.pg == nullptr) return;  // one rank: the layout (and its statistics) without the memory
-  for (size_t b = 0; b < s.buckets.size(); ++b) {
-    Bucket& k = s.buckets[b];
-    k.buffer = DeviceMemory(s.dev, k.plan.bytes, s.who + ": allocating the buffer of " + describe_bucket(s, b));
-    k.tensor = flat_view(k.buffer.get(), k.plan, s.dev.device);
-  }
-}
-
-void build_buffer_groups(PL_Strategy& s) {
+void build_buffer_groups(DdpStrategy& s) {
   s.buffer_groups.clear();
-  if (s.pg == nullptr || !s.opts.broadcast_buffers) return;
+  s.buffer_bytes = s.frozen_bytes = 0;
+  for (size_t i = 0; i < s.num_params; ++i) {
+    const PL_ParamKind kind = pl_parameter_kind(&s.params[i]);
+    if (kind == PL_PARAM_BUFFER) s.buffer_bytes += tensor_bytes(s.params[i].value);
+    if (kind == PL_PARAM_FROZEN) s.frozen_bytes += tensor_bytes(s.params[i].value);
+  }
+  if (!s.group || !s.opts.broadcast_buffers) return;
   auto plan = value_groups(s, is_buffer);
   s.buffer_groups.reserve(plan.size());
   for (auto& g : plan) {
@@ -156,45 +154,18 @@ void build_buffer_groups(PL_Strategy& s) {
   }
 }
 
-void log_layout(const PL_Strategy& s) {
+void log_layout(const DdpStrategy& s) {
   if (!s.host->log_enabled(s.host->ctx, PL_LOG_DEBUG)) return;
-  size_t total = 0;
-  for (const auto& k : s.buckets) total += k.plan.bytes;
   plugin::logf(s.host, PL_LOG_DEBUG, s.who.c_str(),
                "%zu parameters: %zu gradient buckets, %zu bytes in all (first bucket cap %zu bytes, then %zu); "
-               "%zu buffer-broadcast groups",
-               s.num_params, s.buckets.size(), total, s.opts.first_bucket_cap_bytes(), s.opts.bucket_cap_bytes(),
-               s.buffer_groups.size());
-  for (size_t b = 0; b < s.buckets.size(); ++b) {
-    const auto& p = s.buckets[b].plan;
-    plugin::logf(s.host, PL_LOG_DEBUG, s.who.c_str(), "bucket %zu: %zu parameters, %zu bytes of %s, first '%s'", b,
-                 p.members.size(), p.bytes, pl_dtype_name(p.dtype), s.names[p.members.front()].c_str());
-  }
+               "%zu buffer-broadcast groups (%zu bytes); %zu bytes of frozen parameters, broadcast at setup only",
+               s.num_params, s.grads->num_buckets(), s.grads->bucket_bytes(), s.opts.first_bucket_cap_bytes(),
+               s.opts.bucket_cap_bytes(), s.buffer_groups.size(), s.buffer_bytes, s.frozen_bytes);
 }
 
 }  // namespace
 
-std::string describe_bucket(const PL_Strategy& s, size_t b) {
-  const auto& p = s.buckets[b].plan;
-  return "bucket " + std::to_string(b) + " of " + std::to_string(s.buckets.size()) + " (" +
-         std::to_string(p.members.size()) + (p.members.size() == 1 ? " parameter, " : " parameters, ") +
-         std::to_string(p.bytes) + " bytes of " + pl_dtype_name(p.dtype) + ")";
-}
-
-void broadcast_blocking(PL_Strategy& s, PL_Tensor& t, const std::string& what) {
-  if (s.pg_blocks) {  // no hand-off to the group's worker thread
-    check(s.host, s.pg_api->broadcast(s.pg, &t, 0, nullptr), what + " failed");
-    return;
-  }
-  PL_Work* w = nullptr;
-  check(s.host, s.pg_api->broadcast(s.pg, &t, 0, &w), what + " failed");
-  if (w == nullptr) fail(PL_ERR_INTERNAL, what + ": the process group returned no work handle");
-  PL_Error* e = s.pg_api->work_wait(w, s.timeout_ms);
-  s.pg_api->work_destroy(w);
-  check(s.host, e, what + " failed");
-}
-
-void setup(PL_Strategy& s, PL_Parameter* params, size_t num_params) {
+void setup(DdpStrategy& s, PL_Parameter* params, size_t num_params) {
   std::lock_guard<std::mutex> lock(s.m);
   if (s.set_up)
     fail(PL_ERR_INVALID_ARGUMENT, s.who + ": setup was called twice; call teardown before setting up again");
@@ -202,24 +173,21 @@ void setup(PL_Strategy& s, PL_Parameter* params, size_t num_params) {
   s.params = params;
   s.num_params = num_params;
   try {
-    if (s.pg != nullptr) sync_initial_state(s);
-    build_buckets(s);
+    if (s.group) sync_initial_state(s);
+    s.grads->setup(params, num_params, s.names, s.opts.first_bucket_cap_bytes(), s.opts.bucket_cap_bytes());
     build_buffer_groups(s);
   } catch (...) {
-    s.buckets.clear();
+    s.grads->teardown(0);
     s.buffer_groups.clear();
     s.params = nullptr;
     s.num_params = 0;
     throw;
   }
-  s.ready.assign(num_params, 0);
-  s.ready_count = 0;
-  s.next_launch = 0;
   s.set_up = true;
   log_layout(s);
 }
 
-void broadcast_buffers(PL_Strategy& s) {
+void broadcast_buffers(DdpStrategy& s) {
   std::lock_guard<std::mutex> lock(s.m);
   for (size_t g = 0; g < s.buffer_groups.size(); ++g) {
     FlatGroup& f = s.buffer_groups[g];
@@ -228,20 +196,21 @@ void broadcast_buffers(PL_Strategy& s) {
   }
 }
 
-void teardown(PL_Strategy& s) {
+void teardown(DdpStrategy& s) {
   std::lock_guard<std::mutex> lock(s.m);
-  const std::string failure = drain_locked(s, std::min(s.timeout_ms, kTeardownWaitMs));
+  const std::string failure = s.grads->teardown(std::min(s.timeout_ms, kTeardownWaitMs));
   if (!failure.empty())
-    plugin::logf(s.host, PL_LOG_WARN, s.who.c_str(), "teardown: an allreduce left outstanding failed: %s",
+    plugin::logf(s.host, PL_LOG_WARN, s.who.c_str(), "teardown: a gradient collective left outstanding failed: %s",
                  failure.c_str());
-  reset_step_locked(s);
-  s.buckets.clear();
   s.buffer_groups.clear();
-  s.bucket_of.clear();
-  s.ready.clear();
   s.params = nullptr;
   s.num_params = 0;
   s.set_up = false;
 }
+
+void on_grad_ready(DdpStrategy& s, size_t index) { s.grads->on_grad_ready(index); }
+void after_backward(DdpStrategy& s) { s.grads->finish_step(); }
+void set_grad_sync(DdpStrategy& s, bool enabled) { s.grads->set_grad_sync(enabled); }
+bool step_active(const DdpStrategy& s) { return s.grads->step_active(); }
 
 }  // namespace plrt::ddp

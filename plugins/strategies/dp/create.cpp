@@ -3,7 +3,6 @@
 #include "dp_strategy.hpp"
 
 #include "config_checks.hpp"
-#include "ddp_api.hpp"  // plrt_ddp_core's C table: ddp2's cross-process part
 
 #include <set>
 #include <utility>
@@ -102,9 +101,8 @@ void create_inner(DpStrategy& s, const PL_StrategyConfig* c, const OptionPairs& 
   ic.device_ids = &s.device_ids[0];
   ic.num_devices = 1;
   ic.options = {sizeof(PL_OptionList), items.data(), items.size()};
-  s.inner_api = ddp::Family::table();  // the shared entries; create is called directly
   // The literal is static, as ddp requires of its name: it begins the inner's messages and logs.
-  pass_on(s.host, ddp::create("ddp2", s.host, &ic, &s.inner));
+  s.inner = ddp::create_strategy("ddp2", s.host, &ic);
 }
 
 }  // namespace
@@ -128,7 +126,7 @@ std::unique_ptr<DpStrategy> create_strategy(const char* who_c, bool across_proce
     s->device_type = s->api->device_type;
     s->synchronous = (s->api->flags & PL_ACCEL_SYNCHRONOUS) != 0;
   }
-  s->dev = ddp::DeviceContext{host, who_c, s->api, s->acc, s->device_of(0)};
+  s->dev = strategy::DeviceContext{host, who_c, s->api, s->acc, s->device_of(0)};
   if (across_processes) create_inner(*s, c, options);
   plugin::logf(host, PL_LOG_DEBUG, who_c, "rank %d of %d: %zu replica(s) on %s device(s) starting at %d%s", s->rank,
                s->world, s->n(), s->device_type == PL_DEVICE_CPU ? "cpu" : "accelerator", s->device_ids[0],
@@ -140,7 +138,7 @@ std::unique_ptr<DpStrategy> create_strategy(const char* who_c, bool across_proce
 DpStrategy::~DpStrategy() {
   pool.stop();
   free_scratch(*this);
-  if (inner != nullptr) inner_api.destroy(inner);
+  inner.reset();  // its reducer drains (bounded) and frees its buffers before its groups go
 }
 
 std::string device_type_name(PL_DeviceType t) {

@@ -16,8 +16,8 @@
 //   after_backward: root.grad += replica r's grad, r = 1..n-1 in order (axpy; a replica on another
 //                   device is first copied into a scratch buffer on the root's device)
 //                   ddp2, world > 1, grad sync on: root grads allreduce(AVG) across processes in
-//                   per-dtype flat buckets (an inner ddp instance of plrt_ddp_core, driven through
-//                   its C table, does this and the start-up broadcast)
+//                   per-dtype flat buckets (an inner ddp instance of plrt_ddp_core, called through
+//                   its C++ operations, does this, the start-up broadcast and the metrics)
 //
 // The optimizer then steps the root only; after_optimizer_step marks it dirty for the next copy.
 //
@@ -26,7 +26,8 @@
 // table, stats, teardown).
 #pragma once
 
-#include "device_memory.hpp"  // plrt_ddp_core: check(), log_and_drop(), DeviceContext
+#include "device_memory.hpp"  // plrt_strategy_common: check(), log_and_drop(), DeviceContext
+#include "strategy.hpp"       // plrt_ddp_core: ddp2's cross-process part
 #include "replica_pool.hpp"
 
 #include <plrt/pl_plugin.h>
@@ -75,11 +76,10 @@ struct DpStrategy {
   PL_DeviceType device_type = PL_DEVICE_CPU;
   bool synchronous = true;           // PL_ACCEL_SYNCHRONOUS: no stream to wait for
   std::vector<int32_t> device_ids;   // replica r drives device_ids[r]; size = the replica count
-  ddp::DeviceContext dev;            // for ddp's copy helper (device: the root's)
+  strategy::DeviceContext dev;       // for the copy helper (device: the root's)
 
   // ddp2: a ddp instance of plrt_ddp_core on the root's device (group, broadcast, allreduce).
-  PL_StrategyApi inner_api{};
-  PL_Strategy* inner = nullptr;
+  std::unique_ptr<ddp::DdpStrategy> inner;
 
   // From setup until teardown.
   bool set_up = false;
@@ -138,16 +138,6 @@ std::string device_name(PL_Device d);
 // The same memory space: one device, or host memory on both sides.
 inline bool same_memory(PL_Device a, PL_Device b) {
   return a.type == b.type && (a.type == PL_DEVICE_CPU || a.index == b.index);
-}
-// Throws another instance's error (the inner ddp's) with its code and message unchanged: its
-// message already begins with our name.
-inline void pass_on(const PL_Host* host, PL_Error* e) {
-  if (e == nullptr) return;
-  const PL_ErrorCode code = host->error_code(e);
-  const char* m = host->error_message(e);
-  std::string message = m ? m : "(no message)";
-  host->error_destroy(e);
-  plugin::fail(code == PL_ERR_OK ? PL_ERR_INTERNAL : code, std::move(message));
 }
 inline size_t tensor_bytes(const PL_Tensor& t) { return static_cast<size_t>(t.numel) * pl_dtype_size(t.dtype); }
 

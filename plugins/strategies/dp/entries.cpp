@@ -3,11 +3,13 @@
 // (plrt_strategy_common's entry_support.hpp).  Also the entries small enough not to need a file of
 // their own.
 //
-// The instance is a plrt::dp::DpStrategy behind the opaque PL_Strategy*: this library also links
-// plrt_ddp_core, whose struct PL_Strategy is ddp's, so dp never defines that type itself.
+// The instance is a plrt::dp::DpStrategy behind the opaque PL_Strategy* (strategy::as / handle);
+// ddp2's cross-process part is a ddp::DdpStrategy it owns and calls directly, never through a cast.
 #include "dp_api.hpp"
 #include "dp_strategy.hpp"
 #include "entry_support.hpp"
+
+#include <cstring>
 
 namespace plrt::dp {
 
@@ -17,7 +19,7 @@ namespace {
 
 constexpr const char* kFamily = "dp";
 
-DpStrategy* as_dp(PL_Strategy* s) { return reinterpret_cast<DpStrategy*>(s); }
+DpStrategy* as_dp(PL_Strategy* s) { return strategy::as<DpStrategy>(s); }
 
 template <class Body>
 PL_Error* entry(PL_Strategy* s, const char* fn, Body&& body) noexcept {
@@ -57,7 +59,7 @@ PL_Error* set_grad_sync_entry(PL_Strategy* s, int32_t enabled) {
   return entry(s, "set_grad_sync", [&](DpStrategy& d) {
     std::lock_guard<std::mutex> lock(d.m);
     require_idle(d, "set_grad_sync");
-    if (d.inner != nullptr) pass_on(d.host, d.inner_api.set_grad_sync(d.inner, enabled));
+    if (d.inner != nullptr) ddp::set_grad_sync(*d.inner, enabled != 0);
     d.grad_sync = enabled != 0;
   });
 }
@@ -75,7 +77,10 @@ PL_Error* process_group_entry(PL_Strategy* s, const PL_ProcessGroupApi** out_api
     strategy::check_process_group_outs(d.who, out_api, out_group);
     *out_api = nullptr;  // dp, and ddp2 with one process: no group
     *out_group = nullptr;
-    if (d.inner != nullptr) pass_on(d.host, d.inner_api.process_group(d.inner, out_api, out_group));
+    if (d.inner != nullptr && d.inner->group) {
+      *out_api = d.inner->group.api();
+      *out_group = d.inner->group.get();
+    }
   });
 }
 
@@ -88,6 +93,48 @@ PL_Error* get_stat_entry(PL_Strategy* s, const char* name, double* out) {
                            {"broadcast_ms", d.stats.broadcast_ms},
                            {"reduce_ms", d.stats.reduce_ms},
                            {"allreduce_ms", d.stats.allreduce_ms}});
+  });
+}
+
+// Metrics and the loss scaler's verdict: ddp2 across processes through its inner ddp (its own
+// metrics group); dp is one process, where a reduction is the value itself.
+PL_Error* reduce_entry(PL_Strategy* s, PL_Tensor* tensor, PL_ReduceOp op) {
+  return entry(s, "reduce", [&](DpStrategy& d) {
+    if (tensor == nullptr) fail(PL_ERR_INVALID_ARGUMENT, d.who + ": reduce: tensor is NULL");
+    if (d.inner != nullptr) return ddp::reduce(*d.inner, *tensor, op);
+    plugin::check_tensor(tensor, (d.who + ": reduce: tensor").c_str());
+    if (op < PL_REDUCE_SUM || op > PL_REDUCE_PRODUCT)
+      fail(PL_ERR_INVALID_ARGUMENT, d.who + ": reduce: op " + std::to_string(op) +
+                                        " is not valid (PL_REDUCE_SUM 1, AVG 2, MIN 3, MAX 4, PRODUCT 5)");
+  });
+}
+
+PL_Error* all_gather_entry(PL_Strategy* s, const PL_Tensor* input, PL_Tensor* outputs, size_t num_outputs) {
+  return entry(s, "all_gather", [&](DpStrategy& d) {
+    if (input == nullptr) fail(PL_ERR_INVALID_ARGUMENT, d.who + ": all_gather: input is NULL");
+    if (d.inner != nullptr) return ddp::all_gather(*d.inner, *input, outputs, num_outputs);
+    plugin::check_tensor(input, (d.who + ": all_gather: input").c_str());
+    if (outputs == nullptr || num_outputs != 1)
+      fail(PL_ERR_INVALID_ARGUMENT, d.who + ": all_gather: num_outputs is " + std::to_string(num_outputs) +
+                                        " but the world size is 1: one output per rank");
+    plugin::check_tensor(&outputs[0], (d.who + ": all_gather: outputs[0]").c_str());
+    if (outputs[0].dtype != input->dtype || outputs[0].numel != input->numel)
+      fail(PL_ERR_INVALID_ARGUMENT, d.who + ": all_gather: outputs[0] is " + plugin::describe(outputs[0]) +
+                                        " but the input is " + plugin::describe(*input) + " (they must match)");
+    const size_t bytes = tensor_bytes(*input);
+    if (bytes == 0) return;
+    if (outputs[0].device.type == PL_DEVICE_CPU && input->device.type == PL_DEVICE_CPU)
+      std::memmove(outputs[0].data, input->data, bytes);
+    else
+      d.dev.copy(outputs[0].data, outputs[0].device, input->data, input->device, bytes, d.who + ": all_gather");
+  });
+}
+
+PL_Error* agree_skip_entry(PL_Strategy* s, int32_t found_inf, int32_t* out_skip) {
+  return entry(s, "agree_skip", [&](DpStrategy& d) {
+    if (out_skip == nullptr) fail(PL_ERR_INVALID_ARGUMENT, d.who + ": agree_skip: out_skip is NULL");
+    // The replicas' gradients were summed into the root's, which the scaler checked: one verdict.
+    *out_skip = (d.inner != nullptr ? ddp::agree_skip(*d.inner, found_inf != 0) : found_inf != 0) ? 1 : 0;
   });
 }
 
@@ -107,7 +154,7 @@ PL_Error* Family::launch_info(bool across_processes, const PL_OptionList* /*opti
 PL_Error* Family::create(const char* who, bool across_processes, const PL_Host* host, const PL_StrategyConfig* config,
                          PL_Strategy** out) noexcept {
   return strategy::create(kFamily, who, host, out, [&] {
-    return reinterpret_cast<PL_Strategy*>(create_strategy(who, across_processes, host, config).release());
+    return strategy::handle(create_strategy(who, across_processes, host, config).release());
   });
 }
 
@@ -127,6 +174,13 @@ PL_StrategyApi Family::table() {
   api.get_stat = get_stat_entry;
   api.num_replicas = num_replicas_entry;
   api.setup_replica = setup_replica_entry;
+  api.optimizer_step = nullptr;  // the host steps the root's parameters; after_optimizer_step marks them dirty
+  api.agree_skip = agree_skip_entry;
+  api.reduce = reduce_entry;
+  api.all_gather = all_gather_entry;
+  api.state_info = nullptr;  // no state of its own
+  api.save_state = nullptr;
+  api.load_state = nullptr;
   return api;
 }
 

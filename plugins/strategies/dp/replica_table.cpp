@@ -137,7 +137,7 @@ void setup(DpStrategy& s, PL_Parameter* params, size_t num_params) {
   s.replicas[0] = params;
   if (s.inner != nullptr) {
     try {
-      pass_on(s.host, s.inner_api.setup(s.inner, params, num_params));  // rank 0's values, across processes
+      ddp::setup(*s.inner, params, num_params);  // rank 0's values, across processes
     } catch (...) {
       reset_table(s);
       throw;
@@ -182,7 +182,7 @@ void teardown(DpStrategy& s) {
   free_scratch(s);
   reset_table(s);
   s.dirty = true;
-  if (s.inner != nullptr) pass_on(s.host, s.inner_api.teardown(s.inner));
+  if (s.inner != nullptr) ddp::teardown(*s.inner);
 }
 
 }  // namespace plrt::dp

@@ -19,7 +19,7 @@ bool binds_threads(const DpStrategy& s) { return s.api != nullptr && s.device_ty
 
 void bind_thread(const DpStrategy& s, size_t r) {
   if (!binds_threads(s)) return;
-  ddp::check(s.host, s.api->set_device(s.acc, s.device_ids[r]),
+  strategy::check(s.host, s.api->set_device(s.acc, s.device_ids[r]),
              s.who + ": binding the thread of " + s.replica_name(r) + " to " + device_name(s.device_of(r)));
 }
 
@@ -43,9 +43,9 @@ void replica_step(const DpStrategy& s, const PL_ReplicaStepFn& fn, size_t r) {
   if (!s.synchronous) {
     PL_Error* se = s.api->stream_synchronize(s.acc, nullptr);
     if (e == nullptr) {
-      ddp::check(s.host, se, s.replica_name(r) + ": synchronising the default stream after the step");
+      strategy::check(s.host, se, s.replica_name(r) + ": synchronising the default stream after the step");
     } else {
-      ddp::log_and_drop(s.host, s.who.c_str(), se, s.replica_name(r) + ": synchronising after a failed step");
+      strategy::log_and_drop(s.host, s.who.c_str(), se, s.replica_name(r) + ": synchronising after a failed step");
     }
   }
   if (e != nullptr) {
@@ -102,7 +102,7 @@ Scratch& scratch_for(DpStrategy& s, PL_Device device, size_t bytes) {
     PL_Error* e = b.host ? s.api->free_host(s.acc, b.ptr) : s.api->free_memory(s.acc, b.device, b.ptr);
     b.ptr = nullptr;
     b.bytes = 0;
-    ddp::check(s.host, e, s.who + ": freeing a scratch buffer");
+    strategy::check(s.host, e, s.who + ": freeing a scratch buffer");
   }
   const std::string what = s.who + ": allocating a " + std::to_string(largest) + "-byte scratch buffer on " +
                            device_name(device) + " for the replicas' gradients";
@@ -110,9 +110,9 @@ Scratch& scratch_for(DpStrategy& s, PL_Device device, size_t bytes) {
   if (b.host) {
     if (s.api->alloc_host == nullptr || s.api->free_host == nullptr)
       fail(PL_ERR_UNSUPPORTED, what + ": the accelerator lacks alloc_host/free_host");
-    ddp::check(s.host, s.api->alloc_host(s.acc, largest, &p), what);
+    strategy::check(s.host, s.api->alloc_host(s.acc, largest, &p), what);
   } else {
-    ddp::check(s.host, s.api->alloc(s.acc, device, largest, &p), what);
+    strategy::check(s.host, s.api->alloc(s.acc, device, largest, &p), what);
   }
   if (p == nullptr) fail(PL_ERR_RESOURCE, what + ": the accelerator returned NULL");
   b.ptr = p;
@@ -133,7 +133,7 @@ void add_replica_grad(DpStrategy& s, size_t r, size_t i) {
     x.data = b.ptr;
     x.device = y.device;
   }
-  ddp::check(s.host, s.api->axpy(s.acc, &y, 1.0, &x, nullptr), what);
+  strategy::check(s.host, s.api->axpy(s.acc, &y, 1.0, &x, nullptr), what);
 }
 
 }  // namespace
@@ -143,7 +143,7 @@ void free_scratch(DpStrategy& s) noexcept {
     if (b.ptr == nullptr) continue;
     PL_Error* e = b.host ? s.api->free_host(s.acc, b.ptr) : s.api->free_memory(s.acc, b.device, b.ptr);
     try {
-      ddp::log_and_drop(s.host, s.who.c_str(), e, "freeing a scratch buffer of " + std::to_string(b.bytes) + " bytes");
+      strategy::log_and_drop(s.host, s.who.c_str(), e, "freeing a scratch buffer of " + std::to_string(b.bytes) + " bytes");
     } catch (...) {  // the message could not be built: still free the error
       if (e != nullptr) s.host->error_destroy(e);
     }
@@ -189,12 +189,12 @@ void after_backward(DpStrategy& s) {
       for (size_t i = 0; i < s.num_params; ++i)
         if (s.root[i].requires_grad && s.root[i].grad.numel > 0) add_replica_grad(s, r, i);
     if (!s.synchronous)
-      ddp::check(s.host, s.api->stream_synchronize(s.acc, nullptr), s.who + ": after_backward: synchronising the root's device");
+      strategy::check(s.host, s.api->stream_synchronize(s.acc, nullptr), s.who + ": after_backward: synchronising the root's device");
     s.stats.reduce_ms += ms_since(t0);
   }
   if (s.inner != nullptr) {  // ddp2: the average across processes (the inner skips it when sync is off)
     const auto t0 = Clock::now();
-    pass_on(s.host, s.inner_api.after_backward(s.inner));
+    ddp::after_backward(*s.inner);
     if (s.grad_sync && s.world > 1) s.stats.allreduce_ms += ms_since(t0);
   }
   ++s.stats.steps;

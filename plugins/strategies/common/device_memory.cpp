@@ -2,7 +2,7 @@
 
 #include <utility>
 
-namespace plrt::ddp {
+namespace plrt::strategy {
 
 using plugin::fail;
 
@@ -59,4 +59,4 @@ void DeviceMemory::reset() noexcept {
   bytes_ = 0;
 }
 
-}  // namespace plrt::ddp
+}  // namespace plrt::strategy

@@ -8,7 +8,7 @@
 #include <cstddef>
 #include <string>
 
-namespace plrt::ddp {
+namespace plrt::strategy {
 
 // Frees `e` and throws plugin::Failure(code of e, context + ": " + message of e).
 [[noreturn]] void adopt(const PL_Host* host, PL_Error* e, const std::string& context);
@@ -22,7 +22,7 @@ void log_and_drop(const PL_Host* host, const char* source, PL_Error* e, const st
 // The accelerator a strategy instance works with, and the device its buffers live on.
 struct DeviceContext {
   const PL_Host* host = nullptr;
-  const char* source = "ddp";  // log source
+  const char* source = "strategy";  // log source (static: the plugin's name)
   const PL_AcceleratorApi* api = nullptr;
   PL_Accelerator* acc = nullptr;
   PL_Device device{PL_DEVICE_CPU, 0};
@@ -54,4 +54,4 @@ class DeviceMemory {
   size_t bytes_ = 0;
 };
 
-}  // namespace plrt::ddp
+}  // namespace plrt::strategy

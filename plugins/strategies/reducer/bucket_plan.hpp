@@ -15,7 +15,7 @@
 #include <cstddef>
 #include <vector>
 
-namespace plrt::ddp {
+namespace plrt::reducer {
 
 struct PlanInput {
   size_t index;  // the parameter's index in the setup() array
@@ -36,4 +36,4 @@ struct PlannedBucket {
 // are in bytes (>= 1).
 std::vector<PlannedBucket> plan_buckets(const std::vector<PlanInput>& in_order, size_t first_cap, size_t cap);
 
-}  // namespace plrt::ddp
+}  // namespace plrt::reducer

@@ -4,7 +4,7 @@
 #include <map>
 #include <tuple>
 
-namespace plrt::ddp {
+namespace plrt::reducer {
 
 namespace {
 
@@ -47,4 +47,4 @@ std::vector<PlannedBucket> plan_buckets(const std::vector<PlanInput>& in_order, 
   return out;
 }
 
-}  // namespace plrt::ddp
+}  // namespace plrt::reducer

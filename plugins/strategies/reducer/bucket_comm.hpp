@@ -1,0 +1,86 @@
+// The pluggable part of the reducer: what one bucket's communication is (PyTorch's DDP
+// communication hook, with several collectives per bucket allowed).  The reducer packs a bucket's
+// gradients into its flat buffer, calls start(), and from then on drives the bucket's stages: each
+// time the work a stage returned completes, it calls next(), until next() returns NULL; then
+// finish() leaves the result in the gradients (by default: unpack the whole flat buffer).
+//
+// ORDER.  Every rank must issue the same collectives in the same order.  The reducer guarantees
+// it as long as a BucketComm issues collectives only from start() and next() (never from another
+// thread): start() runs for bucket 0, 1, 2, ... strictly in index order (as buckets fill during
+// backward), and next() runs in after_backward, bucket by bucket in index order, each bucket to its
+// last stage before the next bucket's second stage.  So ddp's sequence is
+//   start(0) start(1) ... start(n-1) | next(0) ... | next(1) ... | ...
+// on every rank, whatever order its gradients became ready in.
+//
+// A stage may also do local work before issuing (quantize, reduce a received chunk): the flat
+// buffer and any scratch the comm prepared per bucket are its to use until finish().
+#pragma once
+
+#include "bucket_plan.hpp"
+#include "device_memory.hpp"
+
+#include <plrt/pl_plugin.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace plrt::reducer {
+
+class Reducer;
+
+// Whatever per-bucket state a BucketComm keeps (scratch buffers, the stage it is at).
+struct BucketState {
+  virtual ~BucketState() = default;
+};
+
+// One gradient bucket: its members, its flat buffer on the strategy's device, and where each member
+// lies in it.  Owned by the reducer; a BucketComm reads and writes `flat` and `state`.
+struct Bucket {
+  size_t index = 0;
+  PlannedBucket plan;
+  strategy::DeviceMemory buffer;  // empty when the job has one rank (nothing to communicate)
+  PL_Tensor flat{};               // a 1-D view of `buffer`; borrowed by collectives until their work completes
+  std::vector<int64_t> offsets;   // element offset of each member (plan.members[j]) in `flat`
+  std::unique_ptr<BucketState> state;  // the BucketComm's, made by prepare()
+
+  // The step in progress (the reducer's, under its lock).
+  size_t pending = 0;       // members whose gradient is not ready yet
+  PL_Work* work = nullptr;  // the collective in flight, owned by the reducer until it completes
+  int stage = 0;            // collectives issued for this bucket in this step
+};
+
+class BucketComm {
+ public:
+  virtual ~BucketComm() = default;
+  // What it does, for messages: "the gradient <name> of bucket 2 of 5 (...) failed".
+  virtual std::string name() const = 0;
+  // Once per bucket at setup, after its buffer exists: make the bucket's scratch (b.state).
+  virtual void prepare(Reducer& r, Bucket& b) {
+    (void)r;
+    (void)b;
+  }
+  // b.flat holds this rank's packed gradients: start the first collective and return its work
+  // (owned by the reducer from then on), or NULL when nothing needs to be communicated.
+  virtual PL_Work* start(Reducer& r, Bucket& b) = 0;
+  // The work of b.stage completed: issue the next collective and return its work, or return NULL
+  // when the bucket's communication is over.
+  virtual PL_Work* next(Reducer& r, Bucket& b) {
+    (void)r;
+    (void)b;
+    return nullptr;
+  }
+  // The communication is over: put the result into the gradients.  The default unpacks the whole
+  // flat buffer into every member's gradient.
+  virtual void finish(Reducer& r, Bucket& b);
+};
+
+// ddp's: one allreduce with PL_REDUCE_AVG per bucket (the gradients' mean over the ranks).
+class AllreduceMean final : public BucketComm {
+ public:
+  std::string name() const override { return "allreduce"; }
+  PL_Work* start(Reducer& r, Bucket& b) override;
+};
+
+}  // namespace plrt::reducer

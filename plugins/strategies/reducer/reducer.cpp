@@ -1,0 +1,364 @@
+// The reducer's step: ready tracking, strict start order, the stages, the waits.  See reducer.hpp.
+//
+// ORDER.  Ranks may produce gradients in different orders, but must issue the same collectives in
+// the same order.  So buckets start strictly in index order: a bucket that becomes full waits until
+// every earlier bucket has started, and the gradient that completes a prefix starts the whole
+// prefix.  Later stages run in finish_step, bucket by bucket (bucket_comm.hpp).
+#include "reducer.hpp"
+
+#include <algorithm>
+#include <optional>
+
+namespace plrt::reducer {
+
+using plugin::fail;
+using strategy::check;
+
+namespace {
+
+// finish_step waits for a bucket up to the group's timeout plus this grace.  The group bounds each
+// collective by its timeout and then spends up to 2 s diagnosing a failure (which rank never came,
+// which calls mismatched); waiting a little longer lets that precise message come back instead of a
+// bare "not complete" from our own wait.
+constexpr int64_t kWaitGraceMs = 5000;
+
+double ms_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+size_t tensor_bytes(const PL_Tensor& t) { return static_cast<size_t>(t.numel) * pl_dtype_size(t.dtype); }
+
+PL_Tensor flat_view(void* data, const PlannedBucket& b, PL_Device device) {
+  PL_Tensor t{};
+  t.struct_size = sizeof t;
+  t.data = data;
+  t.dtype = b.dtype;
+  t.device = device;
+  t.numel = static_cast<int64_t>(b.bytes / pl_dtype_size(b.dtype));
+  t.ndim = 1;
+  t.shape[0] = t.numel;
+  return t;
+}
+
+bool has_batched_copies(const PL_AcceleratorApi* a) {
+  return a != nullptr && PL_HAS_FIELD(PL_AcceleratorApi, a, unpack) && a->pack != nullptr && a->unpack != nullptr;
+}
+
+}  // namespace
+
+void BucketComm::finish(Reducer& r, Bucket& b) { r.unpack(b); }
+
+PL_Work* AllreduceMean::start(Reducer& r, Bucket& b) {
+  PL_Work* w = nullptr;
+  const strategy::Group& g = r.group();
+  check(r.device().host, g.api()->allreduce(g.get(), &b.flat, PL_REDUCE_AVG, &w),
+        r.who() + ": starting the gradient allreduce of " + r.describe(b));
+  if (w == nullptr) fail(PL_ERR_INTERNAL, r.who() + ": the process group returned no work handle for " + r.describe(b));
+  return w;
+}
+
+Reducer::Reducer(std::string who, const strategy::DeviceContext& dev, const strategy::Group& group, BucketComm& comm)
+    : who_(std::move(who)), dev_(dev), group_(group), comm_(comm) {}
+
+Reducer::~Reducer() {
+  try {
+    teardown(std::min<int64_t>(group_.timeout_ms(), 10000));
+  } catch (...) {  // a message could not be built: nothing more to do
+  }
+}
+
+void Reducer::require_setup(const char* fn) const {
+  if (!set_up_) fail(PL_ERR_INVALID_ARGUMENT, who_ + ": " + fn + " was called before setup");
+}
+
+std::string Reducer::describe(const Bucket& b) const {
+  const auto& p = b.plan;
+  return "bucket " + std::to_string(b.index) + " of " + std::to_string(buckets_.size()) + " (" +
+         std::to_string(p.members.size()) + (p.members.size() == 1 ? " parameter, " : " parameters, ") +
+         std::to_string(p.bytes) + " bytes of " + pl_dtype_name(p.dtype) + ")";
+}
+
+void Reducer::setup(PL_Parameter* params, size_t num_params, const std::vector<std::string>& names, size_t first_cap,
+                    size_t cap) {
+  std::lock_guard<std::mutex> lock(m_);
+  std::vector<PlanInput> in;
+  for (size_t k = num_params; k-- > 0;) {  // reverse registration order
+    const PL_Parameter& p = params[k];
+    if (pl_parameter_kind(&p) == PL_PARAM_TRAINABLE && p.grad.numel > 0)
+      in.push_back({k, tensor_bytes(p.grad), p.grad.dtype, p.grad.device});
+  }
+  auto plan = plan_buckets(in, first_cap, cap);
+  params_ = params;
+  num_params_ = num_params;
+  names_ = names;
+  bucket_of_.assign(num_params, -1);
+  buckets_.clear();
+  buckets_.reserve(plan.size());  // never grows again: collectives borrow &bucket.flat
+  for (size_t b = 0; b < plan.size(); ++b) {
+    Bucket k;
+    k.index = b;
+    k.plan = std::move(plan[b]);
+    k.pending = k.plan.members.size();
+    const size_t elem = pl_dtype_size(k.plan.dtype);
+    for (size_t j = 0; j < k.plan.members.size(); ++j) {
+      bucket_of_[k.plan.members[j]] = static_cast<int64_t>(b);
+      k.offsets.push_back(static_cast<int64_t>(k.plan.offsets[j] / elem));
+    }
+    buckets_.push_back(std::move(k));
+  }
+  try {
+    if (group_)  // one rank: the layout (and its statistics) without the memory
+      for (auto& k : buckets_) {
+        k.buffer = strategy::DeviceMemory(dev_, k.plan.bytes, who_ + ": allocating the buffer of " + describe(k));
+        k.flat = flat_view(k.buffer.get(), k.plan, dev_.device);
+        comm_.prepare(*this, k);
+      }
+  } catch (...) {
+    buckets_.clear();
+    params_ = nullptr;
+    num_params_ = 0;
+    throw;
+  }
+  ready_.assign(num_params, 0);
+  ready_count_ = 0;
+  next_start_ = 0;
+  set_up_ = true;
+  const PL_Host* host = dev_.host;
+  if (host->log_enabled(host->ctx, PL_LOG_DEBUG))
+    for (const auto& k : buckets_)
+      plugin::logf(host, PL_LOG_DEBUG, who_.c_str(), "bucket %zu: %zu parameters, %zu bytes of %s, first '%s'; %s",
+                   k.index, k.plan.members.size(), k.plan.bytes, pl_dtype_name(k.plan.dtype),
+                   names_[k.plan.members.front()].c_str(), comm_.name().c_str());
+}
+
+void Reducer::pack(Bucket& b) const {
+  const PL_AcceleratorApi* a = dev_.api;
+  if (has_batched_copies(a)) {
+    std::vector<PL_Tensor> parts;
+    parts.reserve(b.plan.members.size());
+    for (size_t i : b.plan.members) parts.push_back(params_[i].grad);
+    check(dev_.host, a->pack(dev_.acc, parts.data(), parts.size(), b.offsets.data(), &b.flat, nullptr),
+          who_ + ": packing the grads of " + describe(b));
+    return;
+  }
+  uint8_t* base = static_cast<uint8_t*>(b.flat.data);
+  for (size_t j = 0; j < b.plan.members.size(); ++j) {
+    const PL_Tensor& g = params_[b.plan.members[j]].grad;
+    dev_.copy(base + b.plan.offsets[j], dev_.device, g.data, g.device, tensor_bytes(g),
+              who_ + ": packing the grad of " + names_[b.plan.members[j]] + " into " + describe(b));
+  }
+}
+
+void Reducer::unpack(Bucket& b) const {
+  const PL_AcceleratorApi* a = dev_.api;
+  if (has_batched_copies(a)) {
+    std::vector<PL_Tensor> parts;
+    parts.reserve(b.plan.members.size());
+    for (size_t i : b.plan.members) parts.push_back(params_[i].grad);
+    check(dev_.host, a->unpack(dev_.acc, &b.flat, b.offsets.data(), parts.data(), parts.size(), nullptr),
+          who_ + ": unpacking the result of " + describe(b));
+    return;
+  }
+  const uint8_t* base = static_cast<const uint8_t*>(b.flat.data);
+  for (size_t j = 0; j < b.plan.members.size(); ++j) {
+    PL_Tensor& g = params_[b.plan.members[j]].grad;
+    dev_.copy(g.data, g.device, base + b.plan.offsets[j], dev_.device, tensor_bytes(g),
+              who_ + ": unpacking the result of " + describe(b) + " into the grad of " + names_[b.plan.members[j]]);
+  }
+}
+
+void Reducer::start_locked(size_t b, bool early) {
+  Bucket& k = buckets_[b];
+  pack(k);
+  k.stage = 0;
+  k.work = comm_.start(*this, k);
+  ++k.stage;
+  if (b == 0) first_start_ = Clock::now();  // starts go in index order: bucket 0 is the step's first
+  if (early) ++stats_.early_launches;
+}
+
+void Reducer::start_ready_prefix_locked() {
+  while (next_start_ < buckets_.size() && buckets_[next_start_].pending == 0) {
+    start_locked(next_start_, true);
+    ++next_start_;
+  }
+}
+
+void Reducer::on_grad_ready(size_t i) {
+  std::lock_guard<std::mutex> lock(m_);
+  require_setup("on_grad_ready");
+  if (i >= num_params_)
+    fail(PL_ERR_INVALID_ARGUMENT, who_ + ": on_grad_ready: param_index " + std::to_string(i) +
+                                      " is out of range: setup registered " + std::to_string(num_params_) +
+                                      " parameters" +
+                                      (num_params_ ? " (valid: 0.." + std::to_string(num_params_ - 1) + ")" : ""));
+  const std::string name = "parameter '" + names_[i] + "' (index " + std::to_string(i) + ")";
+  const PL_ParamKind kind = pl_parameter_kind(&params_[i]);
+  if (kind != PL_PARAM_TRAINABLE)
+    fail(PL_ERR_INVALID_ARGUMENT, who_ + ": on_grad_ready: " + name + " has requires_grad 0 (" +
+                                      (kind == PL_PARAM_FROZEN ? "a frozen parameter" : "a buffer") +
+                                      "): it has no gradient to reduce");
+  if (ready_[i])
+    fail(PL_ERR_INVALID_ARGUMENT, who_ + ": on_grad_ready was called twice for " + name +
+                                      " in one step; a gradient is ready once per backward, and after_backward "
+                                      "ends the step");
+  ready_[i] = 1;
+  ++ready_count_;
+  const int64_t b = bucket_of_[i];
+  if (!grad_sync_ || !group_ || b < 0) return;  // nothing to communicate
+  --buckets_[static_cast<size_t>(b)].pending;
+  start_ready_prefix_locked();
+}
+
+void Reducer::drive_locked(Bucket& k) {
+  while (k.work != nullptr) {
+    const auto t0 = Clock::now();
+    PL_Error* e = group_.api()->work_wait(k.work, group_.timeout_ms() + kWaitGraceMs);
+    stats_.exposed_ms += ms_between(t0, Clock::now());
+    if (e != nullptr) {
+      int32_t done = 0;
+      PL_Error* te = group_.api()->work_test(k.work, &done);
+      if (te != nullptr) dev_.host->error_destroy(te);
+      if (!done) group_.abort();
+      group_.api()->work_destroy(k.work);
+      k.work = nullptr;
+      strategy::adopt(dev_.host, e, who_ + ": the gradient " + comm_.name() + " of " + describe(k) + " failed");
+    }
+    group_.api()->work_destroy(k.work);
+    k.work = nullptr;
+    k.work = comm_.next(*this, k);
+    if (k.work != nullptr) ++k.stage;
+  }
+  comm_.finish(*this, k);
+}
+
+std::string Reducer::drain_locked(int64_t wait_ms) {
+  std::string first;
+  bool aborted = false;
+  for (auto& k : buckets_) {
+    if (k.work == nullptr) continue;
+    PL_Error* e = group_.api()->work_wait(k.work, wait_ms);
+    if (e != nullptr) {
+      int32_t done = 0;
+      PL_Error* te = group_.api()->work_test(k.work, &done);
+      if (te != nullptr) dev_.host->error_destroy(te);
+      if (!done && !aborted) {  // work_destroy would wait again: fail it (and the rest) at once
+        group_.abort();
+        aborted = true;
+      }
+      if (first.empty()) {
+        const char* m = dev_.host->error_message(e);
+        first = describe(k) + ": " + (m ? m : "(no message)");
+      }
+      dev_.host->error_destroy(e);
+    }
+    group_.api()->work_destroy(k.work);
+    k.work = nullptr;
+  }
+  return first;
+}
+
+void Reducer::reset_step_locked() {
+  std::fill(ready_.begin(), ready_.end(), 0);
+  ready_count_ = 0;
+  next_start_ = 0;
+  for (auto& k : buckets_) {
+    k.pending = k.plan.members.size();
+    k.stage = 0;
+  }
+}
+
+void Reducer::finish_step() {
+  std::lock_guard<std::mutex> lock(m_);
+  require_setup("after_backward");
+  if (!grad_sync_ || !group_) {  // no_sync: the gradients accumulate locally
+    reset_step_locked();
+    ++stats_.steps;
+    return;
+  }
+  std::optional<plugin::Failure> failure;
+  try {
+    // Gradients whose on_grad_ready never came are final now: start the rest, in order.
+    for (; next_start_ < buckets_.size(); ++next_start_) start_locked(next_start_, false);
+  } catch (const plugin::Failure& f) {
+    failure = f;
+  }
+  for (auto& k : buckets_) {
+    if (failure) break;
+    try {
+      drive_locked(k);
+    } catch (const plugin::Failure& f) {
+      failure = f;
+    }
+  }
+  if (failure) {  // the rest are only waited for (bounded) and freed
+    drain_locked(group_.timeout_ms() + kWaitGraceMs);
+    reset_step_locked();
+    ++stats_.steps;
+    throw *failure;
+  }
+  if (!buckets_.empty()) stats_.comm_ms += ms_between(first_start_, Clock::now());
+  reset_step_locked();
+  ++stats_.steps;
+}
+
+void Reducer::set_grad_sync(bool enabled) {
+  std::lock_guard<std::mutex> lock(m_);
+  if (enabled == grad_sync_) return;
+  if (ready_count_ > 0 || next_start_ > 0)
+    fail(PL_ERR_INVALID_ARGUMENT, who_ + ": set_grad_sync(" + (enabled ? "1" : "0") +
+                                      ") in the middle of a step (on_grad_ready already came for " +
+                                      std::to_string(ready_count_) +
+                                      " parameters); change it before run_step or after after_backward");
+  grad_sync_ = enabled;
+}
+
+std::string Reducer::teardown(int64_t wait_ms) {
+  std::lock_guard<std::mutex> lock(m_);
+  std::string failure = group_ ? drain_locked(wait_ms) : std::string();
+  reset_step_locked();
+  buckets_.clear();
+  bucket_of_.clear();
+  ready_.clear();
+  params_ = nullptr;
+  num_params_ = 0;
+  set_up_ = false;
+  return failure;
+}
+
+bool Reducer::grad_sync() const {
+  std::lock_guard<std::mutex> lock(m_);
+  return grad_sync_;
+}
+bool Reducer::set_up() const {
+  std::lock_guard<std::mutex> lock(m_);
+  return set_up_;
+}
+bool Reducer::step_active() const {
+  std::lock_guard<std::mutex> lock(m_);
+  return ready_count_ > 0 || next_start_ > 0;
+}
+size_t Reducer::ready_count() const {
+  std::lock_guard<std::mutex> lock(m_);
+  return ready_count_;
+}
+ReducerStats Reducer::stats() const {
+  std::lock_guard<std::mutex> lock(m_);
+  return stats_;
+}
+size_t Reducer::num_buckets() const {
+  std::lock_guard<std::mutex> lock(m_);
+  return buckets_.size();
+}
+size_t Reducer::bucket_bytes() const {
+  std::lock_guard<std::mutex> lock(m_);
+  size_t total = 0;
+  for (const auto& k : buckets_) total += k.plan.bytes;
+  return total;
+}
+int64_t Reducer::bucket_of(size_t i) const {
+  std::lock_guard<std::mutex> lock(m_);
+  return i < bucket_of_.size() ? bucket_of_[i] : -1;
+}
+
+}  // namespace plrt::reducer
