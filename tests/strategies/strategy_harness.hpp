@@ -7,9 +7,14 @@
 #include <plrt/sdk/accelerator.hpp>
 #include <plrt/sdk/error.hpp>
 #include <plrt/sdk/runtime.hpp>
+#include <plrt/sdk/store.hpp>
 
+#include <chrono>
 #include <cstdint>
+#include <exception>
+#include <functional>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -23,6 +28,38 @@ inline pl::RuntimeOptions runtime_options(const std::string& log_level = "warn")
   o.use_default_dirs = false;
   o.log_level = log_level;
   return o;
+}
+
+// A store client of the test's server at 127.0.0.1:port.
+inline pl::StoreOptions store_client(int port, const std::string& token) {
+  pl::StoreOptions so;
+  so.host = "127.0.0.1";
+  so.port = port;
+  so.token = token;
+  so.timeout = std::chrono::seconds(20);
+  return so;
+}
+
+// Gloo's way of testing a job in one process: serves a store, runs rank_main(rank, port) on one
+// thread per rank, and returns each rank's failure ("" when it returned normally).
+inline std::vector<std::string> run_ranks(int world, const std::string& token,
+                                          const std::function<void(int rank, int port)>& rank_main) {
+  pl::Runtime server_rt(runtime_options());
+  pl::StoreOptions so = store_client(0, token);
+  so.is_server = true;
+  pl::Store server(server_rt, so);
+  std::vector<std::string> failures(static_cast<size_t>(world));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        rank_main(r, server.port());
+      } catch (const std::exception& e) {
+        failures[static_cast<size_t>(r)] = e.what();
+      }
+    });
+  for (auto& t : threads) t.join();
+  return failures;
 }
 
 struct Config {

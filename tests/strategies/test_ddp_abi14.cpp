@@ -99,12 +99,7 @@ TEST(DdpAbi14, BadArgumentsAreNamed) {
 // One rank of the multi-rank tests.
 void rank_main(int rank, int world, int port, std::atomic<int>& arrived) {
   pl::Runtime rt(ddptest::runtime_options());
-  pl::StoreOptions so;
-  so.host = "127.0.0.1";
-  so.port = port;
-  so.token = "ddp-abi14-test";
-  so.timeout = std::chrono::seconds(20);
-  pl::Store store(rt, so);
+  pl::Store store(rt, strattest::store_client(port, "ddp-abi14-test"));
   ddptest::StrategyConfig c;
   c.rank = rank;
   c.world = world;
@@ -173,26 +168,9 @@ class DdpAbi14Ranks : public ::testing::TestWithParam<int> {};
 
 TEST_P(DdpAbi14Ranks, MetricsNeverInterleaveWithBucketsAndFrozenParametersStayLocal) {
   const int world = GetParam();
-  pl::Runtime server_rt(ddptest::runtime_options());
-  pl::StoreOptions so;
-  so.host = "127.0.0.1";
-  so.port = 0;
-  so.is_server = true;
-  so.token = "ddp-abi14-test";
-  so.timeout = std::chrono::seconds(20);
-  pl::Store server(server_rt, so);
   std::atomic<int> arrived{0};
-  std::vector<std::string> failures(static_cast<size_t>(world));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < world; ++r)
-    threads.emplace_back([&, r] {
-      try {
-        rank_main(r, world, server.port(), arrived);
-      } catch (const std::exception& e) {
-        failures[static_cast<size_t>(r)] = e.what();
-      }
-    });
-  for (auto& t : threads) t.join();
+  const auto failures =
+      strattest::run_ranks(world, "ddp-abi14-test", [&](int r, int port) { rank_main(r, world, port, arrived); });
   for (int r = 0; r < world; ++r) EXPECT_EQ(failures[static_cast<size_t>(r)], "") << "rank " << r;
   EXPECT_EQ(arrived.load(), world);
 }

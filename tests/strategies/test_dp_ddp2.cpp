@@ -56,12 +56,7 @@ std::string first_difference(const Model& m, bool grads_only, Want&& want, Got&&
 
 void rank_main(int rank, int world, int port) {
   pl::Runtime rt(quiet_runtime());
-  pl::StoreOptions so;
-  so.host = "127.0.0.1";
-  so.port = port;
-  so.token = "dp-ddp2-test";
-  so.timeout = std::chrono::seconds(20);
-  pl::Store store(rt, so);
+  pl::Store store(rt, strattest::store_client(port, "dp-ddp2-test"));
   dptest::Config c;
   c.rank = rank;
   c.world = world;
@@ -116,25 +111,7 @@ class Ddp2 : public ::testing::TestWithParam<int> {};
 
 TEST_P(Ddp2, RootGradsAreTheMeanOverRanksOfEachRanksReplicaSum) {
   const int world = GetParam();
-  pl::Runtime server_rt(quiet_runtime());
-  pl::StoreOptions so;
-  so.host = "127.0.0.1";
-  so.port = 0;
-  so.is_server = true;
-  so.token = "dp-ddp2-test";
-  so.timeout = std::chrono::seconds(20);
-  pl::Store server(server_rt, so);
-  std::vector<std::string> failures(world);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < world; ++r)
-    threads.emplace_back([&, r] {
-      try {
-        rank_main(r, world, server.port());
-      } catch (const std::exception& e) {
-        failures[r] = e.what();
-      }
-    });
-  for (auto& t : threads) t.join();
+  const auto failures = strattest::run_ranks(world, "dp-ddp2-test", [&](int r, int port) { rank_main(r, world, port); });
   for (int r = 0; r < world; ++r) EXPECT_EQ(failures[r], "") << "rank " << r;
 }
 

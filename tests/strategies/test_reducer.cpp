@@ -89,12 +89,7 @@ class ScatterScaleGather final : public BucketComm {
 
 void rank_main(int rank, int world, int port) {
   pl::Runtime rt(ddptest::runtime_options());
-  pl::StoreOptions so;
-  so.host = "127.0.0.1";
-  so.port = port;
-  so.token = "reducer-test";
-  so.timeout = std::chrono::seconds(20);
-  pl::Store store(rt, so);
+  pl::Store store(rt, strattest::store_client(port, "reducer-test"));
   pl::Accelerator acc(rt, "cpu");
   const PL_Host* host = rt.host();
   plrt::strategy::DeviceContext dev{host, "reducer-test", acc.api(), acc.get(), {PL_DEVICE_CPU, 0}};
@@ -142,34 +137,15 @@ void rank_main(int rank, int world, int port) {
     EXPECT_EQ(red.stats().steps, 3u);
     EXPECT_EQ(red.teardown(1000), "");
   }
-  // Both stages ran for every bucket in every step (the State is gone with the reducer, so count
-  // through a fresh one on the next line would be circular): checked by the values above, which a
-  // reduce_scatter alone (no allgather) or a missing scale would break.
+  // Both stages ran for every bucket in every step: the values above show it, since a
+  // reduce_scatter alone (no allgather) or a missing scale gives other numbers.
 }
 
 class ReducerStages : public ::testing::TestWithParam<int> {};
 
 TEST_P(ReducerStages, ScatterScaleGatherEqualsTheMeanWhateverTheReadyOrder) {
   const int world = GetParam();
-  pl::Runtime server_rt(ddptest::runtime_options());
-  pl::StoreOptions so;
-  so.host = "127.0.0.1";
-  so.port = 0;
-  so.is_server = true;
-  so.token = "reducer-test";
-  so.timeout = std::chrono::seconds(20);
-  pl::Store server(server_rt, so);
-  std::vector<std::string> failures(static_cast<size_t>(world));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < world; ++r)
-    threads.emplace_back([&, r] {
-      try {
-        rank_main(r, world, server.port());
-      } catch (const std::exception& e) {
-        failures[static_cast<size_t>(r)] = e.what();
-      }
-    });
-  for (auto& t : threads) t.join();
+  const auto failures = strattest::run_ranks(world, "reducer-test", [&](int r, int port) { rank_main(r, world, port); });
   for (int r = 0; r < world; ++r) EXPECT_EQ(failures[static_cast<size_t>(r)], "") << "rank " << r;
 }
 

@@ -15,6 +15,7 @@ namespace plrt::ddp {
 
 using plugin::fail;
 using reducer::PlanInput;
+using reducer::flat_view;
 using reducer::PlannedBucket;
 using strategy::check;
 using strategy::DeviceMemory;
@@ -76,18 +77,6 @@ void check_params(DdpStrategy& s, PL_Parameter* params, size_t n) {
 }
 
 size_t tensor_bytes(const PL_Tensor& t) { return static_cast<size_t>(t.numel) * pl_dtype_size(t.dtype); }
-
-PL_Tensor flat_view(void* data, const PlannedBucket& b, PL_Device device) {
-  PL_Tensor t{};
-  t.struct_size = sizeof t;
-  t.data = data;
-  t.dtype = b.dtype;
-  t.device = device;
-  t.numel = static_cast<int64_t>(b.bytes / pl_dtype_size(b.dtype));
-  t.ndim = 1;
-  t.shape[0] = t.numel;
-  return t;
-}
 
 // Coalescing groups of the parameters' values (those for which `pick` is true), in registration
 // order, about one bucket each.

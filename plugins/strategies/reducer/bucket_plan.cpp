@@ -47,4 +47,16 @@ std::vector<PlannedBucket> plan_buckets(const std::vector<PlanInput>& in_order, 
   return out;
 }
 
+PL_Tensor flat_view(void* data, const PlannedBucket& b, PL_Device device) {
+  PL_Tensor t{};
+  t.struct_size = sizeof t;
+  t.data = data;
+  t.dtype = b.dtype;
+  t.device = device;
+  t.numel = static_cast<int64_t>(b.bytes / pl_dtype_size(b.dtype));
+  t.ndim = 1;
+  t.shape[0] = t.numel;
+  return t;
+}
+
 }  // namespace plrt::reducer

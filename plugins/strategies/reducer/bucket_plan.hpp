@@ -36,4 +36,7 @@ struct PlannedBucket {
 // are in bytes (>= 1).
 std::vector<PlannedBucket> plan_buckets(const std::vector<PlanInput>& in_order, size_t first_cap, size_t cap);
 
+// A 1-D descriptor of b.bytes of b.dtype at `data` on `device`: a bucket's flat buffer.
+PL_Tensor flat_view(void* data, const PlannedBucket& b, PL_Device device);
+
 }  // namespace plrt::reducer

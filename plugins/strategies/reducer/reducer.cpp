@@ -28,18 +28,6 @@ double ms_between(Clock::time_point a, Clock::time_point b) {
 
 size_t tensor_bytes(const PL_Tensor& t) { return static_cast<size_t>(t.numel) * pl_dtype_size(t.dtype); }
 
-PL_Tensor flat_view(void* data, const PlannedBucket& b, PL_Device device) {
-  PL_Tensor t{};
-  t.struct_size = sizeof t;
-  t.data = data;
-  t.dtype = b.dtype;
-  t.device = device;
-  t.numel = static_cast<int64_t>(b.bytes / pl_dtype_size(b.dtype));
-  t.ndim = 1;
-  t.shape[0] = t.numel;
-  return t;
-}
-
 bool has_batched_copies(const PL_AcceleratorApi* a) {
   return a != nullptr && PL_HAS_FIELD(PL_AcceleratorApi, a, unpack) && a->pack != nullptr && a->unpack != nullptr;
 }
