@@ -2,7 +2,8 @@
 // calls them, against cudaMemcpyAsync device-to-device moving the same number of bytes, in the
 // same run on the same stream.  Achieved bandwidth = (bytes read + bytes written) / time, each
 // side timed with CUDA events over --iters back-to-back calls after --warmup calls, best of --reps.
-// The kernels are memory-bound; the target is a ratio of at least 0.85 to the copy.
+// The kernels are memory-bound; the target is a ratio of at least 0.85 to the copy.  pack/unpack
+// (ABI 1.4) copy a 64-tensor bucket into its flat buffer and back in one launch each.
 //
 // Without a GPU it says why and exits 0.
 #include <plrt/sdk/accelerator.hpp>
@@ -176,6 +177,17 @@ int run(const Options& opt) {
   const PL_SgdParams sgd{sizeof(PL_SgdParams), 1e-6, 0.9, 0.0, 0.0, 0, 0};
   const PL_AdamParams adam{sizeof(PL_AdamParams), 1e-6, 0.9, 0.999, 1e-8, 0.0, 10, 0};
   const double N = static_cast<double>(n), mm_bytes = static_cast<double>(chunks) * 8;
+  // A gradient bucket: `g` as kParts tensors of about equal size, packed into `m` and back (the
+  // gradient-sync core's one pack / unpack launch per bucket).
+  constexpr int kParts = 64;
+  std::vector<PL_Tensor> parts;
+  std::vector<int64_t> offsets;
+  for (int i = 0; i < kParts; ++i) {
+    const int64_t b = n * i / kParts, e = n * (i + 1) / kParts;
+    parts.push_back(tensor(static_cast<float*>(g) + b, PL_F32, e - b));
+    parts.back().device.index = opt.device;
+    offsets.push_back(b);
+  }
 
   const std::vector<Kernel> kernels = {
       {"fill f32", 0, 4 * N, [&] { return api->fill(a, &tm, 0.5, s); }},
@@ -188,6 +200,10 @@ int run(const Options& opt) {
       {"quantize_u8 f32", 4 * N, N + mm_bytes, [&] { return api->quantize_u8(a, &tg, &tq, &tmm, opt.chunk, s); }},
       {"dequantize_u8 f32", N + mm_bytes, 4 * N, [&] { return api->dequantize_u8(a, &tq, &tmm, &tm, opt.chunk, s); }},
       {"unscale_check f32", 4 * N, 4 * N, [&] { return api->unscale_check(a, &tg, 1.0, &tflag, s); }},
+      {"pack 64 parts f32", 4 * N, 4 * N,
+       [&] { return api->pack(a, parts.data(), parts.size(), offsets.data(), &tm, s); }},
+      {"unpack 64 parts f32", 4 * N, 4 * N,
+       [&] { return api->unpack(a, &tm, offsets.data(), parts.data(), parts.size(), s); }},
   };
 
   std::printf("# cuda_kernel_bandwidth on %s (compute capability %d.%d), device %d\n", info.name, info.compute_major,
