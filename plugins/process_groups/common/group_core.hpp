@@ -65,6 +65,7 @@
 #pragma once
 
 #include "op_desc.hpp"
+#include "plugin_support.hpp"
 #include "store_client.hpp"
 
 #include <atomic>
@@ -99,6 +100,14 @@ using OpBody = std::function<void(const OpContext&)>;
 // for it (called once, with the same context; it throws on failure).
 using P2PWait = std::function<void(const OpContext&)>;
 using P2PPost = std::function<P2PWait(const OpContext&)>;
+// Thrown by a body for an error that every rank established alike from what the ranks exchanged
+// in this op (all_to_all: peers that disagree on their counts).  The core reports it as is, as
+// "<title>: <message>" with its code, without the diagnosis, and the group stays usable: every
+// rank left the op at the same point, with the transport in step.
+struct AgreedFailure : plugin::Failure {
+  using plugin::Failure::Failure;
+};
+
 // Wakes every pending transport operation with an error; any thread; called more than once.
 using AbortTransport = std::function<void(const std::string& reason)>;
 
