@@ -246,8 +246,8 @@ struct Worker {
     // against the better of plrt ring and bcube.
     struct Ratio {
       std::string name;
-      size_t num;                 // the side whose time is the denominator of busbw ratio... (see below)
-      std::vector<size_t> dens;   // ratio = min(time of dens) / time of num
+      size_t num;                 // ratio = the best time of the sides `dens` / the time of side `num`
+      std::vector<size_t> dens;   //   (= busbw of num / the best busbw of dens)
       std::vector<double> logs;   // log(ratio) at each size from 1 MiB up
     };
     std::vector<Ratio> ratios;

@@ -18,7 +18,9 @@
 // SEQUENCE NUMBERS AND TAGS.  Collectives are numbered 1, 2, ... per group in issue order (send
 // and recv are not: they pair up by (peer, tag, dtype, count), not by position).  The body gets
 // tag = fold_tag(desc.fingerprint(seq)), a 32-bit hash of the sequence number and the descriptor
-// (op, reduce op, dtype, element counts of every rank, root).  The backend gives it to the
+// (op, reduce op, dtype, element counts of every rank, root; all_to_all: op, dtype and, for equal
+// chunks, the element count: its per-rank counts differ by design and are checked by the backend,
+// see AgreedFailure).  The backend gives it to the
 // transport as the op's tag/slot, so ranks that call different things at the same number use
 // different slots: their messages never match, nothing is corrupted, and the op blocks until the
 // checks below name the mismatch.  (A 32-bit collision lets a mismatch through with probability
