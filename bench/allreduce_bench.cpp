@@ -249,6 +249,7 @@ struct Worker {
       size_t num;                 // ratio = the best time of the sides `dens` / the time of side `num`
       std::vector<size_t> dens;   //   (= busbw of num / the best busbw of dens)
       std::vector<double> logs;   // log(ratio) at each size from 1 MiB up
+      std::optional<double> added_4k;  // time of num - the best time of dens at 4 KiB (us)
     };
     std::vector<Ratio> ratios;
     auto index = [&](const std::string& n) {
@@ -312,6 +313,7 @@ struct Worker {
         const double ratio = best / times[r.num];
         if (rank == 0) std::printf(" | %*.3f", static_cast<int>(r.name.size()), ratio);
         if (bytes >= (1 << 20)) r.logs.push_back(std::log(ratio));
+        if (bytes == 4096) r.added_4k = times[r.num] - best;
       }
       if (rank == 0) {
         std::printf("\n");
@@ -323,6 +325,7 @@ struct Worker {
     if (rank == 0) {
       std::printf("#\n");
       for (const auto& r : ratios) {
+        if (r.added_4k) std::printf("# %s: added latency at 4 KiB %.2f us (target <= 5 us)\n", r.name.c_str(), *r.added_4k);
         if (r.logs.empty()) continue;
         double sum = 0, lowest = 1e9;
         for (double l : r.logs) sum += l, lowest = std::min(lowest, std::exp(l));
