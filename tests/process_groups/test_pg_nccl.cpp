@@ -61,6 +61,10 @@ TEST_F(NcclOneRank, LoadsAndListsWithoutAGpu) {
   auto ref = rt.find(PL_PLUGIN_PROCESS_GROUP, "nccl");
   EXPECT_EQ(ref.name(), "nccl");
   EXPECT_GE(ref.plugin->abi_minor, 1);
+  EXPECT_EQ(ref.plugin->abi_minor, PL_ABI_MINOR);
+  const auto* api = ref.api<PL_ProcessGroupApi>();
+  ASSERT_TRUE(PL_HAS_FIELD(PL_ProcessGroupApi, api, all_to_all));  // ABI 1.4
+  EXPECT_NE(api->all_to_all, nullptr);
 }
 
 TEST_F(NcclOneRank, RefusesACpuGroup) {
