@@ -189,11 +189,8 @@ double summarize(std::vector<double> v, const std::string& stat) {
   return v.size() % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
 }
 
-// The gloo plugin's `auto` (plugins/process_groups/gloo/process_group.cpp): keep in step.
-bool auto_bcube(int world, size_t bytes) {
-  (void)bytes;
-  return (world & (world - 1)) == 0;
-}
+// The gloo plugin's `auto` (plrt::gloo_pg::use_bcube in plugins/process_groups/gloo): keep in step.
+bool auto_bcube(int world, size_t bytes) { return (world & (world - 1)) == 0 && bytes < (size_t{32} << 20); }
 
 struct Worker {
   const Args& a;

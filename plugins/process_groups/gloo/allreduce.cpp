@@ -70,6 +70,11 @@ void reduce_host(const std::shared_ptr<gloo::Context>& ctx, const pg::OpContext&
 
 }  // namespace
 
+bool use_bcube(PL_ProcessGroup::Algorithm algorithm, int world, size_t bytes) {
+  if (algorithm != PL_ProcessGroup::Algorithm::kAuto) return algorithm == PL_ProcessGroup::Algorithm::kBcube;
+  return (world & (world - 1)) == 0 && bytes < kAutoRingFromBytes;
+}
+
 PL_Error* allreduce(PL_ProcessGroup* pg, PL_Tensor* tensor, PL_ReduceOp op, PL_Work** out) noexcept {
   return entry(pg, "allreduce", [&] {
     const std::string w = where("allreduce");
@@ -79,7 +84,7 @@ PL_Error* allreduce(PL_ProcessGroup* pg, PL_Tensor* tensor, PL_ReduceOp op, PL_W
     const PL_Tensor arg = *tensor;
     const int world = pg->world;
     const auto ctx = pg->context;
-    const bool bcube = pg->allreduce_bcube;
+    const bool bcube = use_bcube(pg->allreduce, world, bytes_of(*tensor));
     pg->core->run(std::move(d), [arg, op, world, ctx, bcube, staging = pg->staging](const pg::OpContext& oc) {
       if (world == 1) return;  // the reduction of one rank (and its mean) is its own value
       if (arg.numel == 0) return tagged_barrier(ctx, oc);
