@@ -190,7 +190,7 @@ double summarize(std::vector<double> v, const std::string& stat) {
 }
 
 // The gloo plugin's `auto` (plrt::gloo_pg::use_bcube in plugins/process_groups/gloo): keep in step.
-bool auto_bcube(int world, size_t bytes) { return (world & (world - 1)) == 0 && bytes < (size_t{32} << 20); }
+bool auto_bcube(int world, size_t bytes) { return (world & (world - 1)) == 0 && bytes < (size_t{128} << 20); }
 
 struct Worker {
   const Args& a;

@@ -41,7 +41,7 @@ TEST_P(GlooWorld, AllreduceEveryOpDtypeAndSize) {
   });
 }
 
-// Both of gloo's allreduce algorithms (option allreduce; auto takes bcube for 2 and 4 ranks below 32 MiB, ring
+// Both of gloo's allreduce algorithms (option allreduce; auto takes bcube for 2 and 4 ranks below 128 MiB, ring
 // for 3), each forced at every world size, including bcube at a world that is no power of two.
 TEST_P(GlooWorld, AllreduceWithEachAlgorithm) {
   for (const char* algo : {"ring", "bcube"}) {

@@ -61,7 +61,7 @@ PL_Error* recv(PL_ProcessGroup* pg, PL_Tensor* tensor, int32_t src, int32_t tag,
 // ---- allreduce.cpp ----
 // auto: bcube for a power-of-two world below kAutoRingFromBytes, ring otherwise (measurements in
 // allreduce.cpp).  bench/allreduce_bench.cpp mirrors this rule for its direct Gloo side.
-inline constexpr size_t kAutoRingFromBytes = size_t{32} << 20;
+inline constexpr size_t kAutoRingFromBytes = size_t{128} << 20;
 bool use_bcube(PL_ProcessGroup::Algorithm algorithm, int world, size_t bytes);
 
 // ---- transport.cpp ----

@@ -12,11 +12,12 @@
 //   probe_ms   after how long a running collective publishes its state to check for mismatched
 //              calls; default 1000, capped at a quarter of the timeout; 0 disables the probes
 //   allreduce  ring, bcube or auto (default): gloo's allreduce algorithm.  auto takes bcube
-//              (recursive halving-doubling) for a power-of-two world below 32 MiB, where it needs
+//              (recursive halving-doubling) for a power-of-two world below 128 MiB, where it needs
 //              log2(W) exchanges instead of ring's 2(W-1) steps (measured on loopback at 2 ranks
-//              and 800 KB: 1.75 ms against 2.1-2.4 ms), and ring otherwise: from 32 MiB ring's
-//              pipelined 1 MiB segments beat bcube's whole-piece exchanges (2 ranks: 2-9% at
-//              32 MiB-256 MiB, bench/README.md)
+//              and 800 KB: 1.75 ms against 2.1-2.4 ms; 3-7% faster at 16-64 MiB), and ring
+//              otherwise: from 128 MiB ring's pipelined 1 MiB segments, which overlap transfer and
+//              reduction, beat bcube's 16 MiB pieces by 3-5% (2 ranks, medians of seven
+//              interleaved sweeps: bench/README.md)
 #include "gloo_pg.hpp"
 #include "gloo_store.hpp"
 #include "transport.hpp"
