@@ -1,17 +1,26 @@
 // allreduce_bench: plrt's ProcessGroup allreduce (blocking, sum) against Gloo called directly
-// (gloo::allreduce with gloo::sum, its default algorithm), in the style of nccl-tests.
+// (gloo::allreduce with gloo::sum), in the style of nccl-tests, with the same algorithm on both
+// sides (--algorithm).
 //
 //   allreduce_bench -b 1K -e 256M -f 2 -n 20 -w 5 [-r 5] [--ranks 2] [--dtype f32] [--backend gloo]
-//                   [--stat call-median|median|min]
+//                   [--stat call-median|median|min] [--algorithm ring|bcube|auto|all]
+//
+// --algorithm ring|bcube: the plrt group gets option allreduce=<it> and the direct Gloo call
+// gloo::AllreduceOptions::Algorithm::<it>.  auto: the plrt group's own choice (option allreduce=auto)
+// against direct Gloo with the same rule applied (auto_choice below mirrors the gloo plugin's, so
+// keep the two in step).  all: five sides in one run, interleaved: plrt ring, bcube and auto, and
+// Gloo ring and bcube; the table gives plrt/Gloo per algorithm and plrt auto against the better of
+// plrt ring and bcube at that size.
 //
 // Without --worker the program is the launcher: it serves the rendezvous store, starts --ranks
 // copies of itself (with --worker and the torchrun-style environment) and waits for them.  Rank 0
-// prints one row per size.  For each size both measurements run in the same processes, interleaved:
-// for each of -r repetitions, -n back-to-back allreduces through plrt and -n through Gloo (the
-// order alternating between repetitions), after a barrier.  A size's time is the median of the
-// times of all its timed calls (--stat call-median, the default; robust on a noisy machine), or the
-// median / minimum over the repetitions of their mean per call (--stat median|min); then the
-// maximum over ranks.
+// prints one row per size.  For each size every side runs in the same processes, interleaved:
+// for each of -r repetitions, -n back-to-back allreduces per side (the order of the sides rotating
+// between repetitions), after a barrier.  A size's time is the median of the times of all its timed
+// calls (--stat call-median, the default; robust on a noisy machine), or the median / minimum over
+// the repetitions of their mean per call (--stat median|min); then the maximum over ranks.  The last
+// line gives the geometric mean over the sizes from 1 MiB up of each ratio (a shared VM swings
+// +-10% per size; the geometric mean is the figure to compare).
 #include "spawn.hpp"
 
 #include <plrt/sdk/process_group.hpp>
@@ -28,6 +37,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <functional>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
@@ -47,7 +58,7 @@ struct Args {
   int64_t min_bytes = 1 << 10, max_bytes = 256 << 20;
   double factor = 2;
   int iters = 20, warmup = 5, reps = 5, ranks = 2, deadline_s = 3600;
-  std::string dtype = "f32", backend = "gloo", stat = "call-median";
+  std::string dtype = "f32", backend = "gloo", stat = "call-median", algorithm = "auto";
   bool worker = false;
   std::vector<std::string> passthrough;  // the arguments the workers get
 };
@@ -55,9 +66,10 @@ struct Args {
 const char* kUsage =
     "usage: allreduce_bench [-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] [-w WARMUP] [-r REPS]\n"
     "                       [--ranks N] [--dtype f32|f64|f16|i32|i64|u8] [--backend NAME]\n"
-    "                       [--stat call-median|median|min] [--deadline-s S]\n"
+    "                       [--stat call-median|median|min] [--algorithm ring|bcube|auto|all] [--deadline-s S]\n"
     "  sizes in bytes with an optional K, M or G suffix (powers of 1024); defaults: -b 1K -e 256M -f 2\n"
-    "  -n 20 -w 5 -r 5 --ranks 2 --dtype f32 --backend gloo --stat call-median\n"
+    "  -n 20 -w 5 -r 5 --ranks 2 --dtype f32 --backend gloo --stat call-median --algorithm auto\n"
+    "  --algorithm: the allreduce algorithm of both sides (all: ring, bcube and auto in one run)\n"
     "  call-median: the median of every timed call's time; median, min: of the repetitions' means\n";
 
 int64_t parse_bytes(const std::string& s) {
@@ -95,6 +107,7 @@ Args parse(int argc, char** argv) {
     else if (k == "--backend") a.backend = v;
     else if (k == "--deadline-s") a.deadline_s = std::stoi(v);
     else if (k == "--stat") a.stat = v;
+    else if (k == "--algorithm") a.algorithm = v;
     else throw std::invalid_argument("unknown option '" + k + "'");
   }
   static const char* dtypes[] = {"f32", "f64", "f16", "i32", "i64", "u8"};
@@ -102,6 +115,8 @@ Args parse(int argc, char** argv) {
     throw std::invalid_argument("--dtype '" + a.dtype + "': f32, f64, f16, i32, i64 or u8 (gloo has no bf16)");
   if (a.stat != "median" && a.stat != "min" && a.stat != "call-median")
     throw std::invalid_argument("--stat '" + a.stat + "': min, median or call-median");
+  if (a.algorithm != "ring" && a.algorithm != "bcube" && a.algorithm != "auto" && a.algorithm != "all")
+    throw std::invalid_argument("--algorithm '" + a.algorithm + "': ring, bcube, auto or all");
   if (a.factor <= 1 || a.iters < 1 || a.reps < 1 || a.ranks < 1 || a.min_bytes > a.max_bytes)
     throw std::invalid_argument("need -f > 1, -n >= 1, -r >= 1, --ranks >= 1 and -b <= -e");
   return a;
@@ -174,10 +189,14 @@ double summarize(std::vector<double> v, const std::string& stat) {
   return v.size() % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
 }
 
+// The gloo plugin's `auto` (plrt::gloo_pg::use_bcube in plugins/process_groups/gloo): keep in step.
+bool auto_bcube(int world, size_t bytes) { return (world & (world - 1)) == 0 && bytes < (size_t{128} << 20); }
+
 struct Worker {
   const Args& a;
   int rank = 0, world = 1;
-  const pl::ProcessGroup& pg;
+  std::vector<std::pair<std::string, const pl::ProcessGroup*>> groups;  // plrt sides: algorithm, group
+  std::vector<std::string> gloo_algos;                                   // direct Gloo sides
   std::shared_ptr<gloo::Context> gctx;
 
   void gloo_barrier() {
@@ -194,80 +213,122 @@ struct Worker {
     gloo::allreduce(o);
   }
 
+  struct Side {
+    std::string name;  // "plrt ring", "gloo bcube"
+    std::function<void()> call;
+  };
+
   // T: the storage type; G: Gloo's type for it (gloo::float16 for f16).
   template <class T, class G>
   void run(PL_DType dtype) {
     const double bus = world > 1 ? 2.0 * (world - 1) / world : 1.0;
+    std::vector<T> buf;
+    size_t count = 0;
+    PL_Tensor t{};
+    std::vector<Side> sides;
+    for (const auto& g : groups)
+      sides.push_back({"plrt " + g.first, [&, pg = g.second] { pg->allreduce(t, PL_REDUCE_SUM); }});
+    for (const auto& algo : gloo_algos)
+      // As a direct user of Gloo (and PyTorch's ProcessGroupGloo) does: options built per call.
+      sides.push_back({"gloo " + algo, [&, algo] {
+                         gloo::AllreduceOptions go(gctx);
+                         const bool bcube = algo == "bcube" || (algo == "auto" && auto_bcube(world, count * sizeof(T)));
+                         if (bcube) go.setAlgorithm(gloo::AllreduceOptions::Algorithm::BCUBE);
+                         go.setOutput(reinterpret_cast<G*>(buf.data()), count);
+                         go.setReduceFunction(static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<G>));
+                         go.setTag(1);
+                         gloo::allreduce(go);
+                       }});
+    // The ratios printed: plrt busbw / Gloo busbw per algorithm, and (--algorithm all) plrt auto
+    // against the better of plrt ring and bcube.
+    struct Ratio {
+      std::string name;
+      size_t num;                 // ratio = the best time of the sides `dens` / the time of side `num`
+      std::vector<size_t> dens;   //   (= busbw of num / the best busbw of dens)
+      std::vector<double> logs;   // log(ratio) at each size from 1 MiB up
+      std::optional<double> added_4k;  // time of num - the best time of dens at 4 KiB (us)
+    };
+    std::vector<Ratio> ratios;
+    auto index = [&](const std::string& n) {
+      for (size_t i = 0; i < sides.size(); ++i)
+        if (sides[i].name == n) return i;
+      return sides.size();
+    };
+    for (const auto& g : groups)
+      if (index("gloo " + g.first) < sides.size())
+        ratios.push_back({g.first + " plrt/gloo", index("plrt " + g.first), {index("gloo " + g.first)}, {}});
+    if (a.algorithm == "all")
+      ratios.push_back({"auto/best", index("plrt auto"), {index("plrt ring"), index("plrt bcube")}, {}});
+
     if (rank == 0) {
-      std::printf("# allreduce_bench: %d ranks on 127.0.0.1, %s sum, plrt backend '%s' vs gloo::allreduce\n"
+      std::printf("# allreduce_bench: %d ranks on 127.0.0.1, %s sum, plrt backend '%s' vs gloo::allreduce, "
+                  "--algorithm %s\n"
                   "# time = %s of %d repetitions x %d calls (after %d warm-up calls), max over ranks\n"
-                  "# busbw = algbw * 2(n-1)/n;  ratio = plrt busbw / gloo busbw;  added = plrt time - gloo time\n#\n",
-                  world, pl_dtype_name(dtype), a.backend.c_str(), a.stat.c_str(), a.reps, a.iters, a.warmup);
-      std::printf("# %10s %12s | %11s %8s %8s | %11s %8s %8s | %6s %9s\n", "size", "count", "plrt time", "algbw", "busbw",
-                  "gloo time", "algbw", "busbw", "ratio", "added");
-      std::printf("# %10s %12s | %11s %8s %8s | %11s %8s %8s | %6s %9s\n", "(B)", "(elements)", "(us)", "(GB/s)",
-                  "(GB/s)", "(us)", "(GB/s)", "(GB/s)", "", "(us)");
+                  "# busbw = algbw * 2(n-1)/n (GB/s);  a ratio > 1: the first side is faster\n#\n",
+                  world, pl_dtype_name(dtype), a.backend.c_str(), a.algorithm.c_str(), a.stat.c_str(), a.reps, a.iters,
+                  a.warmup);
+      std::printf("# %10s", "size (B)");
+      for (const auto& sd : sides) std::printf(" | %10s us %6s", sd.name.c_str(), "busbw");
+      for (const auto& r : ratios) std::printf(" | %s", r.name.c_str());
+      std::printf("\n");
       std::fflush(stdout);
     }
-    std::optional<double> worst_ratio_1m, added_4k;
     for (int64_t bytes = a.min_bytes; bytes <= a.max_bytes;) {
-      const size_t count = static_cast<size_t>(bytes) / sizeof(T);
-      std::vector<T> buf(std::max<size_t>(count, 1));
-      PL_Tensor t = pl::tensor_view(buf.data(), dtype, static_cast<int64_t>(count));
-      auto plrt_call = [&] { pg.allreduce(t, PL_REDUCE_SUM); };
-      // As a direct user of Gloo (and PyTorch's ProcessGroupGloo) does: options built per call.
-      auto gloo_call = [&] {
-        gloo::AllreduceOptions go(gctx);
-        go.setOutput(reinterpret_cast<G*>(buf.data()), count);
-        go.setReduceFunction(static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<G>));
-        go.setTag(1);
-        gloo::allreduce(go);
-      };
-
-      verify<T>(buf, count, plrt_call, "plrt");
-      verify<T>(buf, count, gloo_call, "gloo");
+      count = static_cast<size_t>(bytes) / sizeof(T);
+      buf.assign(std::max<size_t>(count, 1), T{});
+      t = pl::tensor_view(buf.data(), dtype, static_cast<int64_t>(count));
+      for (const auto& sd : sides) verify<T>(buf, count, sd.call, sd.name.c_str());
       std::fill(buf.begin(), buf.end(), T{});  // zeros: sums stay exact and never overflow
-      for (int i = 0; i < a.warmup; ++i) {
-        plrt_call();
-        gloo_call();
-      }
-      std::vector<double> tp, tg, cp, cg;  // per repetition (mean per call); per call
+      for (int i = 0; i < a.warmup; ++i)
+        for (const auto& sd : sides) sd.call();
+      std::vector<std::vector<double>> reps(sides.size()), calls(sides.size());  // mean per call; per call
       for (int rep = 0; rep < a.reps; ++rep) {
-        for (int which : rep % 2 ? std::vector<int>{1, 0} : std::vector<int>{0, 1}) {
-          auto& calls = which == 0 ? cp : cg;
+        for (size_t k = 0; k < sides.size(); ++k) {
+          const size_t which = (k + static_cast<size_t>(rep)) % sides.size();  // rotate the order
           gloo_barrier();
           const auto t0 = Clock::now();
           auto prev = t0;
           for (int i = 0; i < a.iters; ++i) {
-            which == 0 ? plrt_call() : gloo_call();
+            sides[which].call();
             const auto now = Clock::now();
-            calls.push_back(std::chrono::duration<double, std::micro>(now - prev).count());
+            calls[which].push_back(std::chrono::duration<double, std::micro>(now - prev).count());
             prev = now;
           }
-          (which == 0 ? tp : tg).push_back(std::chrono::duration<double, std::micro>(prev - t0).count() / a.iters);
+          reps[which].push_back(std::chrono::duration<double, std::micro>(prev - t0).count() / a.iters);
         }
       }
-      std::vector<double> times = a.stat == "call-median"
-                                      ? std::vector<double>{summarize(cp, "median"), summarize(cg, "median")}
-                                      : std::vector<double>{summarize(tp, a.stat), summarize(tg, a.stat)};
+      std::vector<double> times;
+      for (size_t k = 0; k < sides.size(); ++k)
+        times.push_back(a.stat == "call-median" ? summarize(calls[k], "median") : summarize(reps[k], a.stat));
       max_over_ranks(times);
-      const double p = times[0], g = times[1];
-      const double algp = bytes / p / 1e3, algg = bytes / g / 1e3;  // bytes/us/1e3 = GB/s
-      const double ratio = g / p;
+      if (rank == 0) std::printf("  %10lld", (long long)bytes);
+      for (size_t k = 0; k < sides.size() && rank == 0; ++k)
+        std::printf(" | %13.1f %6.3f", times[k], bytes / times[k] / 1e3 * bus);  // bytes/us/1e3 = GB/s
+      for (auto& r : ratios) {
+        double best = times[r.dens[0]];
+        for (size_t d : r.dens) best = std::min(best, times[d]);
+        const double ratio = best / times[r.num];
+        if (rank == 0) std::printf(" | %*.3f", static_cast<int>(r.name.size()), ratio);
+        if (bytes >= (1 << 20)) r.logs.push_back(std::log(ratio));
+        if (bytes == 4096) r.added_4k = times[r.num] - best;
+      }
       if (rank == 0) {
-        std::printf("  %10lld %12zu | %11.2f %8.3f %8.3f | %11.2f %8.3f %8.3f | %6.3f %9.2f\n", (long long)bytes, count, p,
-                    algp, algp * bus, g, algg, algg * bus, ratio, p - g);
+        std::printf("\n");
         std::fflush(stdout);
       }
-      if (bytes >= (1 << 20)) worst_ratio_1m = std::min(worst_ratio_1m.value_or(ratio), ratio);
-      if (bytes == 4096) added_4k = p - g;
       int64_t next = static_cast<int64_t>(bytes * a.factor);
       bytes = std::max<int64_t>(next, bytes + static_cast<int64_t>(sizeof(T)));
     }
     if (rank == 0) {
       std::printf("#\n");
-      if (worst_ratio_1m) std::printf("# lowest ratio from 1M up: %.3f (target >= 0.97)\n", *worst_ratio_1m);
-      if (added_4k) std::printf("# added latency at 4K: %.2f us (target <= 5 us)\n", *added_4k);
+      for (const auto& r : ratios) {
+        if (r.added_4k) std::printf("# %s: added latency at 4 KiB %.2f us (target <= 5 us)\n", r.name.c_str(), *r.added_4k);
+        if (r.logs.empty()) continue;
+        double sum = 0, lowest = 1e9;
+        for (double l : r.logs) sum += l, lowest = std::min(lowest, std::exp(l));
+        std::printf("# %s from 1 MiB up: geometric mean %.3f, lowest %.3f (%zu sizes)\n", r.name.c_str(),
+                    std::exp(sum / r.logs.size()), lowest, r.logs.size());
+      }
       std::fflush(stdout);
     }
   }
@@ -296,12 +357,21 @@ int work(const Args& a) {
   ro.log_level = "warn";
   pl::Runtime rt(ro);
   pl::Store store(rt, env.store_options(std::chrono::seconds(120)));
-  pl::ProcessGroupOptions po;
-  po.rank = env.rank;
-  po.world_size = env.world_size;
-  po.group_name = "bench";
-  po.timeout = std::chrono::seconds(600);
-  pl::ProcessGroup pg(rt, a.backend, store, po);
+  std::vector<std::string> algos = a.algorithm == "all" ? std::vector<std::string>{"ring", "bcube", "auto"}
+                                                         : std::vector<std::string>{a.algorithm};
+  std::vector<std::unique_ptr<pl::ProcessGroup>> pgs;
+  Worker w{a, env.rank, env.world_size, {}, {}, nullptr};
+  for (const auto& algo : algos) {
+    pl::ProcessGroupOptions po;
+    po.rank = env.rank;
+    po.world_size = env.world_size;
+    po.group_name = "bench-" + algo;
+    po.timeout = std::chrono::seconds(600);
+    if (a.backend == "gloo") po.options = {{"allreduce", algo}};
+    pgs.push_back(std::make_unique<pl::ProcessGroup>(rt, a.backend, store, po));
+    w.groups.push_back({algo, pgs.back().get()});
+    if (a.algorithm != "all" || algo != "auto") w.gloo_algos.push_back(algo);
+  }
 
   GlooStoreOverPl gstore(store, "bench/gloo/");
   gloo::transport::tcp::attr attr("127.0.0.1");
@@ -309,8 +379,8 @@ int work(const Args& a) {
   auto gctx = std::make_shared<gloo::rendezvous::Context>(env.rank, env.world_size);
   gctx->setTimeout(std::chrono::seconds(600));
   gctx->connectFullMesh(gstore, dev);
+  w.gctx = gctx;
 
-  Worker w{a, env.rank, env.world_size, pg, gctx};
   if (a.dtype == "f32") w.run<float, float>(PL_F32);
   else if (a.dtype == "f64") w.run<double, double>(PL_F64);
   else if (a.dtype == "f16") w.run<gloo::float16, gloo::float16>(PL_F16);

@@ -192,8 +192,12 @@ int run_mismatch(Ctx& ctx) {
     for (int q = 0; q < W; ++q) must_name.push_back({std::to_string(numel_of_rank(q)), std::to_string(numel_of_rank(q) * 4)});
   } else if (variant == "dtype") {
     for (int q = 0; q < W; ++q) must_name.push_back({pl_dtype_name(dtype_of_rank(q))});
+  } else if (variant == "all_to_all") {  // rank 0 calls all_to_all, the others allreduce
+    must_name = {{"all_to_all(float32, "}, {"allreduce"}};
+  } else if (variant == "counts") {  // all_to_all, rank 1 expecting 9 elements from rank 0, which sends 8
+    must_name = {{"rank 0 sends 8 elements to rank 1"}, {"rank 1 expects 9 elements from rank 0"}};
   } else {
-    std::cout << ctx.tag() << "unknown --variant '" << variant << "' (op, size, dtype)" << std::endl;
+    std::cout << ctx.tag() << "unknown --variant '" << variant << "' (op, size, dtype, all_to_all, counts)" << std::endl;
     return 2;
   }
   const PL_DType dt = variant == "dtype" ? dtype_of_rank(r) : PL_F32;
@@ -205,8 +209,20 @@ int run_mismatch(Ctx& ctx) {
   Checks c{ctx};
   auto t0 = Clock::now();
   try {
-    if (variant == "op" && r == 0) ctx.pg->allgather(t, outs);  // the is_global_zero guard mistake
-    else ctx.pg->allreduce(t, PL_REDUCE_SUM);
+    if (variant == "all_to_all" || variant == "counts") {
+      std::vector<int64_t> send(static_cast<size_t>(W), 8), recv(static_cast<size_t>(W), 8);
+      if (variant == "counts" && r == 1) recv[0] = 9;
+      std::vector<float> a(8 * static_cast<size_t>(W)), b(8 * static_cast<size_t>(W) + 1);
+      PL_Tensor ti = pl::tensor_view(a.data(), PL_F32, 8 * W);
+      PL_Tensor to = pl::tensor_view(b.data(), PL_F32, 8 * W + (variant == "counts" && r == 1 ? 1 : 0));
+      if (variant == "counts") ctx.pg->all_to_all(ti, to, send, recv);
+      else if (r == 0) ctx.pg->all_to_all(ti, to);
+      else ctx.pg->allreduce(ti, PL_REDUCE_SUM);
+    } else if (variant == "op" && r == 0) {
+      ctx.pg->allgather(t, outs);  // the is_global_zero guard mistake
+    } else {
+      ctx.pg->allreduce(t, PL_REDUCE_SUM);
+    }
     c.expect(false, "collective #2 succeeded although the ranks called different things (variant " + variant + ")");
     return 1;
   } catch (const pl::Error& e) {

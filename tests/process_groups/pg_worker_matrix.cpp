@@ -4,7 +4,9 @@
 //
 //   --sizes 0,1,7,1048576,64MiB   a plain number is an element count; KiB/MiB/GiB are bytes of the
 //                                 dtype at hand (64MiB = 16777216 float32, 67108864 uint8)
-//   --ops allreduce,broadcast,allgather,allgatherv,reduce_scatter,barrier,sendrecv,async
+//   --ops allreduce,broadcast,allgather,allgatherv,reduce_scatter,all_to_all,barrier,sendrecv,async
+//                                 (all_to_all: n elements to each rank, then per-rank counts with
+//                                 zeros; the size is each chunk's)
 //   --dtypes f32,f64,f16,bf16,i32,i64,u8    --reduce-ops sum,avg,min,max,product    --roots all|ends
 //   --gather-total                for allgather(v) and reduce_scatter the size is the total over the
 //                                 ranks (each rank's part: size / W), not each rank's part
@@ -73,7 +75,7 @@ class Matrix {
   explicit Matrix(Ctx& ctx) : ctx_(ctx), r_(ctx.rank()), W_(ctx.world()) {
     const auto& o = ctx.opt;
     for (const auto& s : split(o.get("sizes", "0,1,7,1048576"))) sizes_.push_back(parse_size(s));
-    for (const auto& s : split(o.get("ops", "allreduce,broadcast,allgather,allgatherv,reduce_scatter,barrier,sendrecv,async")))
+    for (const auto& s : split(o.get("ops", "allreduce,broadcast,allgather,allgatherv,reduce_scatter,all_to_all,barrier,sendrecv,async")))
       ops_.insert(s);
     for (const auto& s : split(o.get("dtypes", "f32,f64,f16,bf16,i32,i64,u8"))) dtypes_.push_back(parse_dtype(s));
     for (const auto& s : split(o.get("reduce-ops", "sum,avg,min,max,product"))) rops_.push_back(parse_reduce(s));
@@ -240,8 +242,53 @@ class Matrix {
         check<T>(out, 0, c, [&](int64_t i) { return expected<T>(op, W_, r_ * c + i); }, op == PL_REDUCE_AVG);
       }
 
+    if (ops_.count("all_to_all"))
+      for (bool uneven : {false, true}) all_to_all<T>(n, uneven);
+
     if (ops_.count("sendrecv") && W_ > 1) sendrecv<T>(n);
     if (ops_.count("async")) async_ops<T>(n);
+  }
+
+  // all_to_all: rank p sends count(p, q) elements to rank q, the slice of its input at that
+  // chunk's offset; what arrives from rank p is checked against p's input values at p's offsets.
+  template <class T>
+  void all_to_all(int64_t n, bool uneven) {
+    constexpr PL_DType dt = Traits<T>::dtype;
+    auto count = [&](int p, int q) -> int64_t { return !uneven ? n : (p + 2 * q) % 3 == 0 ? 0 : n + p + q; };
+    auto offset = [&](int p, int q) {  // where chunk q starts in rank p's input
+      int64_t at = 0;
+      for (int j = 0; j < q; ++j) at += count(p, j);
+      return at;
+    };
+    std::vector<int64_t> send, recv;
+    int64_t n_in = 0, n_out = 0;
+    for (int q = 0; q < W_; ++q) {
+      send.push_back(count(r_, q));
+      recv.push_back(count(q, r_));
+      n_in += send.back();
+      n_out += recv.back();
+    }
+    label(uneven ? "all_to_all(per-rank counts)" : "all_to_all(equal chunks)", dt, n_in);
+    Buffer in(ctx_.device, n_in * sizeof(T)), out(ctx_.device, n_out * sizeof(T));
+    fill<T>(in, 0, n_in, [&](int64_t i) { return input<T>(Kind::Plain, r_, W_, i); });
+    std::vector<int64_t> at(static_cast<size_t>(W_) + 1, 0);  // where rank p's chunk lands in the output
+    for (int p = 0; p < W_; ++p) at[p + 1] = at[p] + recv[p];
+    for (int p = 0; p < W_; ++p) {
+      const int64_t from = offset(p, r_);
+      fill_not<T>(out, at[p], recv[p], [&, p, from](int64_t i) { return input<T>(Kind::Plain, p, W_, from + i); });
+    }
+    in.upload();
+    out.upload();
+    PL_Tensor ti = in.tensor(dt, n_in), to = out.tensor(dt, n_out);
+    if (uneven) ctx_.pg->all_to_all(ti, to, send, recv);
+    else ctx_.pg->all_to_all(ti, to);
+    out.download();
+    for (int p = 0; p < W_; ++p) {
+      const int64_t from = offset(p, r_);
+      label(uneven ? "all_to_all(per-rank counts)" : "all_to_all(equal chunks)", dt, recv[p],
+            " from_rank=" + std::to_string(p));
+      check<T>(out, at[p], recv[p], [&, p, from](int64_t i) { return input<T>(Kind::Plain, p, W_, from + i); });
+    }
   }
 
   // A ring: each rank sends to the next and receives from the previous; async, then blocking with

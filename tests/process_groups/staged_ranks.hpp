@@ -87,6 +87,13 @@ class Group {
   void reduce_scatter(std::vector<PL_Tensor> ins, PL_Tensor out, PL_ReduceOp op) {
     call([&](PL_Work** w) { return api_->reduce_scatter(pg_, ins.data(), ins.size(), &out, op, w); });
   }
+  // Empty counts: NULL (equal chunks).
+  void all_to_all(PL_Tensor in, PL_Tensor out, std::vector<int64_t> in_counts = {}, std::vector<int64_t> out_counts = {}) {
+    call([&](PL_Work** w) {
+      return api_->all_to_all(pg_, &in, in_counts.empty() ? nullptr : in_counts.data(), &out,
+                              out_counts.empty() ? nullptr : out_counts.data(), w);
+    });
+  }
   void send(PL_Tensor t, int dst, int tag) { call([&](PL_Work** w) { return api_->send(pg_, &t, dst, tag, w); }); }
   pl::Work send_async(PL_Tensor t, int dst, int tag) {
     return start([&](PL_Work** w) { return api_->send(pg_, &t, dst, tag, w); });

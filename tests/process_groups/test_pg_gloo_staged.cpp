@@ -162,6 +162,46 @@ TEST_P(Staged, ReduceScatterEveryOpDtypeSizeAndInPlace) {
   });
 }
 
+// all_to_all on device tensors: equal chunks, then per-rank counts (rank q sends n + q + j elements
+// to rank j, none to itself when n is 0); then the counts case on CPU tensors, which the group
+// takes unstaged.  Element k of the chunk from rank q to rank j is value(dt, q, 7j + k).
+TEST_P(Staged, AllToAllEqualChunksAndPerRankCounts) {
+  run([&](Rank& r) {
+    const int W = r.world;
+    for (PL_DType dt : dtypes())
+      for (size_t n : sizes()) {
+        for (int mode = 0; mode < 3; ++mode) {  // equal chunks, counts, counts on the host
+          const bool uneven = mode > 0, on_host = mode == 2;
+          r.dev->reset();
+          auto count = [&](int q, int j) { return uneven ? (n == 0 && q == j ? 0 : n + q + j) : n; };
+          std::vector<int64_t> send, recv;
+          size_t n_in = 0, n_out = 0;
+          for (int j = 0; j < W; ++j) {
+            send.push_back(static_cast<int64_t>(count(r.rank, j)));
+            recv.push_back(static_cast<int64_t>(count(j, r.rank)));
+            n_in += count(r.rank, j);
+            n_out += count(j, r.rank);
+          }
+          DevBuf in(*r.dev, dt, n_in), out(*r.dev, dt, n_out);
+          for (int j = 0, at = 0; j < W; ++j)
+            for (size_t k = 0; k < count(r.rank, j); ++k) in.host.set(at++, value(dt, r.rank, 7 * j + k));
+          in.upload();
+          Buf& host_in = in.host;
+          Buf host_out(dt, n_out);
+          if (on_host) r.pg->all_to_all(host_in.tensor(), host_out.tensor(), send, recv);
+          else if (uneven) r.pg->all_to_all(in.tensor(), out.tensor(), send, recv);
+          else r.pg->all_to_all(in.tensor(), out.tensor());
+          const Buf& got = on_host ? host_out : out.download();
+          for (int q = 0, at = 0; q < W; at += static_cast<int>(count(q, r.rank)), ++q)
+            expect_all(got, static_cast<size_t>(at), count(q, r.rank),
+                       [&](size_t k) { return value(dt, q, 7 * static_cast<size_t>(r.rank) + k); },
+                       "rank " + std::to_string(r.rank) + " from rank " + std::to_string(q) + (on_host ? " host counts " : uneven ? " counts " : " ") +
+                           case_name("all_to_all", dt, n));
+        }
+      }
+  });
+}
+
 // Around the ring: an async send, then a blocking recv; then an async recv posted before the send
 // that satisfies it (its copy back to the device happens when its transfer completes).
 TEST_P(Staged, SendRecvAroundTheRing) {

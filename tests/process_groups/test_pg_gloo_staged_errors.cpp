@@ -133,6 +133,12 @@ TEST(GlooStagedErrors, TensorsOnAnotherDeviceAreRefusedAndTheGroupStaysUsable) {
     expect_error(PL_ERR_INVALID_ARGUMENT, [&] { r.pg->allgather(b.tensor(), {b.tensor(), other}); },
                  {"gloo allgather: outputs[1] is on cuda:1, " + rule});
     expect_error(PL_ERR_INVALID_ARGUMENT, [&] { r.pg->send(other, 1 - r.rank, 0); }, {"gloo send: tensor is on cuda:1"});
+    // all_to_all takes CPU or device tensors, but both of one call on one device.
+    Buf host(PL_F32, 4);
+    expect_error(PL_ERR_INVALID_ARGUMENT, [&] { r.pg->all_to_all(b.tensor(), host.tensor()); },
+                 {"gloo all_to_all: output is on cpu:0 but input is on cuda:0: input and output must be on one device"});
+    expect_error(PL_ERR_INVALID_ARGUMENT, [&] { r.pg->all_to_all(b.tensor(), other); },
+                 {"gloo all_to_all: output is on cuda:1, " + rule});
     for (size_t i = 0; i < 4; ++i) b.host.set(i, r.rank + 1);
     b.upload();
     r.pg->allreduce(b.tensor(), PL_REDUCE_SUM);  // nothing above consumed a sequence number

@@ -41,7 +41,7 @@ TEST_P(GlooWorld, AllreduceEveryOpDtypeAndSize) {
   });
 }
 
-// Both of gloo's allreduce algorithms (option allreduce; auto takes bcube for 2 and 4 ranks, ring
+// Both of gloo's allreduce algorithms (option allreduce; auto takes bcube for 2 and 4 ranks below 128 MiB, ring
 // for 3), each forced at every world size, including bcube at a world that is no power of two.
 TEST_P(GlooWorld, AllreduceWithEachAlgorithm) {
   for (const char* algo : {"ring", "bcube"}) {
@@ -56,6 +56,34 @@ TEST_P(GlooWorld, AllreduceWithEachAlgorithm) {
         r.pg->allreduce(t, PL_REDUCE_SUM);
         expect_all(PL_F32, b.bytes.data(), n, [&](size_t i) { return reduced(PL_F32, PL_REDUCE_SUM, r.world, i); },
                    std::string(algo) + " rank " + std::to_string(r.rank) + " " + case_name("allreduce", PL_F32, n, PL_REDUCE_SUM));
+      }
+    }, go);
+  }
+}
+
+// Allreduces larger than the plugin's 16 MiB pieces (allreduce.cpp: bcube runs piece by piece, and
+// so does the int64 temporary of an integer AVG with either algorithm): every element, across the
+// piece boundaries and the short last piece, is the full reduction.
+TEST_P(GlooWorld, AllreduceAcrossPiecesWithEachAlgorithm) {
+  for (const char* algo : {"ring", "bcube"}) {
+    GroupOptions go;
+    go.options = {{"allreduce", algo}};
+    Job job(GetParam());
+    job.run([&](Rank& r) {
+      const size_t piece_f32 = (size_t{16} << 20) / 4, piece_i64 = (size_t{16} << 20) / 8;
+      struct Case {
+        PL_DType dt;
+        PL_ReduceOp op;
+        size_t n;
+      };
+      for (const Case& c : {Case{PL_F32, PL_REDUCE_SUM, 2 * piece_f32 + 3}, Case{PL_I32, PL_REDUCE_AVG, piece_i64 + 5},
+                            Case{PL_U8, PL_REDUCE_AVG, 2 * piece_i64 + 1}}) {
+        Buf b(c.dt, c.n);
+        for (size_t i = 0; i < c.n; ++i) b.set(i, value(c.dt, r.rank, i, c.op));
+        PL_Tensor t = b.tensor();
+        r.pg->allreduce(t, c.op);
+        expect_all(c.dt, b.bytes.data(), c.n, [&](size_t i) { return reduced(c.dt, c.op, r.world, i); },
+                   std::string(algo) + " rank " + std::to_string(r.rank) + " " + case_name("allreduce", c.dt, c.n, c.op));
       }
     }, go);
   }

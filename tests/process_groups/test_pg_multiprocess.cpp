@@ -229,7 +229,8 @@ INSTANTIATE_TEST_SUITE_P(Gloo, PgMissing,
 
 struct MismatchCase {
   int W;
-  const char* variant;  // op (the is_global_zero guard mistake), size, dtype
+  const char* variant;  // op (the is_global_zero guard mistake), size, dtype; all_to_all against allreduce,
+                        // counts (all_to_all peers that disagree on a count)
 };
 std::ostream& operator<<(std::ostream& os, const MismatchCase& c) { return os << "W=" << c.W << " " << c.variant; }
 
@@ -249,7 +250,7 @@ TEST_P(PgMismatch, EveryRankGetsAnErrorNamingWhatEachCalled) {
 
 std::vector<MismatchCase> mismatch_cases() {
   std::vector<MismatchCase> out;
-  for (const char* v : {"op", "size", "dtype"})
+  for (const char* v : {"op", "size", "dtype", "all_to_all", "counts"})
     for (int W : {2, 3, 4}) out.push_back({W, v});
   return out;
 }

@@ -61,6 +61,10 @@ TEST_F(NcclOneRank, LoadsAndListsWithoutAGpu) {
   auto ref = rt.find(PL_PLUGIN_PROCESS_GROUP, "nccl");
   EXPECT_EQ(ref.name(), "nccl");
   EXPECT_GE(ref.plugin->abi_minor, 1);
+  EXPECT_EQ(ref.plugin->abi_minor, PL_ABI_MINOR);
+  const auto* api = ref.api<PL_ProcessGroupApi>();
+  ASSERT_TRUE(PL_HAS_FIELD(PL_ProcessGroupApi, api, all_to_all));  // ABI 1.4
+  EXPECT_NE(api->all_to_all, nullptr);
 }
 
 TEST_F(NcclOneRank, RefusesACpuGroup) {
@@ -151,6 +155,17 @@ TEST_F(NcclOneRank, EveryCollectiveInAWorldOfOne) {
   auto rs = rs_out.tensor();
   pg.reduce_scatter(ins, rs, PL_REDUCE_AVG);
   EXPECT_EQ(rs_out.read(), (std::vector<int64_t>{10, 20, 31}));
+
+  // all_to_all: its own chunk, with equal chunks and with counts (the count exchange included).
+  DeviceBuf<double> a2a_in({1.25, -2.5, 4.0}), a2a_out(std::vector<double>(3, 0.0));
+  auto a2a_i = a2a_in.tensor(), a2a_o = a2a_out.tensor();
+  pg.all_to_all(a2a_i, a2a_o);
+  EXPECT_EQ(a2a_out.read(), (std::vector<double>{1.25, -2.5, 4.0}));
+  DeviceBuf<int32_t> a2a_n({5, 6, 7});
+  DeviceBuf<int32_t> a2a_m(std::vector<int32_t>(3, 0));
+  auto a2a_ni = a2a_n.tensor(), a2a_mo = a2a_m.tensor();
+  pg.all_to_all(a2a_ni, a2a_mo, {3}, {3});
+  EXPECT_EQ(a2a_m.read(), (std::vector<int32_t>{5, 6, 7}));
 
   pg.barrier();
   auto w = pg.allreduce_async(ft, PL_REDUCE_SUM);

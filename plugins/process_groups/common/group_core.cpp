@@ -254,8 +254,11 @@ GroupCore::Outcome GroupCore::execute(const OpDesc& desc, uint64_t seq, OpBody& 
   if (seq != 0) last_seq_.store(seq, std::memory_order_relaxed);
   bool failed = false;
   std::string what;
+  std::optional<Outcome> agreed;
   try {
     body(ctx);
+  } catch (const AgreedFailure& f) {
+    agreed = Outcome{f.code, desc.title(cfg_.backend, seq) + ": " + f.message};
   } catch (const std::exception& e) {
     failed = true;
     what = e.what();
@@ -271,6 +274,7 @@ GroupCore::Outcome GroupCore::execute(const OpDesc& desc, uint64_t seq, OpBody& 
     cur_.active = false;
     cur_.desc = nullptr;
   }
+  if (agreed) return *agreed;  // every rank fails alike; the group stays usable
   if (!failed) return {};
   Outcome o = diagnose(desc, snap, what);
   mark_broken(o);

@@ -18,7 +18,9 @@
 // SEQUENCE NUMBERS AND TAGS.  Collectives are numbered 1, 2, ... per group in issue order (send
 // and recv are not: they pair up by (peer, tag, dtype, count), not by position).  The body gets
 // tag = fold_tag(desc.fingerprint(seq)), a 32-bit hash of the sequence number and the descriptor
-// (op, reduce op, dtype, element counts of every rank, root).  The backend gives it to the
+// (op, reduce op, dtype, element counts of every rank, root; all_to_all: op, dtype and, for equal
+// chunks, the element count: its per-rank counts differ by design and are checked by the backend,
+// see AgreedFailure).  The backend gives it to the
 // transport as the op's tag/slot, so ranks that call different things at the same number use
 // different slots: their messages never match, nothing is corrupted, and the op blocks until the
 // checks below name the mismatch.  (A 32-bit collision lets a mismatch through with probability
@@ -65,6 +67,7 @@
 #pragma once
 
 #include "op_desc.hpp"
+#include "plugin_support.hpp"
 #include "store_client.hpp"
 
 #include <atomic>
@@ -99,6 +102,14 @@ using OpBody = std::function<void(const OpContext&)>;
 // for it (called once, with the same context; it throws on failure).
 using P2PWait = std::function<void(const OpContext&)>;
 using P2PPost = std::function<P2PWait(const OpContext&)>;
+// Thrown by a body for an error that every rank established alike from what the ranks exchanged
+// in this op (all_to_all: peers that disagree on their counts).  The core reports it as is, as
+// "<title>: <message>" with its code, without the diagnosis, and the group stays usable: every
+// rank left the op at the same point, with the transport in step.
+struct AgreedFailure : plugin::Failure {
+  using plugin::Failure::Failure;
+};
+
 // Wakes every pending transport operation with an error; any thread; called more than once.
 using AbortTransport = std::function<void(const std::string& reason)>;
 

@@ -88,6 +88,102 @@ OpDesc reduce_scatter_args(const PL_Tensor* inputs, size_t num_inputs, const PL_
   return d;
 }
 
+namespace {
+
+std::string device_name(PL_Device d) {
+  const char* t = d.type == PL_DEVICE_CPU ? "cpu" : d.type == PL_DEVICE_CUDA ? "cuda" : nullptr;
+  return (t ? std::string(t) : "device type " + std::to_string(d.type)) + ":" + std::to_string(d.index);
+}
+
+// One side's counts: checked against the tensor, or equal chunks when `given` is NULL.
+std::vector<int64_t> chunk_counts(const int64_t* given, const PL_Tensor& t, const char* tensor, const char* name,
+                                  GroupShape g, const std::string& w) {
+  const std::string ws = std::to_string(g.world);
+  std::vector<int64_t> c(static_cast<size_t>(g.world));
+  if (given == nullptr) {
+    if (t.numel % g.world != 0)
+      fail(PL_ERR_INVALID_ARGUMENT, w + ": " + name + " is NULL (equal chunks) but " + tensor + " has " +
+                                        count_text(t.numel) + ", which " + ws + " ranks cannot split evenly: pass " +
+                                        name + ", or a numel that is a multiple of " + ws);
+    for (auto& x : c) x = t.numel / g.world;
+    return c;
+  }
+  for (int r = 0; r < g.world; ++r)
+    if (given[r] < 0)
+      fail(PL_ERR_INVALID_ARGUMENT, w + ": " + name + "[" + std::to_string(r) + "] is " + std::to_string(given[r]) +
+                                        ": element counts must be >= 0");
+  int64_t sum = 0;
+  for (int r = 0; r < g.world; ++r) {
+    const int64_t x = given[r];
+    if (x > t.numel - sum)  // (no overflow: sum <= numel)
+      fail(PL_ERR_INVALID_ARGUMENT, w + ": " + name + " add up to more than the " + count_text(t.numel) + " of " +
+                                        tensor + " (at " + name + "[" + std::to_string(r) + "] = " +
+                                        std::to_string(x) + "): the " + ws + " counts must add up to its numel");
+    sum += x;
+    c[static_cast<size_t>(r)] = x;
+  }
+  if (sum != t.numel)
+    fail(PL_ERR_INVALID_ARGUMENT, w + ": " + name + " add up to " + std::to_string(sum) + " but " + tensor + " has " +
+                                      count_text(t.numel) + ": the " + ws + " counts must add up to its numel");
+  return c;
+}
+
+}  // namespace
+
+OpDesc all_to_all_args(const PL_Tensor* input, const int64_t* input_counts, const PL_Tensor* output,
+                       const int64_t* output_counts, GroupShape g, const std::string& w, const TensorCheck& check) {
+  check(input, "input");
+  check(output, "output");
+  check_same_dtype(*input, *output, w, "input", "output");
+  if (input->device.type != output->device.type || input->device.index != output->device.index)
+    fail(PL_ERR_INVALID_ARGUMENT, w + ": output is on " + device_name(output->device) + " but input is on " +
+                                      device_name(input->device) + ": input and output must be on one device");
+  const size_t in_bytes = static_cast<size_t>(input->numel) * pl_dtype_size(input->dtype);
+  const size_t out_bytes = static_cast<size_t>(output->numel) * pl_dtype_size(output->dtype);
+  const auto in_at = reinterpret_cast<uintptr_t>(input->data), out_at = reinterpret_cast<uintptr_t>(output->data);
+  if (in_bytes > 0 && out_bytes > 0 && in_at < out_at + out_bytes && out_at < in_at + in_bytes)
+    fail(PL_ERR_INVALID_ARGUMENT, w + ": input (" + std::to_string(in_bytes) + " bytes) and output (" +
+                                      std::to_string(out_bytes) + " bytes) overlap: all_to_all is not in place, "
+                                      "pass an output in separate memory");
+  OpDesc d;
+  d.kind = OpKind::kAllToAll;
+  d.dtype = input->dtype;
+  d.count = input->numel;
+  d.equal_chunks = input_counts == nullptr && output_counts == nullptr;
+  d.counts = chunk_counts(input_counts, *input, "input", "input_counts", g, w);
+  d.recv_counts = chunk_counts(output_counts, *output, "output", "output_counts", g, w);
+  const size_t me = static_cast<size_t>(g.rank);
+  if (d.counts[me] != d.recv_counts[me])
+    fail(PL_ERR_INVALID_ARGUMENT, w + ": input_counts[" + std::to_string(g.rank) + "] is " +
+                                      std::to_string(d.counts[me]) + " but output_counts[" + std::to_string(g.rank) +
+                                      "] is " + std::to_string(d.recv_counts[me]) + ": this rank (" +
+                                      std::to_string(g.rank) + ") keeps its own chunk, so the two must be equal");
+  return d;
+}
+
+std::vector<int64_t> peer_count_row(const OpDesc& d) {
+  std::vector<int64_t> row(d.counts);
+  row.insert(row.end(), d.recv_counts.begin(), d.recv_counts.end());
+  return row;
+}
+
+void check_peer_counts(const std::vector<int64_t>& table, int world) {
+  const size_t W = static_cast<size_t>(world);
+  for (size_t i = 0; i < W; ++i)
+    for (size_t j = 0; j < W; ++j) {
+      const int64_t sends = table[i * 2 * W + j];           // rank i's input_counts[j]
+      const int64_t expects = table[j * 2 * W + W + i];     // rank j's output_counts[i]
+      if (sends == expects) continue;
+      const std::string si = std::to_string(i), sj = std::to_string(j);
+      throw AgreedFailure(PL_ERR_INVALID_ARGUMENT,
+                          "ranks " + si + " and " + sj + " disagree on their counts: rank " + si + " sends " +
+                              count_text(sends) + " to rank " + sj + " (its input_counts[" + sj + "] = " +
+                              std::to_string(sends) + ") but rank " + sj + " expects " + count_text(expects) +
+                              " from rank " + si + " (its output_counts[" + si + "] = " + std::to_string(expects) +
+                              "); rank i's input_counts[j] must equal rank j's output_counts[i]");
+    }
+}
+
 OpDesc p2p_args(bool is_send, const PL_Tensor* tensor, int32_t peer, int32_t tag, GroupShape g,
                 const std::string& where, const TensorCheck& check) {
   check(tensor, "tensor");

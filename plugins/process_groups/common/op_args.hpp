@@ -31,6 +31,22 @@ OpDesc allgather_args(const PL_Tensor* input, const PL_Tensor* outputs, size_t n
 // output = the reduction of every rank's inputs[rank]; output must have inputs[rank]'s size.
 OpDesc reduce_scatter_args(const PL_Tensor* inputs, size_t num_inputs, const PL_Tensor* output, PL_ReduceOp op,
                            GroupShape g, const std::string& where, const TensorCheck& check);
+// all_to_all: chunk j of `input` (input_counts[j] elements) goes to rank j, chunk i of `output`
+// comes from rank i; NULL counts: equal chunks.  Checks everything one rank can check alone (the
+// tensors, one dtype and device, no overlap, counts >= 0 summing to numel, equal chunks dividing
+// exactly, and input_counts[rank] == output_counts[rank]); the peers' agreement is checked with
+// check_peer_counts once the counts have been exchanged.
+OpDesc all_to_all_args(const PL_Tensor* input, const int64_t* input_counts, const PL_Tensor* output,
+                       const int64_t* output_counts, GroupShape g, const std::string& where, const TensorCheck& check);
+// What a rank contributes to the exchange of all_to_all counts: its input_counts then its
+// output_counts (2 * world entries).
+std::vector<int64_t> peer_count_row(const OpDesc& d);
+// `table` holds every rank's peer_count_row, rank by rank (2 * world * world entries).  Throws
+// AgreedFailure naming the first pair (in rank order) where rank i's input_counts[j] differs from
+// rank j's output_counts[i]: every rank computes it from the same table, so every rank reports
+// the same error and leaves the op at the same point.
+void check_peer_counts(const std::vector<int64_t>& table, int world);
+
 // send (is_send) to `peer` or recv from it.
 OpDesc p2p_args(bool is_send, const PL_Tensor* tensor, int32_t peer, int32_t tag, GroupShape g,
                 const std::string& where, const TensorCheck& check);

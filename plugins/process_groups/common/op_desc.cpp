@@ -15,6 +15,7 @@ const char* op_kind_name(OpKind kind) {
     case OpKind::kBarrier: return "barrier";
     case OpKind::kSend: return "send";
     case OpKind::kRecv: return "recv";
+    case OpKind::kAllToAll: return "all_to_all";
   }
   return "unknown";
 }
@@ -72,6 +73,12 @@ uint64_t OpDesc::fingerprint(uint64_t seq) const {
   }
   h.add(seq);
   h.add(static_cast<uint64_t>(kind));
+  if (kind == OpKind::kAllToAll) {  // what every rank shares: per-rank counts differ by design
+    h.add(static_cast<uint64_t>(static_cast<uint32_t>(dtype)));
+    h.add(equal_chunks ? 1u : 2u);
+    if (equal_chunks) h.add(static_cast<uint64_t>(count));
+    return h.done();
+  }
   h.add(static_cast<uint64_t>(static_cast<uint32_t>(reduce)));
   h.add(static_cast<uint64_t>(static_cast<uint32_t>(dtype)));
   h.add(static_cast<uint64_t>(static_cast<uint32_t>(peer)));
@@ -106,6 +113,9 @@ std::string OpDesc::args() const {
       if (!counts.empty() && all_equal(counts))
         return red_s + ", " + dt + ", " + count_text(counts[0]) + " to each rank";
       return red_s + ", " + dt + ", elements per rank " + counts_text(counts);
+    case OpKind::kAllToAll:
+      if (equal_chunks) return dt + ", " + count_text(count) + " in equal chunks";
+      return dt + ", sends " + counts_text(counts) + ", receives " + counts_text(recv_counts);
     case OpKind::kBarrier: return "";
     case OpKind::kSend:
     case OpKind::kRecv: return "tag " + std::to_string(user_tag) + ", " + dt + ", " + count_text(count);

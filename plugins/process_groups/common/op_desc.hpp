@@ -18,7 +18,8 @@ enum class OpKind : uint8_t {
   kReduceScatter = 4,
   kBarrier = 5,
   kSend = 6,
-  kRecv = 7
+  kRecv = 7,
+  kAllToAll = 8
 };
 
 const char* op_kind_name(OpKind kind);  // "allreduce", "reduce_scatter", "send", ...
@@ -31,8 +32,14 @@ struct OpDesc {
   PL_DType dtype = PL_DTYPE_INVALID;  // every op but barrier
   int32_t peer = -1;                 // broadcast: root; send: dst; recv: src
   int32_t user_tag = 0;              // send, recv
-  int64_t count = 0;                 // allreduce, broadcast, send, recv: elements
-  std::vector<int64_t> counts;       // allgather, reduce_scatter: elements of each rank
+  int64_t count = 0;                 // allreduce, broadcast, send, recv, all_to_all: elements
+  std::vector<int64_t> counts;       // allgather, reduce_scatter: elements of each rank;
+                                     // all_to_all: elements sent to each rank (input_counts)
+  std::vector<int64_t> recv_counts;  // all_to_all: elements received from each rank (output_counts)
+  // all_to_all: both count arrays were NULL (equal chunks).  Then the element count is part of the
+  // fingerprint (every rank must pass the same numel); otherwise the counts differ per rank by
+  // design, stay out of the fingerprint, and the backend checks them by exchanging them.
+  bool equal_chunks = false;
 
   bool is_p2p() const { return kind == OpKind::kSend || kind == OpKind::kRecv; }
 

@@ -40,14 +40,14 @@ PL_Error* abort_entry(PG* pg) {
 }  // namespace plrt::pg
 
 // A backend's function table and descriptor, kApi and kPlugin, made in the namespace where its
-// entry points live under the names below (pg_create, allreduce, ...); the rest is plrt_pg_core's.
+// entry points live under the names below (pg_create, allreduce, ..., all_to_all); the rest is plrt_pg_core's.
 #define PLRT_PROCESS_GROUP_PLUGIN(NAME, VERSION, DESCRIPTION)                                         \
   const PL_ProcessGroupApi kApi = {                                                                  \
       sizeof(PL_ProcessGroupApi), pg_create, pg_destroy, allreduce, broadcast, allgather,            \
       reduce_scatter, barrier, send, recv, ::plrt::pg::GroupCore::work_wait,                          \
       ::plrt::pg::GroupCore::work_test, ::plrt::pg::GroupCore::work_destroy,                          \
       ::plrt::pg::set_timeout_entry<PL_ProcessGroup>, ::plrt::pg::abort_entry<PL_ProcessGroup>,    \
-      nullptr /* all_to_all (ABI 1.4) */};                                                       \
+      all_to_all};                                                                               \
   const PL_Plugin kPlugin = {sizeof(PL_Plugin), PL_ABI_MAJOR,  PL_ABI_MINOR, PL_PLUGIN_PROCESS_GROUP, \
                              NAME,              VERSION,       DESCRIPTION,  nullptr,                 \
                              0,                 &kApi}

@@ -1,16 +1,35 @@
-// allreduce: gloo::allreduce (ring) with this plugin's reduce kernels (reduce.hpp).  AVG sums,
-// then divides by the world size; uint8 and int32 sum in an int64 temporary so that the mean is
-// exact (see reduce.hpp).  A device tensor is staged through host memory (staging.hpp).
+// allreduce: gloo::allreduce (ring or bcube, option allreduce) with this plugin's reduce kernels
+// (reduce.hpp).  AVG sums, then divides by the world size; uint8 and int32 sum in an int64
+// temporary so that the mean is exact (see reduce.hpp).  A device tensor is staged through host
+// memory (staging.hpp).
+//
+// PIECES.  Gloo's bcube allocates a scratch buffer as large as the whole tensor on every call
+// (new[] in gloo::allreduce's bcube).  glibc serves an allocation of 32 MiB or more (its dynamic
+// mmap threshold stops rising at 32 MiB) with a fresh mmap each time, so every call above that
+// size paid a page fault per 4 KiB of scratch the peer's data landed in, plus the munmap: at 2
+// ranks the busbw fell from 1.6 GB/s at 16 MiB to 0.84 GB/s at 32 and 64 MiB (direct Gloo bcube
+// alike), the "64 MiB cliff"; with the threshold raised (GLIBC_TUNABLES) the same calls ran at
+// 1.2-1.4 GB/s.  So a bcube allreduce runs in pieces of at most kPieceBytes, one gloo call each,
+// whose scratch malloc recycles; so does the int64 temporary of an integer AVG (ring or bcube),
+// which is as large as the piece, not the tensor.  Ring needs no pieces: its scratch is two 1 MiB
+// segments.  A piece costs one more round of gloo's latency (tens of microseconds on loopback)
+// against milliseconds of data per piece.
 #include "gloo_pg.hpp"
 #include "reduce.hpp"
 
 #include <gloo/allreduce.h>
 
+#include <algorithm>
 #include <vector>
 
 namespace plrt::gloo_pg {
 
 namespace {
+
+// Below glibc's 32 MiB ceiling with room to spare, and large enough that a piece's data takes far
+// longer than its extra round (measured at 2 ranks under load: 2 and 4 MiB pieces were slower than
+// 8 and 16 MiB ones, whose rounds cost a scheduler tick when a peer is descheduled).
+constexpr size_t kPieceBytes = size_t{16} << 20;
 
 void gloo_allreduce(const std::shared_ptr<gloo::Context>& ctx, const pg::OpContext& oc, void* data, size_t n,
                     size_t elem_size, pg::ReduceFn fn, bool bcube) {
@@ -25,22 +44,36 @@ void gloo_allreduce(const std::shared_ptr<gloo::Context>& ctx, const pg::OpConte
   });
 }
 
-// The host algorithm, in place in `t` (host memory).
+// The host algorithm, in place in `t` (host memory), piece by piece where that avoids a fresh
+// allocation per call (above).
 void reduce_host(const std::shared_ptr<gloo::Context>& ctx, const pg::OpContext& oc, const PL_Tensor& t,
                  PL_ReduceOp op, int world, bool bcube) {
   const size_t n = static_cast<size_t>(t.numel);
+  const size_t es = pl_dtype_size(t.dtype);
+  auto* base = static_cast<uint8_t*>(t.data);
   if (op == PL_REDUCE_AVG && pg::avg_widens(t.dtype)) {
-    std::vector<int64_t> wide(n);
-    pg::widen_to_i64(t.data, t.dtype, wide.data(), n);
-    gloo_allreduce(ctx, oc, wide.data(), n, sizeof(int64_t), pg::reduce_fn(PL_REDUCE_SUM, PL_I64), bcube);
-    pg::narrow_avg_from_i64(wide.data(), world, t.dtype, t.data, n);
+    const size_t piece = std::max<size_t>(1, kPieceBytes / sizeof(int64_t));
+    std::vector<int64_t> wide(std::min(n, piece));
+    for (size_t at = 0; at < n; at += piece) {
+      const size_t m = std::min(piece, n - at);
+      pg::widen_to_i64(base + at * es, t.dtype, wide.data(), m);
+      gloo_allreduce(ctx, oc, wide.data(), m, sizeof(int64_t), pg::reduce_fn(PL_REDUCE_SUM, PL_I64), bcube);
+      pg::narrow_avg_from_i64(wide.data(), world, t.dtype, base + at * es, m);
+    }
     return;
   }
-  gloo_allreduce(ctx, oc, t.data, n, pl_dtype_size(t.dtype), pg::reduce_fn(op, t.dtype), bcube);
+  const size_t piece = bcube ? std::max<size_t>(1, kPieceBytes / es) : n;
+  for (size_t at = 0; at < n; at += piece)
+    gloo_allreduce(ctx, oc, base + at * es, std::min(piece, n - at), es, pg::reduce_fn(op, t.dtype), bcube);
   if (op == PL_REDUCE_AVG) pg::divide_inplace(t.data, t.dtype, n, world);
 }
 
 }  // namespace
+
+bool use_bcube(PL_ProcessGroup::Algorithm algorithm, int world, size_t bytes) {
+  if (algorithm != PL_ProcessGroup::Algorithm::kAuto) return algorithm == PL_ProcessGroup::Algorithm::kBcube;
+  return (world & (world - 1)) == 0 && bytes < kAutoRingFromBytes;
+}
 
 PL_Error* allreduce(PL_ProcessGroup* pg, PL_Tensor* tensor, PL_ReduceOp op, PL_Work** out) noexcept {
   return entry(pg, "allreduce", [&] {
@@ -51,7 +84,7 @@ PL_Error* allreduce(PL_ProcessGroup* pg, PL_Tensor* tensor, PL_ReduceOp op, PL_W
     const PL_Tensor arg = *tensor;
     const int world = pg->world;
     const auto ctx = pg->context;
-    const bool bcube = pg->allreduce_bcube;
+    const bool bcube = use_bcube(pg->allreduce, world, bytes_of(*tensor));
     pg->core->run(std::move(d), [arg, op, world, ctx, bcube, staging = pg->staging](const pg::OpContext& oc) {
       if (world == 1) return;  // the reduction of one rank (and its mean) is its own value
       if (arg.numel == 0) return tagged_barrier(ctx, oc);

@@ -31,7 +31,8 @@ struct PL_ProcessGroup {
   std::shared_ptr<gloo::transport::Device> device;
   std::shared_ptr<gloo::Context> context;  // null for a world of one rank (no transport)
   std::unique_ptr<plrt::pg::GroupCore> core;
-  bool allreduce_bcube = false;  // option allreduce: bcube (halving-doubling) instead of ring
+  // Option allreduce: ring, bcube (halving-doubling), or auto: plrt::gloo_pg::use_bcube decides.
+  enum class Algorithm : uint8_t { kRing, kBcube, kAuto } allreduce = Algorithm::kAuto;
   std::shared_ptr<plrt::gloo_pg::Staging> staging;  // null for a group made for the cpu
 };
 
@@ -52,8 +53,16 @@ PL_Error* allgather(PL_ProcessGroup* pg, const PL_Tensor* input, PL_Tensor* outp
 PL_Error* reduce_scatter(PL_ProcessGroup* pg, const PL_Tensor* inputs, size_t num_inputs, PL_Tensor* output,
                          PL_ReduceOp op, PL_Work** out) noexcept;
 PL_Error* barrier(PL_ProcessGroup* pg, PL_Work** out) noexcept;
+PL_Error* all_to_all(PL_ProcessGroup* pg, const PL_Tensor* input, const int64_t* input_counts, PL_Tensor* output,
+                     const int64_t* output_counts, PL_Work** out) noexcept;
 PL_Error* send(PL_ProcessGroup* pg, const PL_Tensor* tensor, int32_t dst, int32_t tag, PL_Work** out) noexcept;
 PL_Error* recv(PL_ProcessGroup* pg, PL_Tensor* tensor, int32_t src, int32_t tag, PL_Work** out) noexcept;
+
+// ---- allreduce.cpp ----
+// auto: bcube for a power-of-two world below kAutoRingFromBytes, ring otherwise (measurements in
+// allreduce.cpp).  bench/allreduce_bench.cpp mirrors this rule for its direct Gloo side.
+inline constexpr size_t kAutoRingFromBytes = size_t{128} << 20;
+bool use_bcube(PL_ProcessGroup::Algorithm algorithm, int world, size_t bytes);
 
 // ---- transport.cpp ----
 // Wakes every pending operation on every pair of `context` with `reason` and closes the sockets

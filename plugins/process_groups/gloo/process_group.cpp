@@ -12,9 +12,12 @@
 //   probe_ms   after how long a running collective publishes its state to check for mismatched
 //              calls; default 1000, capped at a quarter of the timeout; 0 disables the probes
 //   allreduce  ring, bcube or auto (default): gloo's allreduce algorithm.  auto takes bcube
-//              (recursive halving-doubling) for a power-of-two world, where it needs log2(W)
-//              exchanges instead of ring's 2(W-1) steps (measured on loopback at 2 ranks and
-//              800 KB: 1.75 ms against 2.1-2.4 ms), and ring otherwise
+//              (recursive halving-doubling) for a power-of-two world below 128 MiB, where it needs
+//              log2(W) exchanges instead of ring's 2(W-1) steps (measured on loopback at 2 ranks
+//              and 800 KB: 1.75 ms against 2.1-2.4 ms; 3-7% faster at 16-64 MiB), and ring
+//              otherwise: from 128 MiB ring's pipelined 1 MiB segments, which overlap transfer and
+//              reduction, beat bcube's 16 MiB pieces by 3-5% (2 ranks, medians of seven
+//              interleaved sweeps: bench/README.md)
 #include "gloo_pg.hpp"
 #include "gloo_store.hpp"
 #include "transport.hpp"
@@ -87,8 +90,9 @@ PL_Error* pg_create(const PL_Host* host, const PL_ProcessGroupConfig* config, PL
     const std::string algo = opt("allreduce");
     if (!algo.empty() && algo != "auto" && algo != "ring" && algo != "bcube")
       fail(PL_ERR_INVALID_ARGUMENT, "gloo: option allreduce='" + algo + "' is not valid: use ring, bcube or auto");
-    const bool power_of_two = (pg->world & (pg->world - 1)) == 0;
-    pg->allreduce_bcube = algo == "bcube" || ((algo.empty() || algo == "auto") && power_of_two);
+    pg->allreduce = algo == "ring"    ? PL_ProcessGroup::Algorithm::kRing
+                    : algo == "bcube" ? PL_ProcessGroup::Algorithm::kBcube
+                                      : PL_ProcessGroup::Algorithm::kAuto;
     if (pg->world > 1) {
       const Endpoint ep = choose_endpoint(opt("iface"), opt("hostname"));
       pg->address = ep.description;

@@ -50,6 +50,8 @@ PL_Error* allgather(PL_ProcessGroup* pg, const PL_Tensor* input, PL_Tensor* outp
 PL_Error* reduce_scatter(PL_ProcessGroup* pg, const PL_Tensor* inputs, size_t num_inputs, PL_Tensor* output,
                          PL_ReduceOp op, PL_Work** out) noexcept;
 PL_Error* barrier(PL_ProcessGroup* pg, PL_Work** out) noexcept;
+PL_Error* all_to_all(PL_ProcessGroup* pg, const PL_Tensor* input, const int64_t* input_counts, PL_Tensor* output,
+                     const int64_t* output_counts, PL_Work** out) noexcept;  // all_to_all.cpp
 PL_Error* send(PL_ProcessGroup* pg, const PL_Tensor* tensor, int32_t dst, int32_t tag, PL_Work** out) noexcept;
 PL_Error* recv(PL_ProcessGroup* pg, PL_Tensor* tensor, int32_t src, int32_t tag, PL_Work** out) noexcept;
 

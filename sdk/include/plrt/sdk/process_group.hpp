@@ -49,6 +49,8 @@ class Work {
     return done != 0;
   }
   explicit operator bool() const { return w_ != nullptr; }
+  // Keeps `owned` alive as long as the operation may read it (until this Work is destroyed).
+  void keep(std::shared_ptr<void> owned) { keep_ = std::move(owned); }
 
  private:
   struct Deleter {
@@ -59,6 +61,7 @@ class Work {
   };
   const PL_Host* host_ = nullptr;
   const PL_ProcessGroupApi* api_ = nullptr;
+  std::shared_ptr<void> keep_;  // declared first of the two: destroyed after the work is waited for
   std::unique_ptr<PL_Work, Deleter> w_{nullptr, Deleter{nullptr}};
 };
 
@@ -121,6 +124,16 @@ class ProcessGroup {
   void reduce_scatter(const std::vector<PL_Tensor>& inputs, PL_Tensor& output, PL_ReduceOp op = PL_REDUCE_SUM) const {
     run([&](PL_Work** w) { return api_->reduce_scatter(get(), inputs.data(), inputs.size(), &output, op, w); });
   }
+  // As torch.distributed.all_to_all_single: chunk j of `input` goes to rank j, chunk i of `output`
+  // comes from rank i.  Empty counts: equal chunks (numel / world_size).  Needs a plugin of ABI
+  // >= 1.4 that has it (PL_ERR_UNSUPPORTED otherwise).
+  void all_to_all(const PL_Tensor& input, PL_Tensor& output, const std::vector<int64_t>& input_counts = {},
+                  const std::vector<int64_t>& output_counts = {}) const {
+    const auto fn = all_to_all_fn();
+    run([&](PL_Work** w) {
+      return fn(get(), &input, counts_or_null(input_counts), &output, counts_or_null(output_counts), w);
+    });
+  }
   void barrier() const {
     run([&](PL_Work** w) { return api_->barrier(get(), w); });
   }
@@ -144,6 +157,18 @@ class ProcessGroup {
   Work reduce_scatter_async(const std::vector<PL_Tensor>& inputs, PL_Tensor& output, PL_ReduceOp op = PL_REDUCE_SUM) const {
     return start([&](PL_Work** w) { return api_->reduce_scatter(get(), inputs.data(), inputs.size(), &output, op, w); });
   }
+  // The counts are copied into the Work (the plugin borrows them until it completes).
+  Work all_to_all_async(const PL_Tensor& input, PL_Tensor& output, const std::vector<int64_t>& input_counts = {},
+                        const std::vector<int64_t>& output_counts = {}) const {
+    const auto fn = all_to_all_fn();
+    auto counts = std::make_shared<std::vector<std::vector<int64_t>>>(
+        std::vector<std::vector<int64_t>>{input_counts, output_counts});
+    Work w = start([&](PL_Work** out) {
+      return fn(get(), &input, counts_or_null((*counts)[0]), &output, counts_or_null((*counts)[1]), out);
+    });
+    w.keep(std::move(counts));
+    return w;
+  }
   Work barrier_async() const {
     return start([&](PL_Work** w) { return api_->barrier(get(), w); });
   }
@@ -159,6 +184,16 @@ class ProcessGroup {
   void abort() const { check(host_, api_->abort(get())); }
 
  private:
+  using AllToAllFn = decltype(PL_ProcessGroupApi::all_to_all);
+  AllToAllFn all_to_all_fn() const {
+    if (plugin_.plugin->abi_minor < 4 || !PL_HAS_FIELD(PL_ProcessGroupApi, api_, all_to_all) ||
+        api_->all_to_all == nullptr)
+      throw Error(PL_ERR_UNSUPPORTED, "process group '" + plugin_.requested_name +
+                                          "' has no all_to_all (it needs a plugin of ABI 1.4 or later that offers it)");
+    return api_->all_to_all;
+  }
+  static const int64_t* counts_or_null(const std::vector<int64_t>& c) { return c.empty() ? nullptr : c.data(); }
+
   // A plugin built for ABI >= 1.1 takes out == NULL as "block until done" (no worker hand-off);
   // an older one gets a work handle that is waited on at once.
   template <class Call>
