@@ -1,5 +1,5 @@
 // plrun as a user runs it: --help, --list-plugins [--json], --dry-run, and exit code 2 with the
-// error on stderr for every invalid input (launching jobs: tests/launcher).
+// error on stderr for every invalid input (launching jobs: test_launch_*.cpp beside this file).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
