@@ -36,12 +36,15 @@ std::string format_number(double v) {
 
 // `origin` names where the text came from: "PL_USABLE_MAX_UTILIZATION='x'", "max_utilization='x'".
 double parse_utilization(const std::string& v, const std::string& origin) {
-  const std::string valid = "; valid: a percentage from 0 to 100 (default " + format_number(kDefaultMaxUtilization) + ")";
+  const std::string valid =
+      "; valid: a percentage from 0 to 100 (default " + format_number(kDefaultMaxUtilization) + ")";
   char* end = nullptr;
   errno = 0;
   const double d = std::strtod(v.c_str(), &end);
-  if (v.empty() || end == v.c_str() || *end != '\0' || errno == ERANGE) fail(PL_ERR_INVALID_ARGUMENT, origin + " is not a number" + valid);
-  if (!(d >= 0 && d <= 100)) fail(PL_ERR_INVALID_ARGUMENT, origin + " is " + format_number(d) + valid);  // NaN fails too
+  if (v.empty() || end == v.c_str() || *end != '\0' || errno == ERANGE)
+    fail(PL_ERR_INVALID_ARGUMENT, origin + " is not a number" + valid);
+  if (!(d >= 0 && d <= 100))  // NaN fails too
+    fail(PL_ERR_INVALID_ARGUMENT, origin + " is " + format_number(d) + valid);
   return d;
 }
 
@@ -125,10 +128,10 @@ UsableSettings usable_settings(const PL_OptionList* options, const EnvLookup& en
     if (v == nullptr || trim(v).empty()) return std::nullopt;
     return std::string(trim(v));
   };
-  if (!util_set)
-    if (auto v = from_env(kUtilEnv)) s.thresholds.max_utilization_percent = parse_utilization(*v, std::string(kUtilEnv) + "='" + *v + "'");
-  if (!mem_set)
-    if (auto v = from_env(kMemEnv)) s.thresholds.max_foreign_memory_bytes = parse_memory_mib(*v, std::string(kMemEnv) + "='" + *v + "'");
+  if (auto v = util_set ? std::nullopt : from_env(kUtilEnv))
+    s.thresholds.max_utilization_percent = parse_utilization(*v, std::string(kUtilEnv) + "='" + *v + "'");
+  if (auto v = mem_set ? std::nullopt : from_env(kMemEnv))
+    s.thresholds.max_foreign_memory_bytes = parse_memory_mib(*v, std::string(kMemEnv) + "='" + *v + "'");
   return s;
 }
 
