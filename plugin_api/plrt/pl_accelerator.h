@@ -210,10 +210,12 @@ typedef struct PL_AcceleratorApi {
    * context that cannot be made, memory or utilization of other processes over a threshold) and
    * may probe in a child process; it never leaves a context behind in the caller.  `options`
    * (borrowed for the call, may be NULL) carries the thresholds by name ("max_utilization" in
-   * percent, "max_foreign_memory_mb"); an unknown name or bad value is PL_ERR_INVALID_ARGUMENT
-   * naming it.  Writes min(capacity, count) entries (each out[i].struct_size set by the caller,
-   * rule 4) and sets *out_count to the count, so a caller may ask with capacity 0 first.  NULL
-   * entry: every device availability() counts is usable. */
+   * percent, "max_foreign_memory_mb"; a plugin that probes in a child also "probe_timeout_ms"); an
+   * unknown name or bad value is PL_ERR_INVALID_ARGUMENT naming it.  Writes min(capacity, count)
+   * entries (each out[i].struct_size set by the caller, rule 4) and sets *out_count to the count,
+   * so a caller may ask with capacity 0 first.  With no device visible a plugin may fail instead,
+   * saying why (no driver, no device): a count of 0 cannot carry the reason.  NULL entry: every
+   * device availability() counts is usable. */
   PL_Error* (*device_status)(PL_Accelerator* acc, const PL_OptionList* options, PL_DeviceStatus* out,
                              size_t capacity, size_t* out_count);
 } PL_AcceleratorApi;

@@ -174,8 +174,8 @@ Form parse_string(std::string_view raw, const Ctx& c) {
   bool b = false;
   if (is_bool_word(s, &b)) c.bad(" is a bool");
   if (s == "usable" || s.substr(0, 7) == "usable:")  // needs the devices themselves: find_usable.cpp
-    c.bad(" picks free CUDA devices, which only resolving a job (pl_runtime_resolve_job, plrun, pl::Trainer) or "
-          "pl_find_usable_devices can do, not parsing alone");
+    c.bad(" picks the devices that are free now, which only resolving a job (pl_runtime_resolve_job, plrun, "
+          "pl::Trainer) or pl_find_usable_devices can do, not parsing alone");
   if (s.find(',') == std::string_view::npos) {
     if (s.empty()) c.bad(" is not a valid input using the " + c.accel + " accelerator (it selects no device)");
     if (looks_like_float(s)) c.bad(" is a float");

@@ -70,12 +70,13 @@ PL_EXPORT PL_Error* pl_runtime_resolve_job(PL_Runtime* rt, const PL_JobRequest* 
 
     // ---- accelerator ----
     std::string accel_name = req->accelerator && *req->accelerator ? req->accelerator : "auto";
-    // devices="usable[:N]" looks for free CUDA devices, so "auto" means cuda (find_usable.cpp).
+    // devices="usable[:N]" asks the accelerator which devices are free now (find_usable.cpp); with
+    // "auto" it asks the default one, as Lightning's find_usable_cuda_devices does.
     const std::optional<int32_t> usable = usable_request(req->devices);
     std::string accel_context = "accelerator";
     if (usable && accel_name == "auto") {
-      accel_name = "cuda";
-      accel_context = "devices=" + describe(req->devices) + " needs the cuda accelerator";
+      accel_name = PL_USABLE_DEFAULT_ACCELERATOR;
+      accel_context = "devices=" + describe(req->devices) + " needs the " + accel_name + " accelerator";
     }
     PL_ResolvedPlugin acc{};
     PL_DeviceAvailability avail{};
@@ -103,9 +104,8 @@ PL_EXPORT PL_Error* pl_runtime_resolve_job(PL_Runtime* rt, const PL_JobRequest* 
     job->accelerator_s = acc.plugin->name;
 
     // ---- devices ----
-    if (usable) {  // found free now, without a CUDA context in this process (device_probe.hpp)
-      job->device_ids = resolve_usable_devices(rt, req->devices, *usable, job->accelerator_s, acc_api->device_type,
-                                               req->assume_device_count);
+    if (usable) {  // the accelerator's device_status judges, without a device touched in this process
+      job->device_ids = resolve_usable_devices(rt, req->devices, *usable, accel_name, req->assume_device_count);
     } else {
       int32_t available = 0;
       std::string reason;

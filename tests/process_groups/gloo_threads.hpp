@@ -8,7 +8,7 @@
 #include <plrt/sdk/runtime.hpp>
 #include <plrt/sdk/store.hpp>
 
-#include "half.hpp"  // plugins/accelerators/cpu: bit-exact f16/bf16 conversions
+#include "half.hpp"  // plugins/common: bit-exact f16/bf16 conversions
 
 #include <gtest/gtest.h>
 

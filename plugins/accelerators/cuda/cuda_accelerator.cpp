@@ -1,6 +1,7 @@
 // The "cuda" accelerator plugin (alias "gpu"): device enumeration honouring CUDA_VISIBLE_DEVICES,
-// device memory, pinned host memory, copies, streams and events through the CUDA runtime, and
-// every kernel of the ABI (entries.hpp), which mirror the cpu reference kernels on the GPU.
+// device memory, pinned host memory, copies, streams and events through the CUDA runtime, every
+// kernel of the ABI (entries.hpp), which mirror the cpu reference kernels on the GPU, and which
+// devices are usable now (device_status.hpp: NVML and a context probe in a forked child).
 //
 // Without a driver or a GPU, cudaGetDeviceCount returns an error and leaves its output untouched:
 // availability() checks the return code and reports zero devices with the reason, so nothing else
@@ -13,6 +14,7 @@
 // event_synchronize, or a copy on the default stream (kernel_checks.hpp).
 #include "arg_checks.hpp"
 #include "device_scope.hpp"
+#include "device_status.hpp"
 #include "entries.hpp"
 #include "instance.hpp"
 
@@ -285,8 +287,9 @@ PL_AcceleratorApi make_api() {
   api.cross_entropy = cuda_cross_entropy;
   api.argmax_rows = cuda_argmax_rows;
   api.unscale_check = cuda_unscale_check;
-  api.pack = cuda_pack;
+  api.pack = cuda_pack;  // ABI 1.4
   api.unpack = cuda_unpack;
+  api.device_status = cuda_device_status;
   return api;
 }
 
@@ -298,7 +301,8 @@ const PL_Alias kAliases[] = {
 const PL_Plugin kPlugin = {
     sizeof(PL_Plugin), PL_ABI_MAJOR, PL_ABI_MINOR, PL_PLUGIN_ACCELERATOR, "cuda", "0.2.0",
     "NVIDIA GPUs through the CUDA runtime (honours CUDA_VISIBLE_DEVICES): every kernel of the cpu reference on the "
-    "GPU (fused SGD/Adam, uint8 quantisation, f16/bf16 layers, gemm on cuBLAS, unscale_check, bucket pack/unpack)",
+    "GPU (fused SGD/Adam, uint8 quantisation, f16/bf16 layers, gemm on cuBLAS, unscale_check, bucket pack/unpack); "
+    "device_status: which GPUs are free (NVML and a context probe in a child process)",
     kAliases, 1, &kApi};
 
 }  // namespace

@@ -1,6 +1,6 @@
 #include "reduce.hpp"
 
-#include "half.hpp"  // plugins/accelerators/cpu: bit-exact f16/bf16 <-> f32/f64, round to nearest even
+#include "half.hpp"  // plugins/common: bit-exact f16/bf16 <-> f32/f64, round to nearest even
 
 #include <type_traits>
 

@@ -173,17 +173,21 @@ PL_RUNTIME_API int32_t pl_store_port(const PL_Store* store);
 PL_RUNTIME_API void pl_store_destroy(PL_Store* store);
 
 /* ---- usable devices: Lightning's find_usable_cuda_devices, and more ----
- * A device is occupied when its compute mode is prohibited, when it is in exclusive mode and held
- * by another process, when this process cannot make a context on it, or (through NVML, when the
- * driver has it) when other processes use more memory on it, or keep it busier, than the
- * thresholds.  The check never initialises CUDA in the calling process (so that it may fork its
- * workers afterwards): a short-lived child process makes the contexts and exits.
- * PL_CUDA_DEVICE_TABLE=<file.json> replaces the probe with a simulated machine (format:
- * runtime/src/device_table.hpp).
+ * The accelerator judges its own devices (PL_AcceleratorApi.device_status, ABI 1.4); the runtime
+ * applies Lightning's num_devices rules to what it reports.  An accelerator without device_status
+ * has every device that availability() counts usable.  The cuda accelerator calls a device
+ * occupied when its compute mode is prohibited, when it is in exclusive mode and held by another
+ * process, when a context cannot be made on it, or (through NVML, when the driver has it) when
+ * other processes use more memory on it, or keep it busier, than the thresholds below; it never
+ * initialises CUDA in the calling process (so that it may fork its workers afterwards): a
+ * short-lived child process makes the contexts and exits.  PL_CUDA_DEVICE_TABLE=<file.json>
+ * replaces its probe with a simulated machine (format: plugins/accelerators/cuda/device_table.hpp).
  * The devices forms "usable:N" and "usable" (= "usable:-1"), as PL_DEVICES_STRING or
- * PL_DEVICES_TEXT, are resolved by pl_runtime_resolve_job through this check (on the cuda
- * accelerator; "auto" becomes cuda; not with assume_device_count >= 0); pl_parse_devices, which
- * sees no device, rejects them. */
+ * PL_DEVICES_TEXT, are resolved by pl_runtime_resolve_job through this check (on the job's
+ * accelerator; "auto" becomes PL_USABLE_DEFAULT_ACCELERATOR; not with assume_device_count >= 0);
+ * pl_parse_devices, which sees no device, rejects them. */
+#define PL_USABLE_DEFAULT_ACCELERATOR "cuda" /* what accelerator NULL (or "auto") means here */
+
 typedef struct PL_UsableDeviceOptions {
   size_t struct_size;
   int32_t has_max_utilization;    /* nonzero: max_utilization_percent applies; else
@@ -196,14 +200,17 @@ typedef struct PL_UsableDeviceOptions {
                                      reported occupied */
 } PL_UsableDeviceOptions; /* all zero (but struct_size) = the defaults */
 
-/* Finds `num_devices` usable devices of `accelerator` ("cuda" or its alias "gpu"; NULL = "cuda"):
- * 0 -> none; -1 -> every usable one (possibly none); more than are visible, or fewer usable than
- * asked -> PL_ERR_INVALID_ARGUMENT naming each occupied device (index, name, why).  `options` is
- * borrowed for the call; NULL = the defaults.  The ids (CUDA's visible indices, ascending) go to
- * out_ids, a buffer of `capacity` owned by the caller (NULL with capacity 0: count only), and their
- * number to *out_count.  A capacity smaller than the count is PL_ERR_INVALID_ARGUMENT with
- * *out_count set; num_devices (when > 0), or the number of visible devices, always suffices.
- * Each call probes the devices anew. */
+/* Finds `num_devices` usable devices of `accelerator` (a plugin name or alias, e.g. "cuda" or
+ * "gpu"; NULL = PL_USABLE_DEFAULT_ACCELERATOR): 0 -> none (nothing is asked); -1 -> every usable
+ * one (possibly none); more than are visible, or fewer usable than asked -> PL_ERR_INVALID_ARGUMENT
+ * naming each occupied device (index, name, why).  `options` is borrowed for the call; NULL = the
+ * defaults; the fields set are passed to device_status as the options "max_utilization",
+ * "max_foreign_memory_mb" and "probe_timeout_ms" (an accelerator without device_status ignores
+ * them), after their ranges are checked here.  The ids (the accelerator's device indices,
+ * ascending) go to out_ids, a buffer of `capacity` owned by the caller (NULL with capacity 0: count
+ * only), and their number to *out_count.  A capacity smaller than the count is
+ * PL_ERR_INVALID_ARGUMENT with *out_count set; num_devices (when > 0), or the number of visible
+ * devices, always suffices.  Each call asks the accelerator anew. */
 PL_RUNTIME_API PL_Error* pl_find_usable_devices(PL_Runtime* runtime, const char* accelerator,
                                                 int32_t num_devices,
                                                 const PL_UsableDeviceOptions* options,

@@ -9,7 +9,7 @@
 //
 // 0 -> {}; -1 -> every usable device; more than are visible, or too few usable -> pl::Error
 // naming each occupied device (index, name, why).  PL_CUDA_DEVICE_TABLE=<file.json> simulates a
-// machine (format: runtime/src/device_table.hpp).
+// machine (format: plugins/accelerators/cuda/device_table.hpp).
 #pragma once
 
 #include <plrt/sdk/runtime.hpp>

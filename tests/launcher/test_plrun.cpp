@@ -1,5 +1,5 @@
 // plrun as a user runs it: --help, --list-plugins [--json], --dry-run, and exit code 2 with the
-// error on stderr for every invalid input (launching jobs: tests/launcher).
+// error on stderr for every invalid input (launching jobs: test_launch_*.cpp beside this file).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -219,7 +219,8 @@ TEST_F(PlrunUsable, TooFewFreeNamesTheBusyOnes) {
   EXPECT_TRUE(r.out.empty());
   EXPECT_THAT(r.err, HasSubstr("devices='usable:3': you requested 3 usable devices but only 2 of the 4 visible CUDA "
                                "devices are usable ([0, 3])"));
-  EXPECT_THAT(r.err, HasSubstr("1 'GPU B' (busy: 4.0 GiB used by other processes (pid 4242: 4.0 GiB))"));
+  EXPECT_THAT(r.err, HasSubstr("1 'GPU B' (busy: 4.0 GiB used by other processes (pid 4242: 4.0 GiB), more than "
+                               "1024 MiB (PL_USABLE_MAX_FOREIGN_MEMORY_MB))"));
   EXPECT_THAT(r.err, HasSubstr("2 'GPU C' (exclusive mode, held by another process)"));
   auto five = run("--dry-run --accelerator cuda --devices usable:5");
   EXPECT_EQ(five.code, 2);
@@ -233,7 +234,9 @@ TEST_F(PlrunUsable, InvalidUsesAreNamed) {
     EXPECT_THAT(r.err, HasSubstr(message)) << args;
   };
   check("--dry-run --accelerator cuda --devices usable:2 --assume-device-count 4", "usable needs the real devices");
-  check("--dry-run --accelerator cpu --devices usable:2", "finds free CUDA devices, but the accelerator is 'cpu'");
+  // cpu judges no device (no device_status): its one device, the host, is usable.
+  check("--dry-run --accelerator cpu --devices usable:2",
+        "devices='usable:2': you requested 2 devices but this machine has only 1 visible CPU device");
   check("--dry-run --accelerator cuda --devices usable:0", "devices='usable:0' selects no device");
   check("--dry-run --accelerator cuda --devices usable:x", "'x' is not an integer");
   auto bad_env = plrun("--dry-run --accelerator cuda --devices usable:1",

@@ -2,7 +2,7 @@
 // field and what would be valid, and writing.
 #include "device_table.hpp"
 
-#include "error.hpp"
+#include "plugin_support.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -13,7 +13,10 @@
 #include <set>
 #include <sstream>
 
-namespace plrt::rt {
+namespace plrt::cuda {
+
+using plrt::plugin::fail;
+
 namespace {
 
 using nlohmann::json;
@@ -192,4 +195,4 @@ DeviceTable read_table_file(const std::string& path) {
   return table_from_json(ss.str(), origin);
 }
 
-}  // namespace plrt::rt
+}  // namespace plrt::cuda

@@ -5,7 +5,7 @@
 #include <cctype>
 #include <string_view>
 
-namespace plrt::rt {
+namespace plrt::cuda {
 namespace {
 
 std::string_view trim(std::string_view s) {
@@ -78,4 +78,4 @@ std::vector<std::optional<size_t>> map_visible_to_nvml(const char* cvd, const st
   return order;
 }
 
-}  // namespace plrt::rt
+}  // namespace plrt::cuda

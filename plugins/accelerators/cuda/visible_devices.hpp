@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-namespace plrt::rt {
+namespace plrt::cuda {
 
 // For each CUDA visible index in [0, cuda_count): the NVML index behind it, or nullopt when it
 // cannot be known (a note says why).  `cuda_visible_devices` is the variable's value, NULL when
@@ -28,4 +28,4 @@ std::vector<std::optional<size_t>> map_visible_to_nvml(const char* cuda_visible_
                                                        const std::vector<std::string>& nvml_uuids,
                                                        size_t cuda_count, std::vector<std::string>* notes);
 
-}  // namespace plrt::rt
+}  // namespace plrt::cuda

@@ -1,4 +1,4 @@
-// NVML through libnvidia-ml.so.1 loaded at run time (the dll shim), so that plrt has no build
+// NVML through libnvidia-ml.so.1 loaded at run time (dlopen), so that plrt has no build
 // dependency on nvml.h or the driver.  The few types and prototypes below are declared by hand
 // from NVML's documented, versioned C ABI (the _v2/_v3 symbol suffixes exist precisely so that
 // these layouts never change): nvmlReturn_t and the compute-mode enum are ints, nvmlDevice_t an
@@ -6,12 +6,12 @@
 // _v2/_v3 process queries and {pid, usedGpuMemory} for the unsuffixed (v1) ones.
 #include "nvml.hpp"
 
-#include "dll_shim.hpp"
+#include <dlfcn.h>
 
 #include <algorithm>
 #include <functional>
 
-namespace plrt::rt {
+namespace plrt::cuda {
 namespace {
 
 using nvmlReturn_t = int;
@@ -47,14 +47,13 @@ ComputeMode to_mode(int m) {
   }
 }
 
+// The library's symbols; the handle is closed when the snapshot is done.
 class Nvml {
  public:
-  explicit Nvml(dll::shared_library& lib) : lib_(lib) {
-    error_string_ = &lib.get<const char*(nvmlReturn_t)>("nvmlErrorString");
-  }
+  explicit Nvml(void* lib) : lib_(lib) { error_string_ = fn<const char*(nvmlReturn_t)>("nvmlErrorString"); }
   template <class Sig>
   Sig* fn(const char* name) const {  // nullptr when this driver lacks it
-    return lib_.has(name) ? &lib_.get<Sig>(name) : nullptr;
+    return reinterpret_cast<Sig*>(dlsym(lib_, name));
   }
   std::string error(const char* what, nvmlReturn_t rc) const {
     const char* s = error_string_ ? error_string_(rc) : nullptr;
@@ -62,7 +61,7 @@ class Nvml {
   }
 
  private:
-  dll::shared_library& lib_;
+  void* lib_;
   const char* (*error_string_)(nvmlReturn_t) = nullptr;
 };
 
@@ -117,14 +116,16 @@ void processes(const Nvml& nv, nvmlDevice_t dev, const char* kind, NvmlDeviceSta
 
 NvmlSnapshot nvml_snapshot(const std::vector<int64_t>& exclude) {
   NvmlSnapshot snap;
-  dll::shared_library lib;
-  try {
-    lib.load("libnvidia-ml.so.1", dll::load_mode::search_system_folders | dll::load_mode::rtld_lazy |
-                                      dll::load_mode::rtld_local);
-  } catch (const std::exception& e) {
-    snap.error = std::string("libnvidia-ml.so.1 cannot be loaded (") + e.what() + ")";
+  void* lib = dlopen("libnvidia-ml.so.1", RTLD_LAZY | RTLD_LOCAL);
+  if (lib == nullptr) {
+    const char* why = dlerror();
+    snap.error = std::string("libnvidia-ml.so.1 cannot be loaded (") + (why ? why : "dlopen failed") + ")";
     return snap;
   }
+  struct Closer {
+    void* lib;
+    ~Closer() { dlclose(lib); }
+  } closer{lib};
   try {
     Nvml nv(lib);
     auto* init = nv.fn<nvmlReturn_t()>("nvmlInit_v2");
@@ -188,4 +189,4 @@ NvmlSnapshot nvml_snapshot(const std::vector<int64_t>& exclude) {
   return snap;
 }
 
-}  // namespace plrt::rt
+}  // namespace plrt::cuda

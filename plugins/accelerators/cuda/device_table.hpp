@@ -1,6 +1,7 @@
-// What plrt knows about each visible CUDA device when it looks for usable ones, and the table's
-// JSON form.  The same JSON is the format of PL_CUDA_DEVICE_TABLE (a simulated machine, for tests
-// and CI without a GPU) and what the probe child sends back (device_probe.cpp):
+// What the cuda accelerator knows about each visible CUDA device when it looks for usable ones
+// (device_status, usable_rules.hpp), and the table's JSON form.  The same JSON is the format of
+// PL_CUDA_DEVICE_TABLE (a simulated machine, for tests and CI without a GPU) and what the probe
+// child sends back (device_probe.cpp):
 //
 //   {
 //     "devices": [                      required; CUDA's visible devices, in CUDA's order
@@ -32,7 +33,7 @@
 #include <string>
 #include <vector>
 
-namespace plrt::rt {
+namespace plrt::cuda {
 
 enum class ComputeMode { kUnknown, kDefault, kExclusiveProcess, kExclusiveThread, kProhibited };
 
@@ -60,7 +61,7 @@ struct DeviceTable {
 
 const char* compute_mode_name(ComputeMode mode);
 
-// Parses a table; `origin` starts every error message.  Throws plrt::rt::Error
+// Parses a table; `origin` starts every error message.  Throws plrt::plugin::Failure
 // (PL_ERR_INVALID_ARGUMENT).
 DeviceTable table_from_json(const std::string& text, const std::string& origin);
 std::string table_to_json(const DeviceTable& table);
@@ -74,4 +75,4 @@ std::string device_to_json(const DeviceRecord& device);
 // Reads PL_CUDA_DEVICE_TABLE's file; errors start with "PL_CUDA_DEVICE_TABLE=<path>".
 DeviceTable read_table_file(const std::string& path);
 
-}  // namespace plrt::rt
+}  // namespace plrt::cuda

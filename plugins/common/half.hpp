@@ -1,6 +1,8 @@
 // IEEE 754 binary16 (f16) and bfloat16 (bf16) <-> binary32/binary64 conversions, bit-exact and
 // portable (integer bit manipulation; no compiler half type, no FP environment assumptions beyond
-// the default).  Shared by the CPU kernels and their tests.
+// the default).  Shared by the cpu accelerator's kernels, the process groups' host reductions
+// (plrt_pg_core) and their tests: it lives in plugins/common so that neither reaches into the
+// other's folder.
 //
 // Every narrowing conversion rounds to nearest, ties to even, in ONE step from the source value:
 //  - finite values too large for the target become +-inf (IEEE overflow under round-to-nearest:

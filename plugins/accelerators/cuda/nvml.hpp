@@ -3,7 +3,7 @@
 // at run time; without it (no driver, a container without the library) the snapshot says why and
 // the usable-device check falls back to the context check alone.
 //
-// Called only in the probe child (device_probe.cpp), never in the caller's process: NVML needs no
+// Called only in the probe child (probe_child.cpp), never in the caller's process: NVML needs no
 // CUDA context, but keeping the caller free of the driver entirely costs nothing.
 #pragma once
 
@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-namespace plrt::rt {
+namespace plrt::cuda {
 
 struct NvmlDeviceState {
   std::string name, uuid;
@@ -33,4 +33,4 @@ struct NvmlSnapshot {
 // `exclude` are pids that do not count as "other processes" (the caller and the probe itself).
 NvmlSnapshot nvml_snapshot(const std::vector<int64_t>& exclude);
 
-}  // namespace plrt::rt
+}  // namespace plrt::cuda
