@@ -256,9 +256,9 @@ struct Worker {
     };
     for (const auto& g : groups)
       if (index("gloo " + g.first) < sides.size())
-        ratios.push_back({g.first + " plrt/gloo", index("plrt " + g.first), {index("gloo " + g.first)}, {}});
+        ratios.push_back({g.first + " plrt/gloo", index("plrt " + g.first), {index("gloo " + g.first)}, {}, {}});
     if (a.algorithm == "all")
-      ratios.push_back({"auto/best", index("plrt auto"), {index("plrt ring"), index("plrt bcube")}, {}});
+      ratios.push_back({"auto/best", index("plrt auto"), {index("plrt ring"), index("plrt bcube")}, {}, {}});
 
     if (rank == 0) {
       std::printf("# allreduce_bench: %d ranks on 127.0.0.1, %s sum, plrt backend '%s' vs gloo::allreduce, "
