@@ -5,7 +5,7 @@
 #include <cerrno>
 #include <iostream>
 
-namespace plrun {
+namespace plrt::launcher {
 
 namespace {
 
@@ -66,4 +66,4 @@ int exit_barrier_report(const pl::Runtime& runtime, const Rendezvous& rdv, Signa
   return 0;
 }
 
-}  // namespace plrun
+}  // namespace plrt::launcher

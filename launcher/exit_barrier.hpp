@@ -10,7 +10,7 @@
 
 #include <chrono>
 
-namespace plrun {
+namespace plrt::launcher {
 
 constexpr const char* kExitBarrierKey = "plrun/nodes_done";
 
@@ -25,4 +25,4 @@ int exit_barrier_serve(const pl::Store& store, int num_nodes, SignalChannel& sig
 int exit_barrier_report(const pl::Runtime& runtime, const Rendezvous& rdv, SignalChannel& signals,
                         std::chrono::milliseconds timeout);
 
-}  // namespace plrun
+}  // namespace plrt::launcher

@@ -10,7 +10,7 @@
 #include <cstring>
 #include <set>
 
-namespace plrun {
+namespace plrt::launcher {
 
 namespace {
 
@@ -191,4 +191,4 @@ std::string random_token() {
   return s;
 }
 
-}  // namespace plrun
+}  // namespace plrt::launcher

@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-namespace plrun {
+namespace plrt::launcher {
 
 using EnvList = std::vector<std::pair<std::string, std::string>>;
 
@@ -78,4 +78,4 @@ std::vector<std::string> worker_environment(char* const* parent, const EnvList& 
 // 128 random bits as 32 hex characters (getrandom).  Throws pl::Error if the system has none.
 std::string random_token();
 
-}  // namespace plrun
+}  // namespace plrt::launcher

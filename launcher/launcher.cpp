@@ -11,7 +11,7 @@
 
 extern char** environ;
 
-namespace plrun {
+namespace plrt::launcher {
 
 namespace {
 
@@ -80,4 +80,4 @@ int launch(const LaunchRequest& req) {
   return exit_barrier_report(rt, rdv, signals, std::min(barrier, std::chrono::milliseconds(5000)));
 }
 
-}  // namespace plrun
+}  // namespace plrt::launcher

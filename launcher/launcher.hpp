@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-namespace plrun {
+namespace plrt::launcher {
 
 struct LaunchRequest {
   pl::JobRequest job;                    // resolved as --dry-run resolves it
@@ -22,4 +22,4 @@ struct LaunchRequest {
 // flags, unknown program, a store that cannot be served) before any worker starts.
 int launch(const LaunchRequest& request);
 
-}  // namespace plrun
+}  // namespace plrt::launcher

@@ -2,7 +2,7 @@
 
 #include <cctype>
 
-namespace plrun {
+namespace plrt::launcher {
 
 namespace {
 
@@ -70,4 +70,4 @@ void LinePrefixer::finish(std::string& out) {
   partial_.clear();
 }
 
-}  // namespace plrun
+}  // namespace plrt::launcher

@@ -6,7 +6,7 @@
 #include <string>
 #include <string_view>
 
-namespace plrun {
+namespace plrt::launcher {
 
 class LinePrefixer {
  public:
@@ -36,4 +36,4 @@ class LinePrefixer {
   std::string partial_;
 };
 
-}  // namespace plrun
+}  // namespace plrt::launcher

@@ -135,7 +135,7 @@ int main(int argc, char** argv) {
   std::string devices = "auto";
   std::vector<std::string> plugin_dirs;
   std::vector<std::string> command;
-  plrun::LaunchOptions launch;
+  plrt::launcher::LaunchOptions launch;
   int master_port = -1;
   app.add_flag("--list-plugins", list, "List the plugins found (kind, name, version, description, file)");
   app.add_flag("--json", as_json, "With --list-plugins: print JSON");
@@ -200,7 +200,7 @@ int main(int argc, char** argv) {
       return kExitInvalid;
     }
     // Launching: the launcher makes its own runtime, after it has set up its signal handling.
-    plrun::LaunchRequest lr;
+    plrt::launcher::LaunchRequest lr;
     lr.job = req;
     lr.command = command;
     lr.plugin_dirs = plugin_dirs;
@@ -213,7 +213,7 @@ int main(int argc, char** argv) {
       if (app.count(flag)) launch.trainer_flags.emplace_back(name, app.get_option(flag)->as<std::string>());
     launch.plugin_path = worker_plugin_path(plugin_dirs);
     lr.options = launch;
-    return plrun::launch(lr);
+    return plrt::launcher::launch(lr);
   } catch (const pl::Error& e) {
     std::cerr << "plrun: error: " << e.what() << "\n";
     return e.code() == PL_ERR_INVALID_ARGUMENT || e.code() == PL_ERR_NOT_FOUND ? kExitInvalid : 1;

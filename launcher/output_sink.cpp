@@ -8,7 +8,7 @@
 #include <cerrno>
 #include <chrono>
 
-namespace plrun {
+namespace plrt::launcher {
 
 namespace {
 constexpr int kChunksPerCall = 64;  // then back to the poll loop, so that nothing else waits long
@@ -61,4 +61,4 @@ void OutputSink::flush(int timeout_ms) {
   }
 }
 
-}  // namespace plrun
+}  // namespace plrt::launcher

@@ -6,7 +6,7 @@
 #include <string>
 #include <string_view>
 
-namespace plrun {
+namespace plrt::launcher {
 
 class OutputSink {
  public:
@@ -34,4 +34,4 @@ class OutputSink {
   bool broken_ = false;
 };
 
-}  // namespace plrun
+}  // namespace plrt::launcher

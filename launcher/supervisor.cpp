@@ -17,7 +17,7 @@
 #include <optional>
 #include <string>
 
-namespace plrun {
+namespace plrt::launcher {
 
 using Clock = std::chrono::steady_clock;
 
@@ -320,4 +320,4 @@ int supervise(std::vector<Launch> launches, SignalChannel& signals, const Superv
   return s.run();
 }
 
-}  // namespace plrun
+}  // namespace plrt::launcher

@@ -9,7 +9,7 @@
 #include <chrono>
 #include <vector>
 
-namespace plrun {
+namespace plrt::launcher {
 
 // The signals plrun handles: SIGINT, SIGTERM and SIGHUP (forwarded to the workers) and SIGCHLD
 // (a worker ended), blocked in every thread and read from a signalfd in the poll loop.  Make it
@@ -48,4 +48,4 @@ struct SupervisorOptions {
 // that could not be executed); 128 + signal when plrun got SIGINT, SIGTERM or SIGHUP first.
 int supervise(std::vector<Launch> launches, SignalChannel& signals, const SupervisorOptions& options);
 
-}  // namespace plrun
+}  // namespace plrt::launcher

@@ -19,7 +19,7 @@
 #include <sstream>
 #include <thread>
 
-namespace plrun {
+namespace plrt::launcher {
 
 namespace {
 
@@ -195,4 +195,4 @@ StartedWorker start_worker(const ExecImage& image) {
   return w;
 }
 
-}  // namespace plrun
+}  // namespace plrt::launcher

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-namespace plrun {
+namespace plrt::launcher {
 
 // Finds `program` as execvp would, before anything starts, so that a typo is a clear error rather
 // than N failed workers: a name with a '/' is taken as it is, any other is looked up in `path`
@@ -36,4 +36,4 @@ struct StartedWorker {
 // forwards and an empty signal mask.  Throws pl::Error when the system refuses (pipe, fork).
 StartedWorker start_worker(const ExecImage& image);
 
-}  // namespace plrun
+}  // namespace plrt::launcher

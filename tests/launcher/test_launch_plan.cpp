@@ -11,7 +11,7 @@
 
 #include <unistd.h>
 
-using namespace plrun;
+using namespace plrt::launcher;
 using ::testing::HasSubstr;
 using ::testing::MatchesRegex;
 

@@ -7,7 +7,7 @@
 
 #include <map>
 
-using namespace plrun;
+using namespace plrt::launcher;
 
 namespace {
 
