@@ -206,13 +206,30 @@ void Trainer::Impl::attach(LightningModule& m) {
   m.to(acc, device);
   param_index.clear();
   c_params = detail::parameter_views(m, param_names);
+  param_ptrs.assign(c_params.size(), nullptr);
+  borrowed.clear();
   size_t k = 0;
-  for (auto& [name, p] : m.named_parameters()) param_index[p] = k++;
+  for (auto& [name, p] : m.named_parameters()) {
+    param_ptrs[k] = p;
+    param_index[p] = k++;
+    borrowed.push_back(p->value);
+    if (p->grad.defined()) borrowed.push_back(p->grad);
+  }
+  for (auto& [name, b] : m.named_buffers()) borrowed.push_back(*b);
   for (size_t i = 0; i < c_params.size(); ++i) c_params[i].name = param_names[i].c_str();
   strategy.setup(c_params);
-  m.set_grad_ready_hook([this](Parameter& p) {
-    auto it = param_index.find(&p);
-    if (it != param_index.end()) strategy.on_grad_ready(it->second);
+  // The hook holds a weak reference to this trainer: should the module be left hooked to a
+  // trainer that is gone (the destructor unhooks it; see detach_module), it gets a clear error.
+  std::weak_ptr<Impl*> token = alive;
+  m.set_grad_ready_hook([token](Parameter& p) {
+    auto live = token.lock();
+    if (!live)
+      throw Error(PL_ERR_INVALID_ARGUMENT, "this module's backward reported a gradient to a trainer that was destroyed; "
+                                           "attach the module to a live trainer (fit/validate/test) or unhook it with "
+                                           "set_grad_ready_hook(nullptr)");
+    Impl& t = **live;
+    auto it = t.param_index.find(&p);
+    if (it != t.param_index.end()) t.strategy.on_grad_ready(it->second);
   });
   attach_replicas(m);
 }
@@ -234,8 +251,8 @@ Batch Trainer::Impl::to_device(const Batch& b) const {
   return out;
 }
 
-detail::Collectives Trainer::Impl::collectives() const {
-  return detail::Collectives(rt->host(), strategy.pg_api(), strategy.pg(), world);
+detail::Collectives Trainer::Impl::collectives() {
+  return detail::Collectives(rt->host(), strategy.pg_api(), strategy.pg(), world, &strategy);
 }
 
 void Trainer::Impl::fit_here(LightningModule& m, DataLoader& train, DataLoader* val, const std::string& ckpt) {
@@ -358,10 +375,29 @@ Trainer::Trainer(TrainerOptions options, RuntimeOptions runtime)
 }
 Trainer::~Trainer() = default;
 
+// The module may outlive the trainer: it must not call the hook that captured this trainer.  Then
+// the members go, the strategy torn down first (see the member order in trainer_impl.hpp).
+Trainer::Impl::~Impl() {
+  detach_module();
+  for (auto& r : replicas) r->trainer_ = nullptr;  // they go with this Impl, after the strategy
+}
+
+void Trainer::Impl::adopt(LightningModule& m) {
+  if (m.trainer_ != nullptr && m.trainer_ != self) m.trainer_->impl_->forget_module(&m);
+  m.trainer_ = self;
+}
+
+void Trainer::Impl::detach_module() {
+  if (module == nullptr || module->trainer_ != self) return;
+  module->set_grad_ready_hook(nullptr);
+  module->trainer_ = nullptr;
+  module = nullptr;
+}
+
 void Trainer::fit(LightningModule& module, DataLoader& train, DataLoader* val, const std::string& ckpt_path) {
   if (impl_->job.launch_mode == PL_LAUNCH_SPAWN && !impl_->spawned_worker && impl_->world > 1)
     return impl_->fit_spawn(module, train, val, ckpt_path);
-  module.trainer_ = this;
+  impl_->adopt(module);
   impl_->fit_here(module, train, val, ckpt_path);
 }
 
@@ -370,7 +406,7 @@ std::map<std::string, double> Trainer::validate(LightningModule& module, DataLoa
     throw Error(PL_ERR_UNSUPPORTED, "validate with ddp_spawn runs in this process only after fit; use strategy 'ddp' "
                                     "under plrun for distributed validation");
   impl_->prepare(module);
-  module.trainer_ = this;
+  impl_->adopt(module);
   impl_->distribute(loader, "validation");
   return impl_->eval_loop(loader, false);
 }
@@ -380,7 +416,7 @@ std::map<std::string, double> Trainer::test(LightningModule& module, DataLoader&
     throw Error(PL_ERR_UNSUPPORTED, "test with ddp_spawn runs in this process only after fit; use strategy 'ddp' "
                                     "under plrun for distributed testing");
   impl_->prepare(module);
-  module.trainer_ = this;
+  impl_->adopt(module);
   impl_->distribute(loader, "test");
   return impl_->eval_loop(loader, true);
 }
