@@ -48,7 +48,7 @@ Trainer::Impl::Impl(TrainerOptions options, const RuntimeOptions& ro) : o(std::m
   env = ClusterEnv::detect();
   RuntimeOptions r = ro;
   if (r.rank < 0 && env.source != "none" && !env.spawn_parent) r.rank = env.rank;
-  rt = std::make_unique<Runtime>(r);
+  rt = std::make_shared<Runtime>(r);
   if (o.seed) seed_everything(*o.seed);
   resolve_job();
 }
@@ -147,6 +147,7 @@ void Trainer::Impl::prepare(LightningModule& m) {
     acc_opts.emplace_back("num_threads", std::to_string(std::max(1u, hw / sharers)));
   }
   acc = Accelerator(*rt, job.accelerator, acc_opts);
+  acc.keep_alive(rt);  // the module's tensors may outlive this trainer
   if (job.device_type == PL_DEVICE_CPU) {
     device = {PL_DEVICE_CPU, 0};
   } else {

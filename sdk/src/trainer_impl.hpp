@@ -35,7 +35,7 @@ inline thread_local int t_current_replica = -1;
 struct Trainer::Impl {
   Trainer* self = nullptr;  // the owning Trainer (modules point back to it)
   TrainerOptions o;
-  std::unique_ptr<Runtime> rt;
+  std::shared_ptr<Runtime> rt;  // shared with the accelerator (Accelerator::keep_alive)
   ClusterEnv env;
   JobConfig job;
   int rank = 0, world = 1, local_rank = 0, local_world = 1, node_rank = 0;

@@ -104,7 +104,7 @@ void Trainer::Impl::fit_spawn(LightningModule& m, DataLoader& train, DataLoader*
         local_rank = i;
         RuntimeOptions ro;
         ro.rank = rank;
-        rt = std::make_unique<Runtime>(ro);  // rank-prefixed logs; plugins are already loaded
+        rt = std::make_shared<Runtime>(ro);  // rank-prefixed logs; plugins are already loaded
         m.trainer_ = self;
         fit_here(m, train, val, ckpt);
         if (rank == 0) {

@@ -9,12 +9,16 @@
  *                   whole; step=first_half only elements [0, numel/2) of each (the second half
  *                   never changes); step=frozen names the first non-trainable entry (an error
  *                   the host must report).
- *   agree_skip      the option skip=own (default) keeps its own verdict; skip=always skips every
- *                   step (the loss scale halves each time).
+ *   agree_skip      skip=agree (default): the maximum of every rank's verdict, through the store
+ *                   (its gradients are not synchronised, so an inf on one rank stays there: the
+ *                   others must still skip); alone, its own.  skip=always skips every step (the
+ *                   loss scale halves each time).
  *   reduce / all_gather  through the rendezvous store (it has no process group): each rank puts
  *                   its bytes under "independent_c/<n>/<rank>" and reads every rank's, then reduces
  *                   them in rank order (so every rank gets the same bits).  Host memory only; alone,
  *                   the identity and a copy.  Keys stay in the store (a demonstration).
+ *   teardown        reads every parameter's value once (a checksum, logged at debug level): the
+ *                   memory setup lent must still be alive then, as pl_strategy.h promises.
  *   state           save_state writes "strategy.independent_c.rank<r>.txt" (its counters and a
  *                   checksum); load_state reads it back, and refuses another world size.
  * get_stat counts what was called: run_steps, optimizer_steps, ranges_stepped, agree_skip_calls,
@@ -113,10 +117,10 @@ static PL_Error* ic_create(const PL_Host* host, const PL_StrategyConfig* config,
         return host->error_new(PL_ERR_INVALID_ARGUMENT, msg);
       }
     } else if (strcmp(o->key, "skip") == 0) {
-      if (strcmp(o->value, "own") == 0) s->skip_always = 0;
+      if (strcmp(o->value, "agree") == 0) s->skip_always = 0;
       else if (strcmp(o->value, "always") == 0) s->skip_always = 1;
       else {
-        snprintf(msg, sizeof msg, IC_NAME ": skip='%s' is not valid (own, always)", o->value);
+        snprintf(msg, sizeof msg, IC_NAME ": skip='%s' is not valid (agree, always)", o->value);
         free(s);
         return host->error_new(PL_ERR_INVALID_ARGUMENT, msg);
       }
@@ -161,6 +165,20 @@ static PL_Error* ic_after_backward(PL_Strategy* s) {
 }
 
 static PL_Error* ic_teardown(PL_Strategy* s) {
+  /* The borrowed memory is valid until teardown returns: a strategy may still read it here (a
+   * last bucket, a final check).  This one sums the values, so that a host that freed them
+   * earlier is caught by AddressSanitizer. */
+  char msg[96];
+  double sum = 0;
+  size_t i;
+  int64_t j;
+  for (i = 0; i < s->num_params; ++i) {
+    const PL_Tensor* v = &s->params[i].value;
+    if (v->dtype != PL_F32 || v->device.type != PL_DEVICE_CPU) continue;
+    for (j = 0; j < v->numel; ++j) sum += ((const float*)v->data)[j];
+  }
+  snprintf(msg, sizeof msg, "teardown: values sum to %.9g", sum);
+  s->host->log(s->host->ctx, PL_LOG_DEBUG, IC_NAME, msg);
   s->params = NULL;
   s->num_params = 0;
   return NULL;
@@ -219,13 +237,6 @@ static PL_Error* ic_optimizer_step(PL_Strategy* s, const PL_OptimizerFn* fn) {
   return e; /* independent replicas: nothing to share after the step */
 }
 
-static PL_Error* ic_agree_skip(PL_Strategy* s, int32_t found_inf, int32_t* out_skip) {
-  s->agree_calls++;
-  *out_skip = s->skip_always || found_inf != 0;
-  if (*out_skip) s->skips++;
-  return NULL;
-}
-
 /* Every rank's `bytes` (in rank order, into all[r], each `sizes[r]` long) through the store.
  * all[r] owned by the caller, freed with bytes_free. */
 static PL_Error* exchange(PL_Strategy* s, const void* bytes, size_t size, PL_Bytes* all) {
@@ -246,6 +257,31 @@ static PL_Error* exchange(PL_Strategy* s, const void* bytes, size_t size, PL_Byt
       return e;
     }
   }
+  return NULL;
+}
+
+static PL_Error* ic_agree_skip(PL_Strategy* s, int32_t found_inf, int32_t* out_skip) {
+  int32_t mine = s->skip_always || found_inf != 0, r;
+  s->agree_calls++;
+  *out_skip = mine;
+  if (s->world_size > 1 && s->store != NULL) {
+    PL_Bytes* all = (PL_Bytes*)calloc((size_t)s->world_size, sizeof *all);
+    PL_Error* e;
+    if (all == NULL) return fail(s, PL_ERR_RESOURCE, IC_NAME ": out of memory");
+    e = exchange(s, &mine, sizeof mine, all);
+    if (e != NULL) {
+      free(all);
+      return e;
+    }
+    for (r = 0; r < s->world_size; ++r) {
+      int32_t theirs = 0;
+      if (all[r].size == sizeof theirs) memcpy(&theirs, all[r].data, sizeof theirs);
+      if (theirs) *out_skip = 1;
+      s->host->store_api->bytes_free(&all[r]);
+    }
+    free(all);
+  }
+  if (*out_skip) s->skips++;
   return NULL;
 }
 
