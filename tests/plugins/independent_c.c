@@ -7,8 +7,9 @@
  * The ABI 1.4 entries, each in a way a test can observe:
  *   optimizer_step  the option step=whole (default) hands the host every trainable parameter
  *                   whole; step=first_half only elements [0, numel/2) of each (the second half
- *                   never changes); step=frozen names the first non-trainable entry (an error
- *                   the host must report).
+ *                   never changes).  Contract breaches the host must report: step=frozen names
+ *                   the first non-trainable entry, step=bad_index an entry past setup's array,
+ *                   step=none returns without calling fn->step, step=twice calls it twice.
  *   agree_skip      skip=agree (default): the maximum of every rank's verdict, through the store
  *                   (its gradients are not synchronised, so an inf on one rank stays there: the
  *                   others must still skip); alone, its own.  skip=always skips every step (the
@@ -40,7 +41,7 @@
 #define IC_NAME "independent_c"
 #endif
 
-enum { STEP_WHOLE = 0, STEP_FIRST_HALF = 1, STEP_FROZEN = 2 };
+enum { STEP_WHOLE = 0, STEP_FIRST_HALF = 1, STEP_FROZEN = 2, STEP_BAD_INDEX = 3, STEP_NONE = 4, STEP_TWICE = 5 };
 
 struct PL_Strategy {
   const PL_Host* host;
@@ -111,8 +112,12 @@ static PL_Error* ic_create(const PL_Host* host, const PL_StrategyConfig* config,
       if (strcmp(o->value, "whole") == 0) s->step_mode = STEP_WHOLE;
       else if (strcmp(o->value, "first_half") == 0) s->step_mode = STEP_FIRST_HALF;
       else if (strcmp(o->value, "frozen") == 0) s->step_mode = STEP_FROZEN;
+      else if (strcmp(o->value, "bad_index") == 0) s->step_mode = STEP_BAD_INDEX;
+      else if (strcmp(o->value, "none") == 0) s->step_mode = STEP_NONE;
+      else if (strcmp(o->value, "twice") == 0) s->step_mode = STEP_TWICE;
       else {
-        snprintf(msg, sizeof msg, IC_NAME ": step='%s' is not valid (whole, first_half, frozen)", o->value);
+        snprintf(msg, sizeof msg, IC_NAME ": step='%s' is not valid (whole, first_half, frozen, bad_index, none, twice)",
+                 o->value);
         free(s);
         return host->error_new(PL_ERR_INVALID_ARGUMENT, msg);
       }
@@ -228,7 +233,9 @@ static PL_Error* ic_optimizer_step(PL_Strategy* s, const PL_OptimizerFn* fn) {
     r->end = s->step_mode == STEP_FIRST_HALF ? s->params[i].value.numel / 2 : s->params[i].value.numel;
     if (s->step_mode == STEP_FROZEN) break;
   }
-  e = fn->step(fn->user, ranges, n);
+  if (s->step_mode == STEP_BAD_INDEX && n > 0) ranges[n - 1].param_index = s->num_params;
+  e = s->step_mode == STEP_NONE ? NULL : fn->step(fn->user, ranges, n);
+  if (e == NULL && s->step_mode == STEP_TWICE) e = fn->step(fn->user, ranges, n);
   free(ranges);
   if (e == NULL) {
     s->optimizer_steps++;
