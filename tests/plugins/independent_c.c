@@ -21,7 +21,10 @@
  *   teardown        reads every parameter's value once (a checksum, logged at debug level): the
  *                   memory setup lent must still be alive then, as pl_strategy.h promises.
  *   state           save_state writes "strategy.independent_c.rank<r>.txt" (its counters and a
- *                   checksum); load_state reads it back, and refuses another world size.
+ *                   checksum); load_state reads it back, and refuses another world size.  The
+ *                   option fail_save_rank=<r> makes rank r's save_state fail once run_steps
+ *                   passes fail_save_after=<n> (a rank that cannot save: the previous checkpoint
+ *                   must stay whole).
  * get_stat counts what was called: run_steps, optimizer_steps, ranges_stepped, agree_skip_calls,
  * skips, reduce_calls, all_gather_calls, restored (1 after load_state).
  *
@@ -52,6 +55,8 @@ struct PL_Strategy {
   int64_t timeout_ms;
   int step_mode;
   int skip_always;
+  int32_t fail_save_rank;
+  int64_t fail_save_after;
   PL_Parameter* params; /* borrowed from setup until teardown */
   size_t num_params;
   int64_t steps; /* run_step calls */
@@ -98,6 +103,7 @@ static PL_Error* ic_create(const PL_Host* host, const PL_StrategyConfig* config,
   s->world_size = config->world_size;
   s->store = config->store;
   s->timeout_ms = config->timeout_ms;
+  s->fail_save_rank = -1;
   for (i = 0; i < config->options.count; ++i) {
     const PL_Option* o = &config->options.items[i];
     if (strcmp(o->key, "grad_scale") == 0) {
@@ -129,8 +135,20 @@ static PL_Error* ic_create(const PL_Host* host, const PL_StrategyConfig* config,
         free(s);
         return host->error_new(PL_ERR_INVALID_ARGUMENT, msg);
       }
+    } else if (strcmp(o->key, "fail_save_rank") == 0 || strcmp(o->key, "fail_save_after") == 0) {
+      char* end = NULL;
+      long long v = strtoll(o->value, &end, 10);
+      if (end == o->value || *end != '\0' || v < 0) {
+        snprintf(msg, sizeof msg, IC_NAME ": %s='%s' is not valid (an integer >= 0)", o->key, o->value);
+        free(s);
+        return host->error_new(PL_ERR_INVALID_ARGUMENT, msg);
+      }
+      if (o->key[10] == 'r') s->fail_save_rank = (int32_t)v;
+      else s->fail_save_after = (int64_t)v;
     } else if (strcmp(o->key, "launch") != 0) {
-      snprintf(msg, sizeof msg, IC_NAME ": unknown option '%s' (valid: grad_scale, launch, step, skip)", o->key);
+      snprintf(msg, sizeof msg,
+               IC_NAME ": unknown option '%s' (valid: grad_scale, launch, step, skip, fail_save_rank, fail_save_after)",
+               o->key);
       free(s);
       return host->error_new(PL_ERR_INVALID_ARGUMENT, msg);
     }
@@ -443,6 +461,11 @@ static PL_Error* ic_save_state(PL_Strategy* s, const char* dir) {
   FILE* f;
   int n;
   state_path(s, dir, path, sizeof path);
+  if (s->rank == s->fail_save_rank && s->steps > s->fail_save_after) {
+    snprintf(msg, sizeof msg, IC_NAME ": rank %d refuses to save after %lld steps (fail_save_rank)", (int)s->rank,
+             (long long)s->steps);
+    return fail(s, PL_ERR_RUNTIME, msg);
+  }
   n = snprintf(body, sizeof body, "independent_c 1\nworld_size %d\nrank %d\nrun_steps %lld\noptimizer_steps %lld\n",
                (int)s->world_size, (int)s->rank, (long long)s->steps, (long long)s->optimizer_steps);
   f = fopen(path, "w");

@@ -6,6 +6,7 @@
 //   skip    16-mixed; rank 1 writes an inf gradient at batch 1: every rank must skip that step
 //           (ddp: an inf input instead, as its gradient copy-out would overwrite a written one)
 //   fit     two epochs with checkpoints (and resumes from the checkpoint when one is given)
+//   failsave  like fit, but rank 1's strategy cannot save its state in the second epoch
 #include "entries_model.hpp"
 
 #include <nlohmann/json.hpp>
@@ -42,11 +43,13 @@ int main(int argc, char** argv) {
     o.default_root_dir = root;
     o.seed = 11;
     o.enable_progress = false;
-    o.enable_checkpointing = mode == "fit";
-    o.max_epochs = mode == "fit" ? 2 : 1;
+    o.enable_checkpointing = mode == "fit" || mode == "failsave";
+    o.max_epochs = o.enable_checkpointing ? 2 : 1;
+    if (mode == "failsave") o.strategy_options = {{"fail_save_rank", "1"}, {"fail_save_after", "4"}};
     if (mode == "skip") o.precision = "16-mixed";
     pl::Trainer trainer(o);
     rank = trainer.global_rank();
+    j["log_dir"] = trainer.log_dir();
     entries_test::ModelConfig c;
     c.gather = mode == "gather";
     if (mode == "skip") c.inf_rank = 1, c.inf_batch = 1, c.inf_in_input = strategy == "ddp";

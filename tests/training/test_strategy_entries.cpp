@@ -381,6 +381,21 @@ TEST(StrategyEntriesMultiprocess, EveryRankSkipsWhenOneRankOverflows) {
   }
 }
 
+TEST(StrategyEntriesMultiprocess, ARankThatCannotSaveLeavesThePreviousCheckpointWhole) {
+  TempDir dir;
+  auto r = run(worker("independent_c", 2, "failsave", dir));
+  EXPECT_FALSE(r.ok()) << r.output;
+  // (plrun stops the other rank once one fails, so the output, not the reports, holds the error)
+  EXPECT_THAT(r.output, HasSubstr("rank 1 could not save strategy 'independent_c''s state"));
+  EXPECT_THAT(r.output, HasSubstr("the previous checkpoint is kept"));
+  const std::string ckpt = dir / "lightning_logs/version_0/checkpoints/last";
+  auto j = nlohmann::json::parse(std::ifstream(ckpt + "/trainer.json"));
+  EXPECT_EQ(j.at("global_step"), 4) << "the first epoch's checkpoint was replaced";
+  EXPECT_THAT(pl::read_file(ckpt + "/strategy.independent_c.rank1.txt"), HasSubstr("run_steps 4"));
+  for (const auto& e : fs::directory_iterator(fs::path(ckpt).parent_path()))
+    EXPECT_EQ(e.path().filename().string(), "last") << "a staging folder was left behind";
+}
+
 TEST(StrategyEntriesMultiprocess, EveryRankSavesItsStrategyStateAndAnotherWorldSizeIsRefused) {
   TempDir dir;
   auto r = run(worker("independent_c", 2, "fit", dir));
