@@ -384,15 +384,18 @@ Trainer::Impl::~Impl() {
 }
 
 void Trainer::Impl::adopt(LightningModule& m) {
+  if (prepared && module != &m) throw Error(PL_ERR_INVALID_ARGUMENT, "this trainer already drives another module; make a new Trainer");
   if (m.trainer_ != nullptr && m.trainer_ != self) m.trainer_->impl_->forget_module(&m);
   m.trainer_ = self;
+  adopted = &m;
 }
 
 void Trainer::Impl::detach_module() {
-  if (module == nullptr || module->trainer_ != self) return;
-  module->set_grad_ready_hook(nullptr);
-  module->trainer_ = nullptr;
-  module = nullptr;
+  if (adopted != nullptr) {
+    if (adopted == module) adopted->set_grad_ready_hook(nullptr);  // this trainer's hook
+    adopted->trainer_ = nullptr;
+  }
+  adopted = module = nullptr;
 }
 
 void Trainer::fit(LightningModule& module, DataLoader& train, DataLoader* val, const std::string& ckpt_path) {
@@ -406,8 +409,8 @@ std::map<std::string, double> Trainer::validate(LightningModule& module, DataLoa
   if (impl_->job.launch_mode == PL_LAUNCH_SPAWN && !impl_->spawned_worker && impl_->world > 1)
     throw Error(PL_ERR_UNSUPPORTED, "validate with ddp_spawn runs in this process only after fit; use strategy 'ddp' "
                                     "under plrun for distributed validation");
-  impl_->prepare(module);
   impl_->adopt(module);
+  impl_->prepare(module);
   impl_->distribute(loader, "validation");
   return impl_->eval_loop(loader, false);
 }
@@ -416,8 +419,8 @@ std::map<std::string, double> Trainer::test(LightningModule& module, DataLoader&
   if (impl_->job.launch_mode == PL_LAUNCH_SPAWN && !impl_->spawned_worker && impl_->world > 1)
     throw Error(PL_ERR_UNSUPPORTED, "test with ddp_spawn runs in this process only after fit; use strategy 'ddp' "
                                     "under plrun for distributed testing");
-  impl_->prepare(module);
   impl_->adopt(module);
+  impl_->prepare(module);
   impl_->distribute(loader, "test");
   return impl_->eval_loop(loader, true);
 }

@@ -71,7 +71,8 @@ struct Trainer::Impl {
   std::unique_ptr<amp::GradScaler> scaler;  // 16-mixed only
   int64_t effective_batch = 0;              // samples per optimizer step, across the job
 
-  LightningModule* module = nullptr;
+  LightningModule* module = nullptr;   // the module fit/validate/test drives (set by attach)
+  LightningModule* adopted = nullptr;  // the module whose trainer_ is this trainer
   std::unique_ptr<Optimizer> optimizer;
   detail::MetricLog metrics;
   detail::CsvLog csv;
@@ -89,11 +90,14 @@ struct Trainer::Impl {
   // strategy borrowed stay alive in `borrowed` until the strategy's teardown.
   void forget_module(const LightningModule* m) {
     if (module == m) module = nullptr;
+    if (adopted == m) adopted = nullptr;
   }
-  // m.trainer_ = this trainer; the trainer m had before forgets it (one trainer per module).
+  // m.trainer_ = this trainer (before anything else of fit/validate/test); the trainer m had
+  // before forgets it.  Invariant: `adopted` is the one module whose trainer_ is this trainer, and
+  // `module` is either it or nullptr, so that a module's destructor reaches every pointer to it.
   void adopt(LightningModule& m);
-  // Unhooks the module from this trainer (its grad-ready hook and trainer pointer), unless another
-  // trainer took it since: a module that outlives its trainer must not call into freed memory.
+  // Unhooks the adopted module from this trainer (its trainer pointer, and the grad-ready hook when
+  // this trainer set it): a module that outlives its trainer must not call into freed memory.
   void detach_module();
   void apply_env_overrides();
   void resolve_job();

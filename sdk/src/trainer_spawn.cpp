@@ -105,7 +105,7 @@ void Trainer::Impl::fit_spawn(LightningModule& m, DataLoader& train, DataLoader*
         RuntimeOptions ro;
         ro.rank = rank;
         rt = std::make_shared<Runtime>(ro);  // rank-prefixed logs; plugins are already loaded
-        m.trainer_ = self;
+        adopt(m);
         fit_here(m, train, val, ckpt);
         if (rank == 0) {
           nlohmann::json j;
