@@ -11,6 +11,7 @@ struct Accelerator::Impl {
   const PL_AcceleratorApi* api = nullptr;
   PL_Accelerator* acc = nullptr;
   std::string name;
+  std::shared_ptr<const void> owner;  // destroyed after the body: the plugin outlives `destroy`
   ~Impl() {
     if (acc) api->destroy(acc);
   }
@@ -258,6 +259,11 @@ void Accelerator::argmax_rows(const PL_Tensor& x, PL_Tensor& out) const {
 void Accelerator::unscale_check(PL_Tensor& x, double inv_scale, PL_Tensor& found_inf) const {
   const auto& a = need(impl_);
   call(a, PL_ACC_ENTRY(a, unscale_check), "unscale_check", &x, inv_scale, &found_inf, static_cast<PL_Stream*>(nullptr));
+}
+
+void Accelerator::keep_alive(std::shared_ptr<const void> owner) {
+  if (!impl_) throw Error(PL_ERR_INVALID_ARGUMENT, "pl::Accelerator::keep_alive: an empty handle");
+  impl_->owner = std::move(owner);
 }
 
 }  // namespace pl

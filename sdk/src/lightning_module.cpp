@@ -16,6 +16,10 @@ void LightningModule::log(const std::string& name, double value, const LogOption
                 t.rank, t.collectives());
 }
 
+LightningModule::~LightningModule() {
+  if (trainer_ != nullptr) trainer_->impl_->forget_module(this);
+}
+
 std::unique_ptr<LightningModule> LightningModule::replicate() const {
   throw Error(PL_ERR_UNSUPPORTED,
               "this strategy runs one copy of the module per device (dp, ddp2) and needs LightningModule::replicate(): "
@@ -45,16 +49,17 @@ void LightningModule::backward_step(const Tensor&) {
 std::vector<Tensor> LightningModule::all_gather(const Tensor& x) {
   if (trainer_ == nullptr) throw Error(PL_ERR_INVALID_ARGUMENT, "all_gather needs a trainer: call it while Trainer::fit/validate/test runs");
   Trainer::Impl& t = *trainer_->impl_;
-  if (t.world == 1 || t.strategy.pg() == nullptr) return {x.clone()};
+  detail::Collectives c = t.collectives();
+  if (c.world_size() == 1) return {x.clone()};
   std::vector<Tensor> out;
   std::vector<PL_Tensor> views;
-  for (int r = 0; r < t.world; ++r) {
+  for (int r = 0; r < c.world_size(); ++r) {
     out.push_back(x.accelerator().defined() ? Tensor::empty(x.accelerator(), x.device(), x.shape(), x.dtype())
                                             : Tensor::empty(x.shape(), x.dtype()));
     views.push_back(out.back().view());
   }
   PL_Tensor in = x.view();
-  t.collectives().allgather(in, views);
+  c.allgather(in, views);
   return out;
 }
 

@@ -20,6 +20,12 @@ void Collectives::run(Start start) const {
   check(host_, e);
 }
 
+void Collectives::no_route(const char* op) const {
+  throw Error(PL_ERR_UNSUPPORTED, "strategy '" + (strategy_ ? strategy_->name() : std::string("?")) + "' has no " + op +
+                                      " entry and no process group, so metrics cannot be combined across " +
+                                      std::to_string(world_) + " processes; give it both reduce and all_gather");
+}
+
 void Collectives::allreduce(std::vector<double>& values, PL_ReduceOp op) const {
   if (world_ == 1 || values.empty()) return;
   PL_Tensor t{};
@@ -30,10 +36,14 @@ void Collectives::allreduce(std::vector<double>& values, PL_ReduceOp op) const {
   t.numel = static_cast<int64_t>(values.size());
   t.ndim = 1;
   t.shape[0] = t.numel;
+  if (strategy_ && strategy_->has_reduce()) return strategy_->reduce(t, op);
+  if (!group_) no_route("reduce");
   run([&](PL_Work** w) { return api_->allreduce(group_, &t, op, w); });
 }
 
 void Collectives::allgather(const PL_Tensor& input, std::vector<PL_Tensor>& outputs) const {
+  if (strategy_ && strategy_->has_all_gather()) return strategy_->all_gather(input, outputs);
+  if (!group_) no_route("all_gather");
   run([&](PL_Work** w) { return api_->allgather(group_, &input, outputs.data(), outputs.size(), w); });
 }
 

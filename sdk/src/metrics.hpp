@@ -2,6 +2,8 @@
 // ranks, and the CSV file (Lightning's CSVLogger layout: lightning_logs/version_<n>/metrics.csv).
 #pragma once
 
+#include "strategy_handle.hpp"
+
 #include <plrt/pl_process_group.h>
 #include <plrt/sdk/lightning_module.hpp>
 
@@ -13,11 +15,20 @@
 
 namespace pl::detail {
 
-// Blocking collectives on a strategy's process group (api/group NULL: a world of one).
+// Blocking collectives of the trainer's metrics (log sync_dist, the epoch aggregation,
+// LightningModule::all_gather, the checkpoint's RNG gather): the one place that decides how they
+// run.  Through the strategy's reduce / all_gather entries (ABI 1.4) when it has them, so that it
+// orders them with its own communication; else on its process group (api/group NULL and no
+// entries: a world of one).  `strategy` NULL: the process group only.
 class Collectives {
  public:
-  Collectives(const PL_Host* host, const PL_ProcessGroupApi* api, PL_ProcessGroup* group, int world_size)
-      : host_(host), api_(api), group_(group), world_(group ? world_size : 1) {}
+  Collectives(const PL_Host* host, const PL_ProcessGroupApi* api, PL_ProcessGroup* group, int world_size,
+              StrategyHandle* strategy = nullptr)
+      : host_(host),
+        api_(api),
+        group_(group),
+        strategy_(strategy),
+        world_(group || (strategy && (strategy->has_reduce() || strategy->has_all_gather())) ? world_size : 1) {}
   int world_size() const { return world_; }
   void allreduce(std::vector<double>& values, PL_ReduceOp op) const;
   // Every rank's bytes (sizes may differ), in rank order.
@@ -27,9 +38,12 @@ class Collectives {
  private:
   template <class Start>
   void run(Start start) const;  // starts one operation and waits for it
+  // The strategy's name and entry for an operation it lacks, with no process group either.
+  [[noreturn]] void no_route(const char* op) const;
   const PL_Host* host_;
   const PL_ProcessGroupApi* api_;
   PL_ProcessGroup* group_;
+  StrategyHandle* strategy_;
   int world_;
 };
 

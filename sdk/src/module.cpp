@@ -178,6 +178,15 @@ void Module::zero_grad() {
   for (auto& np : named_parameters()) np.second->grad_is_zero = true;
 }
 
+void Module::requires_grad_(bool on) {
+  for (auto& np : named_parameters()) np.second->requires_grad = on;
+  const Module* r = root();
+  if (!on || !r->acc_.defined()) return;
+  const Accelerator acc = r->acc_;  // copies: to() assigns the root's
+  const PL_Device device = r->device_;
+  to(acc, device);
+}
+
 double Module::grad_scale() const { return root()->grad_scale_; }
 
 void Module::set_grad_scale(double scale) {

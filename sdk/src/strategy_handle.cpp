@@ -34,6 +34,26 @@ PL_Error* step_trampoline(void* user, int32_t replica, int32_t num_replicas, PL_
   }
 }
 
+struct OptimizerCall {
+  const StrategyHandle::OptimizerStep* step;
+  int calls = 0;
+  std::exception_ptr error;
+};
+
+PL_Error* optimizer_trampoline(void* user, const PL_ParamRange* ranges, size_t num_ranges) {
+  auto* call = static_cast<OptimizerCall*>(user);
+  if (++call->calls > 1)
+    return pl_error_new(PL_ERR_INVALID_ARGUMENT, "optimizer_step: fn->step was called more than once in one step; "
+                                                 "a strategy calls it exactly once, with every range this rank updates");
+  try {
+    (*call->step)(ranges, num_ranges);
+    return nullptr;
+  } catch (...) {
+    call->error = std::current_exception();
+    return pl_error_new(PL_ERR_RUNTIME, "the optimizer step failed (the trainer rethrows the original error)");
+  }
+}
+
 }  // namespace
 
 #define PL_STRAT_ENTRY(field) \
@@ -121,6 +141,56 @@ void StrategyHandle::before_optimizer_step() {
 }
 void StrategyHandle::after_optimizer_step() {
   if (auto f = PL_STRAT_ENTRY(after_optimizer_step)) check(host_, f(s_));
+}
+
+bool StrategyHandle::has_optimizer_step() const { return PL_STRAT_ENTRY(optimizer_step) != nullptr; }
+bool StrategyHandle::has_agree_skip() const { return PL_STRAT_ENTRY(agree_skip) != nullptr; }
+bool StrategyHandle::has_reduce() const { return s_ && PL_STRAT_ENTRY(reduce) != nullptr; }
+bool StrategyHandle::has_all_gather() const { return s_ && PL_STRAT_ENTRY(all_gather) != nullptr; }
+
+void StrategyHandle::optimizer_step(const OptimizerStep& step) {
+  OptimizerCall call;
+  call.step = &step;
+  PL_OptimizerFn fn{sizeof(PL_OptimizerFn), &call, optimizer_trampoline};
+  PL_Error* e = PL_STRAT_ENTRY(optimizer_step)(s_, &fn);
+  if (call.error) {
+    if (e) host_->error_destroy(e);
+    std::rethrow_exception(call.error);
+  }
+  check(host_, e);
+  if (call.calls != 1)
+    throw Error(PL_ERR_RUNTIME, "strategy '" + name_ + "': optimizer_step returned without calling fn->step; it must "
+                                "call it exactly once (with no ranges when this rank updates none)");
+}
+
+bool StrategyHandle::agree_skip(bool found_inf) {
+  int32_t skip = 0;
+  check(host_, PL_STRAT_ENTRY(agree_skip)(s_, found_inf ? 1 : 0, &skip));
+  return skip != 0;
+}
+
+void StrategyHandle::reduce(PL_Tensor& tensor, PL_ReduceOp op) { check(host_, PL_STRAT_ENTRY(reduce)(s_, &tensor, op)); }
+
+void StrategyHandle::all_gather(const PL_Tensor& input, std::vector<PL_Tensor>& outputs) {
+  check(host_, PL_STRAT_ENTRY(all_gather)(s_, &input, outputs.data(), outputs.size()));
+}
+
+PL_StrategyStateInfo StrategyHandle::state_info() const {
+  PL_StrategyStateInfo info{};
+  info.struct_size = sizeof info;
+  if (auto f = PL_STRAT_ENTRY(state_info)) check(host_, f(s_, &info));
+  if (!PL_STRAT_ENTRY(save_state) || !PL_STRAT_ENTRY(load_state)) {
+    if (info.has_state)
+      throw Error(PL_ERR_RUNTIME, "strategy '" + name_ + "' says it has state (state_info) but lacks the save_state "
+                                  "or load_state entry");
+  }
+  return info;
+}
+
+void StrategyHandle::save_state(const std::string& dir) { check(host_, PL_STRAT_ENTRY(save_state)(s_, dir.c_str())); }
+
+void StrategyHandle::load_state(const std::string& dir, int saved_world_size) {
+  check(host_, PL_STRAT_ENTRY(load_state)(s_, dir.c_str(), saved_world_size));
 }
 
 void StrategyHandle::teardown() {

@@ -1,6 +1,7 @@
 // The trainer's side of a strategy plugin: one PL_Strategy instance driven through its C table.
-// Exceptions thrown by the step function (user code) are carried across the plugin's C frames as
-// an exception_ptr and rethrown here, never unwound through C.
+// Exceptions thrown by the step function (user code) and by the optimizer step are carried across
+// the plugin's C frames as an exception_ptr and rethrown here, never unwound through C.  An
+// optional entry past the plugin's table (a plugin built for an older minor) reads as absent.
 #pragma once
 
 #include <plrt/pl_strategy.h>
@@ -47,6 +48,23 @@ class StrategyHandle {
   void set_grad_sync(bool on);
   void before_optimizer_step();
   void after_optimizer_step();
+
+  // ---- ABI 1.4 (has_*: the strategy implements the entry; else the caller's fallback) ----
+  // optimizer_step: `step` is the host's optimizer on the ranges the strategy names; it must be
+  // called exactly once (a strategy that skips it or calls it again is an error).
+  bool has_optimizer_step() const;
+  using OptimizerStep = std::function<void(const PL_ParamRange* ranges, size_t num_ranges)>;
+  void optimizer_step(const OptimizerStep& step);
+  bool has_agree_skip() const;
+  bool agree_skip(bool found_inf);
+  bool has_reduce() const;
+  bool has_all_gather() const;
+  void reduce(PL_Tensor& tensor, PL_ReduceOp op);
+  void all_gather(const PL_Tensor& input, std::vector<PL_Tensor>& outputs);
+  PL_StrategyStateInfo state_info() const;  // has_state 0 when the strategy has no state_info entry
+  void save_state(const std::string& dir);
+  void load_state(const std::string& dir, int saved_world_size);
+
   void teardown();  // idempotent
   // The group for metrics; api/group NULL when the strategy runs alone.
   const PL_ProcessGroupApi* pg_api() const { return pg_api_; }

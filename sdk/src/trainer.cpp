@@ -48,7 +48,7 @@ Trainer::Impl::Impl(TrainerOptions options, const RuntimeOptions& ro) : o(std::m
   env = ClusterEnv::detect();
   RuntimeOptions r = ro;
   if (r.rank < 0 && env.source != "none" && !env.spawn_parent) r.rank = env.rank;
-  rt = std::make_unique<Runtime>(r);
+  rt = std::make_shared<Runtime>(r);
   if (o.seed) seed_everything(*o.seed);
   resolve_job();
 }
@@ -147,6 +147,7 @@ void Trainer::Impl::prepare(LightningModule& m) {
     acc_opts.emplace_back("num_threads", std::to_string(std::max(1u, hw / sharers)));
   }
   acc = Accelerator(*rt, job.accelerator, acc_opts);
+  acc.keep_alive(rt);  // the module's tensors may outlive this trainer
   if (job.device_type == PL_DEVICE_CPU) {
     device = {PL_DEVICE_CPU, 0};
   } else {
@@ -206,13 +207,30 @@ void Trainer::Impl::attach(LightningModule& m) {
   m.to(acc, device);
   param_index.clear();
   c_params = detail::parameter_views(m, param_names);
+  param_ptrs.assign(c_params.size(), nullptr);
+  borrowed.clear();
   size_t k = 0;
-  for (auto& [name, p] : m.named_parameters()) param_index[p] = k++;
+  for (auto& [name, p] : m.named_parameters()) {
+    param_ptrs[k] = p;
+    param_index[p] = k++;
+    borrowed.push_back(p->value);
+    if (p->grad.defined()) borrowed.push_back(p->grad);
+  }
+  for (auto& [name, b] : m.named_buffers()) borrowed.push_back(*b);
   for (size_t i = 0; i < c_params.size(); ++i) c_params[i].name = param_names[i].c_str();
   strategy.setup(c_params);
-  m.set_grad_ready_hook([this](Parameter& p) {
-    auto it = param_index.find(&p);
-    if (it != param_index.end()) strategy.on_grad_ready(it->second);
+  // The hook holds a weak reference to this trainer: should the module be left hooked to a
+  // trainer that is gone (the destructor unhooks it; see detach_module), it gets a clear error.
+  std::weak_ptr<Impl*> token = alive;
+  m.set_grad_ready_hook([token](Parameter& p) {
+    auto live = token.lock();
+    if (!live)
+      throw Error(PL_ERR_INVALID_ARGUMENT, "this module's backward reported a gradient to a trainer that was destroyed; "
+                                           "attach the module to a live trainer (fit/validate/test) or unhook it with "
+                                           "set_grad_ready_hook(nullptr)");
+    Impl& t = **live;
+    auto it = t.param_index.find(&p);
+    if (it != t.param_index.end()) t.strategy.on_grad_ready(it->second);
   });
   attach_replicas(m);
 }
@@ -234,8 +252,8 @@ Batch Trainer::Impl::to_device(const Batch& b) const {
   return out;
 }
 
-detail::Collectives Trainer::Impl::collectives() const {
-  return detail::Collectives(rt->host(), strategy.pg_api(), strategy.pg(), world);
+detail::Collectives Trainer::Impl::collectives() {
+  return detail::Collectives(rt->host(), strategy.pg_api(), strategy.pg(), world, &strategy);
 }
 
 void Trainer::Impl::fit_here(LightningModule& m, DataLoader& train, DataLoader* val, const std::string& ckpt) {
@@ -358,10 +376,32 @@ Trainer::Trainer(TrainerOptions options, RuntimeOptions runtime)
 }
 Trainer::~Trainer() = default;
 
+// The module may outlive the trainer: it must not call the hook that captured this trainer.  Then
+// the members go, the strategy torn down first (see the member order in trainer_impl.hpp).
+Trainer::Impl::~Impl() {
+  detach_module();
+  for (auto& r : replicas) r->trainer_ = nullptr;  // they go with this Impl, after the strategy
+}
+
+void Trainer::Impl::adopt(LightningModule& m) {
+  if (prepared && module != &m) throw Error(PL_ERR_INVALID_ARGUMENT, "this trainer already drives another module; make a new Trainer");
+  if (m.trainer_ != nullptr && m.trainer_ != self) m.trainer_->impl_->forget_module(&m);
+  m.trainer_ = self;
+  adopted = &m;
+}
+
+void Trainer::Impl::detach_module() {
+  if (adopted != nullptr) {
+    if (adopted == module) adopted->set_grad_ready_hook(nullptr);  // this trainer's hook
+    adopted->trainer_ = nullptr;
+  }
+  adopted = module = nullptr;
+}
+
 void Trainer::fit(LightningModule& module, DataLoader& train, DataLoader* val, const std::string& ckpt_path) {
   if (impl_->job.launch_mode == PL_LAUNCH_SPAWN && !impl_->spawned_worker && impl_->world > 1)
     return impl_->fit_spawn(module, train, val, ckpt_path);
-  module.trainer_ = this;
+  impl_->adopt(module);
   impl_->fit_here(module, train, val, ckpt_path);
 }
 
@@ -369,8 +409,8 @@ std::map<std::string, double> Trainer::validate(LightningModule& module, DataLoa
   if (impl_->job.launch_mode == PL_LAUNCH_SPAWN && !impl_->spawned_worker && impl_->world > 1)
     throw Error(PL_ERR_UNSUPPORTED, "validate with ddp_spawn runs in this process only after fit; use strategy 'ddp' "
                                     "under plrun for distributed validation");
+  impl_->adopt(module);
   impl_->prepare(module);
-  module.trainer_ = this;
   impl_->distribute(loader, "validation");
   return impl_->eval_loop(loader, false);
 }
@@ -379,8 +419,8 @@ std::map<std::string, double> Trainer::test(LightningModule& module, DataLoader&
   if (impl_->job.launch_mode == PL_LAUNCH_SPAWN && !impl_->spawned_worker && impl_->world > 1)
     throw Error(PL_ERR_UNSUPPORTED, "test with ddp_spawn runs in this process only after fit; use strategy 'ddp' "
                                     "under plrun for distributed testing");
+  impl_->adopt(module);
   impl_->prepare(module);
-  module.trainer_ = this;
   impl_->distribute(loader, "test");
   return impl_->eval_loop(loader, true);
 }

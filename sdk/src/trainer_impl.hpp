@@ -26,10 +26,16 @@ std::vector<PL_Parameter> parameter_views(Module& m, std::vector<std::string>& n
 // LightningModule::log buffers the values of replicas and the trainer merges them.
 inline thread_local int t_current_replica = -1;
 
+// Member order is destruction order, reversed.  The strategy borrows, until its teardown, the
+// accelerator, the store, c_params and param_names, the module's tensors and the replicas'
+// memory (pl_strategy.h): all of them are declared BEFORE `strategy`, so that destroying an Impl
+// tears the strategy down (and destroys it) while they are all still alive.  The module's tensors
+// are the user's: `borrowed` holds references to them, so they outlive the teardown even when the
+// module is destroyed before the trainer.  Keep new members the strategy borrows above `strategy`.
 struct Trainer::Impl {
   Trainer* self = nullptr;  // the owning Trainer (modules point back to it)
   TrainerOptions o;
-  std::unique_ptr<Runtime> rt;
+  std::shared_ptr<Runtime> rt;  // shared with the accelerator (Accelerator::keep_alive)
   ClusterEnv env;
   JobConfig job;
   int rank = 0, world = 1, local_rank = 0, local_world = 1, node_rank = 0;
@@ -40,13 +46,17 @@ struct Trainer::Impl {
   Accelerator acc;
   PL_Device device{PL_DEVICE_CPU, 0};
   std::unique_ptr<Store> store;
-  detail::StrategyHandle strategy;
+  // ---- borrowed by the strategy until teardown ----
   std::vector<std::string> param_names;
   std::vector<PL_Parameter> c_params;
-  std::unordered_map<const Parameter*, size_t> param_index;
-
+  std::vector<Parameter*> param_ptrs;  // c_params[i]'s Parameter (nullptr for a buffer)
+  std::vector<Tensor> borrowed;        // the module's tensors c_params points into
   // dp/ddp2: one module per extra device (replica r is replicas[r - 1]), on replica_devices[r].
   std::vector<std::unique_ptr<LightningModule>> replicas;
+  // ---- the strategy: destroyed before everything above ----
+  detail::StrategyHandle strategy;
+  std::unordered_map<const Parameter*, size_t> param_index;
+
   std::vector<PL_Device> replica_devices;
   int num_replicas = 1;
   // log() calls made inside replicas during a multi-replica step, merged after it (one per replica).
@@ -61,7 +71,8 @@ struct Trainer::Impl {
   std::unique_ptr<amp::GradScaler> scaler;  // 16-mixed only
   int64_t effective_batch = 0;              // samples per optimizer step, across the job
 
-  LightningModule* module = nullptr;
+  LightningModule* module = nullptr;   // the module fit/validate/test drives (set by attach)
+  LightningModule* adopted = nullptr;  // the module whose trainer_ is this trainer
   std::unique_ptr<Optimizer> optimizer;
   detail::MetricLog metrics;
   detail::CsvLog csv;
@@ -69,17 +80,32 @@ struct Trainer::Impl {
   int64_t epoch = 0, step = 0;
   int64_t resume_batches = 0;  // batches of `epoch` already done (from a checkpoint)
   bool in_training_step = false;
+  std::shared_ptr<Impl*> alive = std::make_shared<Impl*>(this);  // the grad-ready hook's liveness token
   int64_t batch_size = 1;
   std::string log_dir;
 
   explicit Impl(TrainerOptions options, const RuntimeOptions& ro);
+  ~Impl();
+  // The module `m` is being destroyed: the trainer stops pointing at it.  Its tensors that the
+  // strategy borrowed stay alive in `borrowed` until the strategy's teardown.
+  void forget_module(const LightningModule* m) {
+    if (module == m) module = nullptr;
+    if (adopted == m) adopted = nullptr;
+  }
+  // m.trainer_ = this trainer (before anything else of fit/validate/test); the trainer m had
+  // before forgets it.  Invariant: `adopted` is the one module whose trainer_ is this trainer, and
+  // `module` is either it or nullptr, so that a module's destructor reaches every pointer to it.
+  void adopt(LightningModule& m);
+  // Unhooks the adopted module from this trainer (its trainer pointer, and the grad-ready hook when
+  // this trainer set it): a module that outlives its trainer must not call into freed memory.
+  void detach_module();
   void apply_env_overrides();
   void resolve_job();
   void prepare(LightningModule& m);  // accelerator, store, strategy, module placement (once)
   void attach(LightningModule& m);
   void distribute(DataLoader& loader, const char* stage);
   Batch to_device(const Batch& b) const;
-  detail::Collectives collectives() const;
+  detail::Collectives collectives();  // metrics' collectives (metrics.hpp decides the route)
   void info(const std::string& msg) const { rt->log(PL_LOG_INFO, msg); }
   void warn(const std::string& msg) const { rt->log(PL_LOG_WARN, msg); }
 
@@ -88,6 +114,7 @@ struct Trainer::Impl {
   // trainer_step.cpp: one batch's forward and backward on every replica; the optimizer step.
   double training_step(const Batch& batch, int64_t batch_idx);
   void optimizer_step();
+  void step_ranges(const PL_ParamRange* ranges, size_t num_ranges);  // the strategy's optimizer_step
   void attach_replicas(LightningModule& m);
   void merge_replica_logs(const std::vector<int64_t>& batch_sizes);
   void report_effective_batch(const DataLoader& train);

@@ -104,8 +104,8 @@ void Trainer::Impl::fit_spawn(LightningModule& m, DataLoader& train, DataLoader*
         local_rank = i;
         RuntimeOptions ro;
         ro.rank = rank;
-        rt = std::make_unique<Runtime>(ro);  // rank-prefixed logs; plugins are already loaded
-        m.trainer_ = self;
+        rt = std::make_shared<Runtime>(ro);  // rank-prefixed logs; plugins are already loaded
+        adopt(m);
         fit_here(m, train, val, ckpt);
         if (rank == 0) {
           nlohmann::json j;

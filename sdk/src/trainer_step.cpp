@@ -29,6 +29,7 @@ std::vector<PL_Parameter> detail::parameter_views(Module& m, std::vector<std::st
     cp.value = p->value.view();
     cp.grad = p->grad.defined() ? p->grad.view() : PL_Tensor{sizeof(PL_Tensor), nullptr, p->value.dtype(), p->value.device(), 0, 0, {0}};
     cp.requires_grad = p->requires_grad ? 1 : 0;
+    cp.kind = p->requires_grad ? PL_PARAM_TRAINABLE : PL_PARAM_FROZEN;  // frozen: requires_grad false
     names.push_back(name);
     out.push_back(cp);
   }
@@ -38,6 +39,7 @@ std::vector<PL_Parameter> detail::parameter_views(Module& m, std::vector<std::st
     cp.value = b->view();
     cp.grad = PL_Tensor{sizeof(PL_Tensor), nullptr, b->dtype(), b->device(), 0, 0, {0}};
     cp.requires_grad = 0;
+    cp.kind = PL_PARAM_BUFFER;
     names.push_back(name);
     out.push_back(cp);
   }
@@ -218,21 +220,65 @@ void Trainer::Impl::merge_replica_logs(const std::vector<int64_t>& batch_sizes) 
   }
 }
 
-// The accumulation boundary: unscale (16-mixed), then step unless a gradient overflowed.
+// The accumulation boundary: unscale (16-mixed), every rank agrees on skipping (the strategy's
+// agree_skip, else the maximum over its process group), then the optimizer step (the strategy's
+// optimizer_step on the ranges it picks, else every trainable parameter whole).
 void Trainer::Impl::optimizer_step() {
   strategy.before_optimizer_step();
   bool skip = false;
   if (scaler) {
-    skip = scaler->unscale(module->parameters());
+    const bool found_inf = scaler->unscale(module->parameters());
+    if (strategy.has_agree_skip()) {
+      skip = strategy.agree_skip(found_inf);
+    } else {
+      std::vector<double> x{found_inf ? 1.0 : 0.0};
+      detail::Collectives(rt->host(), strategy.pg_api(), strategy.pg(), world).allreduce(x, PL_REDUCE_MAX);
+      skip = x[0] != 0;
+    }
     const double before = scaler->scale();
     scaler->update(skip);
     if (skip)
       rt->log(PL_LOG_DEBUG, "16-mixed: inf/NaN gradients at step " + std::to_string(step) + ", optimizer step skipped, "
                             "loss scale " + std::to_string(before) + " -> " + std::to_string(scaler->scale()));
   }
-  if (!skip) optimizer->step();
+  if (!skip && strategy.has_optimizer_step())
+    strategy.optimizer_step([this](const PL_ParamRange* r, size_t n) { step_ranges(r, n); });
+  else if (!skip)
+    optimizer->step();
   strategy.after_optimizer_step();
   optimizer->zero_grad();
+}
+
+// The strategy's ranges (indices into setup's array) as the optimizer's: a range of a parameter
+// the optimizer was not given is left alone (as optimizer->step() leaves it); a frozen parameter
+// or a buffer is the strategy's error.
+void Trainer::Impl::step_ranges(const PL_ParamRange* ranges, size_t n) {
+  if (n > 0 && ranges == nullptr)
+    throw Error(PL_ERR_INVALID_ARGUMENT, "strategy '" + job.strategy + "': optimizer_step passed " + std::to_string(n) +
+                                             " ranges but a NULL array");
+  std::unordered_map<const Parameter*, size_t> in_optimizer;
+  for (size_t i = 0; i < optimizer->params().size(); ++i) in_optimizer[optimizer->params()[i]] = i;
+  std::vector<ParamRange> mine;
+  for (size_t k = 0; k < n; ++k) {
+    const PL_ParamRange& r = ranges[k];
+    const std::string what = "strategy '" + job.strategy + "': optimizer_step range " + std::to_string(k);
+    if (!PL_HAS_FIELD(PL_ParamRange, &r, end))
+      throw Error(PL_ERR_VERSION, what + " has struct_size " + std::to_string(r.struct_size) + ", smaller than ABI 1.4's " +
+                                      std::to_string(PL_STRUCT_SIZE(PL_ParamRange, end)));
+    if (r.param_index >= c_params.size())
+      throw Error(PL_ERR_INVALID_ARGUMENT, what + " names entry " + std::to_string(r.param_index) + " but setup registered " +
+                                               std::to_string(c_params.size()) + " (valid: 0 to " +
+                                               std::to_string(c_params.size()) + " - 1)");
+    const PL_ParamKind kind = pl_parameter_kind(&c_params[r.param_index]);
+    if (kind != PL_PARAM_TRAINABLE)
+      throw Error(PL_ERR_INVALID_ARGUMENT, what + " names '" + param_names[r.param_index] + "', a " +
+                                               (kind == PL_PARAM_FROZEN ? "frozen parameter" : "buffer") +
+                                               "; only trainable parameters are stepped");
+    auto it = in_optimizer.find(param_ptrs[r.param_index]);
+    if (it == in_optimizer.end()) continue;
+    mine.push_back({it->second, r.begin, r.end});
+  }
+  optimizer->step(mine);
 }
 
 // Lightning's advice: scale the learning rate with the effective batch size, so say it at start.

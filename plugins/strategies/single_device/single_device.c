@@ -1,7 +1,10 @@
 /*
  * single_device: one process, one device, no communication (Lightning's SingleDeviceStrategy).
  * Written in plain C99 against the plugin headers alone: it is also the reference for writing a
- * strategy plugin in C (see docs/architecture.md).
+ * strategy plugin in C (see docs/architecture.md), including the ABI 1.4 entries as a strategy
+ * that runs alone implements them: optimizer_step (every trainable parameter whole; frozen
+ * parameters and buffers, told apart with pl_parameter_kind, are left alone), agree_skip (its own
+ * verdict), reduce (identity) and all_gather (a copy), and state_info (no state of its own).
  */
 #include <plrt/pl_plugin.h>
 
@@ -11,9 +14,13 @@
 
 struct PL_Strategy {
   const PL_Host* host; /* borrowed from create; outlives the instance */
+  const PL_AcceleratorApi* acc_api; /* borrowed from create; outlives the instance */
+  PL_Accelerator* acc;              /* borrowed from create; outlives the instance */
   PL_Device device;
   PL_Parameter* params; /* borrowed from setup until teardown */
   size_t num_params;
+  PL_ParamRange* ranges; /* owned: one whole range per trainable parameter, made by setup */
+  size_t num_ranges;
 };
 
 static PL_Error* invalid(const PL_Host* host, const char* message) {
@@ -55,16 +62,41 @@ static PL_Error* sd_create(const PL_Host* host, const PL_StrategyConfig* config,
   s = (struct PL_Strategy*)calloc(1, sizeof *s);
   if (s == NULL) return host->error_new(PL_ERR_RESOURCE, "single_device: out of memory");
   s->host = host;
+  s->acc_api = config->accelerator_api;
+  s->acc = config->accelerator;
   s->device.type = config->accelerator_api ? config->accelerator_api->device_type : PL_DEVICE_CPU;
   s->device.index = config->num_devices == 1 && config->device_ids ? config->device_ids[0] : 0;
   *out = s;
   return NULL;
 }
 
-static void sd_destroy(PL_Strategy* s) { free(s); }
+static void sd_destroy(PL_Strategy* s) {
+  if (s == NULL) return;
+  free(s->ranges);
+  free(s);
+}
 
 static PL_Error* sd_setup(PL_Strategy* s, PL_Parameter* params, size_t num_params) {
+  size_t i;
   if (num_params > 0 && params == NULL) return invalid(s->host, "single_device: params is NULL");
+  free(s->ranges);
+  s->ranges = NULL;
+  s->num_ranges = 0;
+  if (num_params > 0) {
+    s->ranges = (PL_ParamRange*)calloc(num_params, sizeof *s->ranges);
+    if (s->ranges == NULL) return s->host->error_new(PL_ERR_RESOURCE, "single_device: out of memory");
+  }
+  /* The ranges optimizer_step hands the host: every trainable parameter, whole.  Frozen
+   * parameters (no gradient) and buffers are never stepped. */
+  for (i = 0; i < num_params; ++i) {
+    PL_ParamRange* r;
+    if (pl_parameter_kind(&params[i]) != PL_PARAM_TRAINABLE) continue;
+    r = &s->ranges[s->num_ranges++];
+    r->struct_size = sizeof *r;
+    r->param_index = i;
+    r->begin = 0;
+    r->end = params[i].value.numel;
+  }
   s->params = params;
   s->num_params = num_params;
   return NULL;
@@ -83,6 +115,67 @@ static PL_Error* sd_after_backward(PL_Strategy* s) {
 static PL_Error* sd_teardown(PL_Strategy* s) {
   s->params = NULL;
   s->num_params = 0;
+  s->num_ranges = 0;
+  return NULL;
+}
+
+/* ---- ABI 1.4 ---- */
+
+static PL_Error* sd_optimizer_step(PL_Strategy* s, const PL_OptimizerFn* fn) {
+  if (fn == NULL || fn->step == NULL) return invalid(s->host, "single_device: optimizer_step needs a step function");
+  /* Alone: this rank updates every trainable parameter, and there is nothing to share after. */
+  return fn->step(fn->user, s->ranges, s->num_ranges);
+}
+
+static PL_Error* sd_agree_skip(PL_Strategy* s, int32_t found_inf, int32_t* out_skip) {
+  if (out_skip == NULL) return invalid(s->host, "single_device: agree_skip needs out_skip");
+  *out_skip = found_inf != 0; /* alone: its own verdict */
+  return NULL;
+}
+
+static PL_Error* sd_reduce(PL_Strategy* s, PL_Tensor* tensor, PL_ReduceOp op) {
+  char msg[160];
+  if (tensor == NULL) return invalid(s->host, "single_device: reduce needs a tensor");
+  if (op < PL_REDUCE_SUM || op > PL_REDUCE_PRODUCT) {
+    snprintf(msg, sizeof msg, "single_device: reduce op %d is not valid (1 sum, 2 avg, 3 min, 4 max, 5 product)", (int)op);
+    return invalid(s->host, msg);
+  }
+  return NULL; /* over one process every op is the identity */
+}
+
+static PL_Error* sd_all_gather(PL_Strategy* s, const PL_Tensor* input, PL_Tensor* outputs, size_t num_outputs) {
+  char msg[200];
+  size_t bytes;
+  if (input == NULL || outputs == NULL) return invalid(s->host, "single_device: all_gather needs an input and outputs");
+  if (num_outputs != 1) {
+    snprintf(msg, sizeof msg, "single_device: all_gather got %zu outputs but the world size is 1", (size_t)num_outputs);
+    return invalid(s->host, msg);
+  }
+  if (outputs[0].dtype != input->dtype || outputs[0].numel != input->numel) {
+    snprintf(msg, sizeof msg, "single_device: all_gather's output holds %lld elements of dtype %d, the input %lld of dtype %d",
+             (long long)outputs[0].numel, (int)outputs[0].dtype, (long long)input->numel, (int)input->dtype);
+    return invalid(s->host, msg);
+  }
+  bytes = (size_t)input->numel * pl_dtype_size(input->dtype);
+  if (bytes == 0 || outputs[0].data == input->data) return NULL;
+  if (input->device.type == PL_DEVICE_CPU && outputs[0].device.type == PL_DEVICE_CPU) {
+    memcpy(outputs[0].data, input->data, bytes);
+    return NULL;
+  }
+  if (s->acc_api == NULL || s->acc == NULL)
+    return s->host->error_new(PL_ERR_UNSUPPORTED, "single_device: all_gather of device memory needs an accelerator");
+  {
+    PL_Error* e = s->acc_api->copy(s->acc, outputs[0].data, outputs[0].device, input->data, input->device, bytes, NULL);
+    if (e != NULL) return e;
+    return s->acc_api->stream_synchronize(s->acc, NULL); /* blocking, as the contract says */
+  }
+}
+
+static PL_Error* sd_state_info(PL_Strategy* s, PL_StrategyStateInfo* out) {
+  if (out == NULL || out->struct_size < PL_STRUCT_SIZE(PL_StrategyStateInfo, any_world_size))
+    return invalid(s->host, "single_device: state_info needs an ABI 1.4 PL_StrategyStateInfo");
+  out->has_state = 0; /* nothing of its own: the host's checkpoint is the whole state */
+  out->any_world_size = 1;
   return NULL;
 }
 
@@ -103,12 +196,12 @@ static const PL_StrategyApi kApi = {
     NULL, /* get_stat: nothing to report */
     NULL, /* num_replicas: one (ABI 1.3) */
     NULL, /* setup_replica */
-    NULL, /* optimizer_step: the host steps every parameter (ABI 1.4) */
-    NULL, /* agree_skip */
-    NULL, /* reduce */
-    NULL, /* all_gather */
-    NULL, /* state_info */
-    NULL, /* save_state */
+    sd_optimizer_step, /* ABI 1.4 */
+    sd_agree_skip,
+    sd_reduce,
+    sd_all_gather,
+    sd_state_info,
+    NULL, /* save_state: no state (state_info says so) */
     NULL  /* load_state */
 };
 

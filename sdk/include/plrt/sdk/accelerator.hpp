@@ -23,6 +23,10 @@ class Accelerator {
               const std::vector<std::pair<std::string, std::string>>& options = {});
 
   bool defined() const { return impl_ != nullptr; }
+  // Keeps `owner` (the shared Runtime this instance came from) alive as long as the instance, that
+  // is as long as any copy or any tensor allocated through it: a module may then outlive the code
+  // that made the Runtime (the trainer does this with its own).  Empty handle: pl::Error.
+  void keep_alive(std::shared_ptr<const void> owner);
   const std::string& name() const;
   PL_DeviceType device_type() const;
   bool synchronous() const;  // PL_ACCEL_SYNCHRONOUS: kernels complete before they return

@@ -44,6 +44,9 @@ struct ReplicaOutput {
 
 class LightningModule : public Module {
  public:
+  // A module destroyed before its trainer unhooks itself from it (and the trainer's destructor
+  // unhooks its module): either may outlive the other.
+  ~LightningModule() override;
   // Forward and backward on one batch (already on the module's device); returns the loss.
   // Under dp/ddp2 each replica runs it on its slice of the batch, in its own thread.
   virtual double training_step(const Batch& batch, int64_t batch_idx) = 0;

@@ -23,6 +23,9 @@ namespace pl {
 struct Parameter {
   Tensor value;
   Tensor grad;                // allocated by Module::to (same device, shape and dtype as value)
+  // false: frozen (torch's p.requires_grad_(False)): the layers write no gradient, optimizers do
+  // not step it, state_dict and checkpoints still hold it.  Freeze before Trainer::fit: the
+  // strategy learns each parameter's kind (trainable, frozen, buffer) when fit sets it up.
   bool requires_grad = true;
   // Set by zero_grad (PyTorch's set_to_none): the next backward writes the gradient instead of
   // adding to it, and an optimizer skips a parameter whose gradient was never written.
@@ -68,6 +71,9 @@ class Module {
   void eval() { train(false); }
   bool training() const;
   void zero_grad();  // grad_is_zero on every parameter of this module and its submodules
+  // Freezes (false) or unfreezes (true) every parameter of this module and its submodules, as
+  // torch's module.requires_grad_(); unfreezing a placed module allocates the missing gradients.
+  void requires_grad_(bool on);
   // Factor the layers apply to the gradients they write (1 / accumulate_grad_batches), set by the
   // trainer; 1 by default.  Finite and > 0, else pl::Error.
   double grad_scale() const;

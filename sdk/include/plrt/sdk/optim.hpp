@@ -3,6 +3,11 @@
 // not written since zero_grad (grad_is_zero), or that does not require grad, is skipped, as
 // PyTorch skips a None gradient.  The kernel runs on the accelerator that owns the parameter's
 // gradient (Module::to allocates it there).
+//
+// Range steps (a strategy's optimizer_step, ABI 1.4): step(ranges) updates elements [begin, end)
+// of the flat value of some parameters, with state of its own per range, created at the first step
+// that names it.  A range that covers a whole parameter uses (and checkpoints) the parameter's
+// state exactly as step() does; a partial range's state is a flat tensor of end - begin elements.
 #pragma once
 
 #include <plrt/sdk/module.hpp>
@@ -11,17 +16,31 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
 namespace pl {
+
+// Elements [begin, end) of params()[param]'s flat value (and of its gradient and state).
+struct ParamRange {
+  size_t param = 0;
+  int64_t begin = 0;
+  int64_t end = 0;
+};
 
 class Optimizer {
  public:
   // params: non-null and distinct (else pl::Error); lr finite and >= 0.
   explicit Optimizer(std::vector<Parameter*> params, double lr);
   virtual ~Optimizer();
-  virtual void step() = 0;
+  // Every trainable parameter, whole (a parameter whose gradient was not written is skipped).
+  void step();
+  // Only the elements in `ranges`: each names a trainable parameter of params(), 0 <= begin <=
+  // end <= its numel, no two overlapping (else pl::Error naming the range, before any update);
+  // an empty range does nothing.  Everything not named is left alone.  steps() counts the call.
+  // Name the same ranges at every step: the state is kept per range.
+  void step(const std::vector<ParamRange>& ranges);
   virtual std::string name() const = 0;  // "SGD", "Adam", "AdamW"
   void zero_grad();
   double lr() const { return lr_; }
@@ -30,7 +49,9 @@ class Optimizer {
   int64_t steps() const { return steps_; }
 
   // ---- checkpoints: tensors named "state.<param index>.<name>" (momentum_buffer, exp_avg,
-  // exp_avg_sq), scalars by name ("lr", "step" = steps(), Adam's "state.<i>.step").  state_tensors
+  // exp_avg_sq), scalars by name ("lr", "step" = steps(), Adam's "state.<i>.step").  A partial
+  // range's state is named "state.<i>.<begin>-<end>.<name>" (flat tensors of end - begin elements;
+  // Adam's step counter "state.<i>.<begin>-<end>.step"), e.g. "state.3.0-512.exp_avg".  state_tensors
   // returns the live state (shared storage): serialise or clone it before the next step.
   // load_state checks every name, shape and dtype before changing anything, and copies the
   // tensors onto the parameters' devices. ----
@@ -44,11 +65,23 @@ class Optimizer {
   const Accelerator& accelerator_of(size_t i) const;
   // Whether step() updates parameter i; throws when its gradient was written but is missing.
   bool takes_step(size_t i) const;
+  // One update of parameter i's elements [begin, end) with the state kept for that range
+  // (whole: begin 0, end numel, the parameter's own state).  Called by both step()s.
+  virtual void update(size_t i, int64_t begin, int64_t end) = 0;
+  bool whole(size_t i, int64_t begin, int64_t end) const { return begin == 0 && end == params_[i]->value.numel(); }
+  // The flat view of elements [begin, end) of t.
+  static PL_Tensor flat_view(const Tensor& t, int64_t begin, int64_t end);
+  using RangeKey = std::tuple<size_t, int64_t, int64_t>;  // (param, begin, end) of a partial range
+  static std::string range_prefix(const RangeKey& k);      // "state.<i>.<begin>-<end>." 
   // A copy of `src` on parameter i's device, after checking its shape and dtype against the value.
   Tensor load_tensor(size_t i, const std::string& key, const Tensor& src) const;
-  // The parameter index of "state.<i>.<field>" with `field` one of `fields`; any other name throws,
-  // naming it and the valid names.
-  size_t state_index(const std::string& key, const std::vector<std::string>& fields, std::string* field) const;
+  // The parameter index of "state.<i>.<field>" (or "state.<i>.<begin>-<end>.<field>": its range
+  // in *range; a whole-parameter name sets *range to (i, -1, -1)) with `field` one of `fields`; any
+  // other name, or a range outside the parameter, throws, naming it and the valid names.
+  size_t state_index(const std::string& key, const std::vector<std::string>& fields, std::string* field,
+                     RangeKey* range = nullptr) const;
+  // A copy of `src` for partial range k (flat, end - begin elements of the parameter's dtype).
+  Tensor load_range_tensor(const RangeKey& k, const std::string& key, const Tensor& src) const;
   struct Scalars {
     double lr;
     int64_t steps;
@@ -73,15 +106,16 @@ struct SgdOptions {
 class SGD : public Optimizer {
  public:
   SGD(std::vector<Parameter*> params, SgdOptions options);
-  void step() override;
   std::string name() const override { return "SGD"; }
   std::vector<std::pair<std::string, Tensor>> state_tensors() const override;
   std::map<std::string, double> state_scalars() const override;
   void load_state(const std::map<std::string, Tensor>& tensors, const std::map<std::string, double>& scalars) override;
 
  private:
+  void update(size_t i, int64_t begin, int64_t end) override;
   SgdOptions o_;
-  std::vector<Tensor> momentum_;  // per parameter; undefined until its first step
+  std::vector<Tensor> momentum_;               // per parameter; undefined until its first step
+  std::map<RangeKey, Tensor> range_momentum_;  // per partial range
 };
 
 struct AdamOptions {
@@ -95,17 +129,22 @@ struct AdamOptions {
 class Adam : public Optimizer {
  public:
   Adam(std::vector<Parameter*> params, AdamOptions options, bool decoupled_weight_decay = false);
-  void step() override;
   std::string name() const override { return decoupled_ ? "AdamW" : "Adam"; }
   std::vector<std::pair<std::string, Tensor>> state_tensors() const override;
   std::map<std::string, double> state_scalars() const override;
   void load_state(const std::map<std::string, Tensor>& tensors, const std::map<std::string, double>& scalars) override;
 
  private:
+  void update(size_t i, int64_t begin, int64_t end) override;
   AdamOptions o_;
   bool decoupled_;
   std::vector<Tensor> exp_avg_, exp_avg_sq_;
   std::vector<int64_t> step_;  // per parameter (1-based after its first update)
+  struct RangeState {
+    Tensor exp_avg, exp_avg_sq;
+    int64_t step = 0;
+  };
+  std::map<RangeKey, RangeState> range_state_;  // per partial range
 };
 
 class AdamW : public Adam {
