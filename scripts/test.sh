@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Sets up a fresh machine, builds the release preset and runs the whole test suite.
-# Usage: scripts/test.sh [preset]   (release by default; debug-asan for ASan+UBSan)
+# Usage: scripts/test.sh [preset]   (release by default; debug-asan for ASan+UBSan, debug-tsan for TSan)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 preset=${1:-release}

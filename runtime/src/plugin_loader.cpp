@@ -2,6 +2,8 @@
 
 #include "error.hpp"
 
+#include <dlfcn.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <set>
@@ -199,10 +201,19 @@ const LoadedPlugin& PluginLoader::load_file(const fs::path& path, std::optional<
     return *it->second;
   }
 
+  // Under ThreadSanitizer a plugin stays mapped after its last handle closes: TSan's atexit
+  // interceptor keeps the handlers a library registered (the CUDA runtime's, statically linked into
+  // the cuda plugin) past dlclose, and runs them at exit from unmapped memory.  Elsewhere plugins
+  // unload normally.
+#if defined(__SANITIZE_THREAD__)
+  constexpr auto kKeepLoaded = static_cast<dll::load_mode::type>(RTLD_NODELETE);
+#else
+  constexpr auto kKeepLoaded = static_cast<dll::load_mode::type>(0);
+#endif
   auto plugin = std::make_unique<LoadedPlugin>();
   plugin->path = canon;
   try {
-    plugin->library.load(canon, dll::load_mode::rtld_now | dll::load_mode::rtld_local);
+    plugin->library.load(canon, dll::load_mode::rtld_now | dll::load_mode::rtld_local | kKeepLoaded);
   } catch (const std::exception& e) {
     file_error(PL_ERR_INVALID_ARGUMENT, path, std::string("not a loadable shared library (") + e.what() + ")");
   }

@@ -93,7 +93,8 @@ TEST(DdpAbi14, BadArgumentsAreNamed) {
   std::vector<PL_Tensor> mismatched{pl::tensor_view(wrong.data(), PL_F32, 2)};
   EXPECT_THAT(error_of([&] { st.all_gather(t, mismatched); }).what(),
               HasSubstr("outputs[0] is float32[2] but the input is float64[1]"));
-  EXPECT_NE(st.api()->optimizer_step(st.get(), nullptr), nullptr);
+  EXPECT_THAT(error_of([&] { pl::check(rt.host(), st.api()->optimizer_step(st.get(), nullptr)); }).what(),
+              HasSubstr("optimizer_step needs a PL_OptimizerFn with `step` set"));
 }
 
 // One rank of the multi-rank tests.

@@ -52,7 +52,9 @@ void ReplicaPool::worker_main(size_t r, uint64_t seen) {
       }
     }
     std::lock_guard<std::mutex> lock(m_);
-    results_[r] = error;
+    // Moved, not copied: the worker keeps no reference, so the exception is freed by whoever reads
+    // results_ (ordered by the lock), never by this thread later (TSan saw that as a race).
+    results_[r] = std::move(error);
     if (--remaining_ == 0) done_cv_.notify_all();
   }
 }
