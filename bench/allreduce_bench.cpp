@@ -21,12 +21,6 @@
 // the repetitions of their mean per call (--stat median|min); then the maximum over ranks.  The last
 // line gives the geometric mean over the sizes from 1 MiB up of each ratio (a shared VM swings
 // +-10% per size; the geometric mean is the figure to compare).
-#include "spawn.hpp"
-
-#include <plrt/sdk/process_group.hpp>
-#include <plrt/sdk/runtime.hpp>
-#include <plrt/sdk/store.hpp>
-
 #include <gloo/allreduce.h>
 #include <gloo/barrier.h>
 #include <gloo/math.h>
@@ -34,21 +28,26 @@
 #include <gloo/rendezvous/store.h>
 #include <gloo/transport/tcp/device.h>
 #include <gloo/types.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <functional>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <iostream>
 #include <limits>
 #include <optional>
-#include <type_traits>
+#include <plrt/sdk/process_group.hpp>
+#include <plrt/sdk/runtime.hpp>
+#include <plrt/sdk/store.hpp>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
-#include <unistd.h>
+
+#include "spawn.hpp"
 
 namespace {
 
@@ -76,7 +75,11 @@ int64_t parse_bytes(const std::string& s) {
   size_t pos = 0;
   double v = std::stod(s, &pos);
   std::string unit = s.substr(pos);
-  double mult = unit.empty() || unit == "B" ? 1 : unit[0] == 'K' ? 1 << 10 : unit[0] == 'M' ? 1 << 20 : unit[0] == 'G' ? 1 << 30 : -1;
+  double mult = unit.empty() || unit == "B" ? 1
+                : unit[0] == 'K'            ? 1 << 10
+                : unit[0] == 'M'            ? 1 << 20
+                : unit[0] == 'G'            ? 1 << 30
+                                            : -1;
   if (mult < 0 || v < 0) throw std::invalid_argument("bad size '" + s + "'");
   return static_cast<int64_t>(v * mult);
 }
@@ -96,19 +99,32 @@ Args parse(int argc, char** argv) {
     if (i + 1 >= argc) throw std::invalid_argument(k + " needs a value");
     std::string v = argv[++i];
     a.passthrough.insert(a.passthrough.end(), {k, v});
-    if (k == "-b") a.min_bytes = parse_bytes(v);
-    else if (k == "-e") a.max_bytes = parse_bytes(v);
-    else if (k == "-f") a.factor = std::stod(v);
-    else if (k == "-n") a.iters = std::stoi(v);
-    else if (k == "-w") a.warmup = std::stoi(v);
-    else if (k == "-r") a.reps = std::stoi(v);
-    else if (k == "--ranks") a.ranks = std::stoi(v);
-    else if (k == "--dtype") a.dtype = v;
-    else if (k == "--backend") a.backend = v;
-    else if (k == "--deadline-s") a.deadline_s = std::stoi(v);
-    else if (k == "--stat") a.stat = v;
-    else if (k == "--algorithm") a.algorithm = v;
-    else throw std::invalid_argument("unknown option '" + k + "'");
+    if (k == "-b")
+      a.min_bytes = parse_bytes(v);
+    else if (k == "-e")
+      a.max_bytes = parse_bytes(v);
+    else if (k == "-f")
+      a.factor = std::stod(v);
+    else if (k == "-n")
+      a.iters = std::stoi(v);
+    else if (k == "-w")
+      a.warmup = std::stoi(v);
+    else if (k == "-r")
+      a.reps = std::stoi(v);
+    else if (k == "--ranks")
+      a.ranks = std::stoi(v);
+    else if (k == "--dtype")
+      a.dtype = v;
+    else if (k == "--backend")
+      a.backend = v;
+    else if (k == "--deadline-s")
+      a.deadline_s = std::stoi(v);
+    else if (k == "--stat")
+      a.stat = v;
+    else if (k == "--algorithm")
+      a.algorithm = v;
+    else
+      throw std::invalid_argument("unknown option '" + k + "'");
   }
   static const char* dtypes[] = {"f32", "f64", "f16", "i32", "i64", "u8"};
   if (std::find(std::begin(dtypes), std::end(dtypes), a.dtype) == std::end(dtypes))
@@ -196,7 +212,7 @@ struct Worker {
   const Args& a;
   int rank = 0, world = 1;
   std::vector<std::pair<std::string, const pl::ProcessGroup*>> groups;  // plrt sides: algorithm, group
-  std::vector<std::string> gloo_algos;                                   // direct Gloo sides
+  std::vector<std::string> gloo_algos;                                  // direct Gloo sides
   std::shared_ptr<gloo::Context> gctx;
 
   void gloo_barrier() {
@@ -235,7 +251,8 @@ struct Worker {
                          const bool bcube = algo == "bcube" || (algo == "auto" && auto_bcube(world, count * sizeof(T)));
                          if (bcube) go.setAlgorithm(gloo::AllreduceOptions::Algorithm::BCUBE);
                          go.setOutput(reinterpret_cast<G*>(buf.data()), count);
-                         go.setReduceFunction(static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<G>));
+                         go.setReduceFunction(
+                             static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<G>));
                          go.setTag(1);
                          gloo::allreduce(go);
                        }});
@@ -243,9 +260,9 @@ struct Worker {
     // against the better of plrt ring and bcube.
     struct Ratio {
       std::string name;
-      size_t num;                 // ratio = the best time of the sides `dens` / the time of side `num`
-      std::vector<size_t> dens;   //   (= busbw of num / the best busbw of dens)
-      std::vector<double> logs;   // log(ratio) at each size from 1 MiB up
+      size_t num;                      // ratio = the best time of the sides `dens` / the time of side `num`
+      std::vector<size_t> dens;        //   (= busbw of num / the best busbw of dens)
+      std::vector<double> logs;        // log(ratio) at each size from 1 MiB up
       std::optional<double> added_4k;  // time of num - the best time of dens at 4 KiB (us)
     };
     std::vector<Ratio> ratios;
@@ -261,12 +278,13 @@ struct Worker {
       ratios.push_back({"auto/best", index("plrt auto"), {index("plrt ring"), index("plrt bcube")}, {}, {}});
 
     if (rank == 0) {
-      std::printf("# allreduce_bench: %d ranks on 127.0.0.1, %s sum, plrt backend '%s' vs gloo::allreduce, "
-                  "--algorithm %s\n"
-                  "# time = %s of %d repetitions x %d calls (after %d warm-up calls), max over ranks\n"
-                  "# busbw = algbw * 2(n-1)/n (GB/s);  a ratio > 1: the first side is faster\n#\n",
-                  world, pl_dtype_name(dtype), a.backend.c_str(), a.algorithm.c_str(), a.stat.c_str(), a.reps, a.iters,
-                  a.warmup);
+      std::printf(
+          "# allreduce_bench: %d ranks on 127.0.0.1, %s sum, plrt backend '%s' vs gloo::allreduce, "
+          "--algorithm %s\n"
+          "# time = %s of %d repetitions x %d calls (after %d warm-up calls), max over ranks\n"
+          "# busbw = algbw * 2(n-1)/n (GB/s);  a ratio > 1: the first side is faster\n#\n",
+          world, pl_dtype_name(dtype), a.backend.c_str(), a.algorithm.c_str(), a.stat.c_str(), a.reps, a.iters,
+          a.warmup);
       std::printf("# %10s", "size (B)");
       for (const auto& sd : sides) std::printf(" | %10s us %6s", sd.name.c_str(), "busbw");
       for (const auto& r : ratios) std::printf(" | %s", r.name.c_str());
@@ -322,7 +340,8 @@ struct Worker {
     if (rank == 0) {
       std::printf("#\n");
       for (const auto& r : ratios) {
-        if (r.added_4k) std::printf("# %s: added latency at 4 KiB %.2f us (target <= 5 us)\n", r.name.c_str(), *r.added_4k);
+        if (r.added_4k)
+          std::printf("# %s: added latency at 4 KiB %.2f us (target <= 5 us)\n", r.name.c_str(), *r.added_4k);
         if (r.logs.empty()) continue;
         double sum = 0, lowest = 1e9;
         for (double l : r.logs) sum += l, lowest = std::min(lowest, std::exp(l));
@@ -346,8 +365,10 @@ struct Worker {
 
   template <class T>
   static T to_t(int v) {
-    if constexpr (std::is_same_v<T, gloo::float16>) return gloo::cpu_float2half_rn(static_cast<float>(v));
-    else return static_cast<T>(v);
+    if constexpr (std::is_same_v<T, gloo::float16>)
+      return gloo::cpu_float2half_rn(static_cast<float>(v));
+    else
+      return static_cast<T>(v);
   }
 };
 
@@ -357,8 +378,8 @@ int work(const Args& a) {
   ro.log_level = "warn";
   pl::Runtime rt(ro);
   pl::Store store(rt, env.store_options(std::chrono::seconds(120)));
-  std::vector<std::string> algos = a.algorithm == "all" ? std::vector<std::string>{"ring", "bcube", "auto"}
-                                                         : std::vector<std::string>{a.algorithm};
+  std::vector<std::string> algos =
+      a.algorithm == "all" ? std::vector<std::string>{"ring", "bcube", "auto"} : std::vector<std::string>{a.algorithm};
   std::vector<std::unique_ptr<pl::ProcessGroup>> pgs;
   Worker w{a, env.rank, env.world_size, {}, {}, nullptr};
   for (const auto& algo : algos) {
@@ -381,12 +402,18 @@ int work(const Args& a) {
   gctx->connectFullMesh(gstore, dev);
   w.gctx = gctx;
 
-  if (a.dtype == "f32") w.run<float, float>(PL_F32);
-  else if (a.dtype == "f64") w.run<double, double>(PL_F64);
-  else if (a.dtype == "f16") w.run<gloo::float16, gloo::float16>(PL_F16);
-  else if (a.dtype == "i32") w.run<int32_t, int32_t>(PL_I32);
-  else if (a.dtype == "i64") w.run<int64_t, int64_t>(PL_I64);
-  else w.run<uint8_t, uint8_t>(PL_U8);
+  if (a.dtype == "f32")
+    w.run<float, float>(PL_F32);
+  else if (a.dtype == "f64")
+    w.run<double, double>(PL_F64);
+  else if (a.dtype == "f16")
+    w.run<gloo::float16, gloo::float16>(PL_F16);
+  else if (a.dtype == "i32")
+    w.run<int32_t, int32_t>(PL_I32);
+  else if (a.dtype == "i64")
+    w.run<int64_t, int64_t>(PL_I64);
+  else
+    w.run<uint8_t, uint8_t>(PL_U8);
   return 0;
 }
 
@@ -397,7 +424,8 @@ int main(int argc, char** argv) {
     Args a = parse(argc, argv);
     return a.worker ? work(a) : launch(a);
   } catch (const std::exception& e) {
-    std::cerr << "allreduce_bench: " << e.what() << "\n" << (std::string(e.what()).find("option") != std::string::npos ? kUsage : "");
+    std::cerr << "allreduce_bench: " << e.what() << "\n"
+              << (std::string(e.what()).find("option") != std::string::npos ? kUsage : "");
     return 2;
   }
 }

@@ -6,9 +6,6 @@
 // (ABI 1.4) copy a 64-tensor bucket into its flat buffer and back in one launch each.
 //
 // Without a GPU it says why and exits 0.
-#include <plrt/sdk/accelerator.hpp>
-#include <plrt/sdk/runtime.hpp>
-
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -17,6 +14,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <plrt/sdk/accelerator.hpp>
+#include <plrt/sdk/runtime.hpp>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -25,11 +24,11 @@
 namespace {
 
 struct Options {
-  double mib = 64;      // per f32 operand
-  int iters = 50;       // timed calls per repetition
-  int warmup = 5;       // untimed calls first
-  int reps = 3;         // repetitions; the best is reported
-  int64_t chunk = 2048; // quantize_u8 / dequantize_u8 chunk size
+  double mib = 64;       // per f32 operand
+  int iters = 50;        // timed calls per repetition
+  int warmup = 5;        // untimed calls first
+  int reps = 3;          // repetitions; the best is reported
+  int64_t chunk = 2048;  // quantize_u8 / dequantize_u8 chunk size
   int device = 0;
 };
 
@@ -61,13 +60,20 @@ Options parse(int argc, char** argv) {
     if (a == "--help" || a == "-h") usage(nullptr);
     if (i + 1 >= argc) usage(("missing value after " + a).c_str());
     const char* v = argv[++i];
-    if (a == "--mib") o.mib = number("--mib", v, 0.001, "0.001");
-    else if (a == "--iters") o.iters = static_cast<int>(number("--iters", v, 1, "1"));
-    else if (a == "--warmup") o.warmup = static_cast<int>(number("--warmup", v, 0, "0"));
-    else if (a == "--reps") o.reps = static_cast<int>(number("--reps", v, 1, "1"));
-    else if (a == "--chunk") o.chunk = static_cast<int64_t>(number("--chunk", v, 1, "1"));
-    else if (a == "--device") o.device = static_cast<int>(number("--device", v, 0, "0"));
-    else usage(("unknown option " + a).c_str());
+    if (a == "--mib")
+      o.mib = number("--mib", v, 0.001, "0.001");
+    else if (a == "--iters")
+      o.iters = static_cast<int>(number("--iters", v, 1, "1"));
+    else if (a == "--warmup")
+      o.warmup = static_cast<int>(number("--warmup", v, 0, "0"));
+    else if (a == "--reps")
+      o.reps = static_cast<int>(number("--reps", v, 1, "1"));
+    else if (a == "--chunk")
+      o.chunk = static_cast<int64_t>(number("--chunk", v, 1, "1"));
+    else if (a == "--device")
+      o.device = static_cast<int>(number("--device", v, 0, "0"));
+    else
+      usage(("unknown option " + a).c_str());
   }
   return o;
 }
@@ -127,8 +133,10 @@ int run(const Options& opt) {
     std::printf("cuda_kernel_bandwidth: no GPU to measure: %s\n", acc.unavailable_reason().c_str());
     return 0;
   }
-  if (opt.device >= count) usage(("--device " + std::to_string(opt.device) + " is out of range; this process sees " +
-                                  std::to_string(count) + " CUDA device(s)").c_str());
+  if (opt.device >= count)
+    usage(("--device " + std::to_string(opt.device) + " is out of range; this process sees " + std::to_string(count) +
+           " CUDA device(s)")
+              .c_str());
   acc.set_device(opt.device);
   cuda_check(cudaSetDevice(opt.device), "cudaSetDevice");
   const PL_DeviceInfo info = acc.device_info(opt.device);
@@ -210,7 +218,8 @@ int run(const Options& opt) {
               info.compute_minor, opt.device);
   std::printf("# %lld float32 elements (%.1f MiB per operand), %d calls x best of %d, quantize chunk %lld\n",
               static_cast<long long>(n), opt.mib, opt.iters, opt.reps, static_cast<long long>(opt.chunk));
-  std::printf("# %-22s %10s | %10s %9s | %10s %9s | %6s\n", "kernel", "moved", "kernel", "GB/s", "memcpy", "GB/s", "ratio");
+  std::printf("# %-22s %10s | %10s %9s | %10s %9s | %6s\n", "kernel", "moved", "kernel", "GB/s", "memcpy", "GB/s",
+              "ratio");
   std::printf("# %-22s %10s | %10s %9s | %10s %9s | %6s\n", "", "(MiB)", "(us)", "", "(us)", "", "");
   double worst = 1e30;
   std::string worst_name;

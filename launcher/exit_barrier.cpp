@@ -22,7 +22,8 @@ int wait_for_signal(SignalChannel& signals, int ms) {
 
 }  // namespace
 
-int exit_barrier_serve(const pl::Store& store, int num_nodes, SignalChannel& signals, std::chrono::milliseconds timeout) {
+int exit_barrier_serve(const pl::Store& store, int num_nodes, SignalChannel& signals,
+                       std::chrono::milliseconds timeout) {
   const auto until = Clock::now() + timeout;
   try {
     int64_t done = store.add(kExitBarrierKey, 1);

@@ -1,13 +1,12 @@
 // plrun's launch plan: checks, the rendezvous (address, port, token) and each worker's environment.
 #include "launch_plan.hpp"
 
-#include <plrt/sdk/usable_devices.hpp>
-
 #include <sys/random.h>
 
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <plrt/sdk/usable_devices.hpp>
 #include <set>
 
 namespace plrt::launcher {
@@ -22,14 +21,13 @@ std::string format_seconds(double s) {
   return buf;
 }
 
-constexpr size_t kMaxTokenBytes = 4096;  // the store's limit (docs/store-protocol.md)
+constexpr size_t kMaxTokenBytes = 4096;    // the store's limit (docs/store-protocol.md)
 constexpr double kMaxExitBarrier = 86400;  // a day: a bound, not a wish
 
 }  // namespace
 
 void validate(const LaunchOptions& o) {
-  if (o.num_nodes < 1)
-    invalid("--num-nodes " + std::to_string(o.num_nodes) + " is not valid: it must be >= 1");
+  if (o.num_nodes < 1) invalid("--num-nodes " + std::to_string(o.num_nodes) + " is not valid: it must be >= 1");
   if (o.node_rank < 0 || o.node_rank >= o.num_nodes)
     invalid("--node-rank " + std::to_string(o.node_rank) + " is out of range: with --num-nodes " +
             std::to_string(o.num_nodes) + " it must be in [0, " + std::to_string(o.num_nodes - 1) + "]");
@@ -150,11 +148,23 @@ std::vector<WorkerSpec> plan_workers(const pl::JobConfig& c, const LaunchOptions
 }
 
 const std::vector<std::string>& managed_variables() {
-  static const std::vector<std::string> names = {
-      "RANK",          "LOCAL_RANK",      "WORLD_SIZE",         "LOCAL_WORLD_SIZE",      "NODE_RANK",
-      "GROUP_RANK",    "MASTER_ADDR",     "MASTER_PORT",        "PL_JOB_TOKEN",          "PL_USE_AGENT_STORE",
-      "PL_LAUNCH_MODE", "PL_TRAINER_ACCELERATOR", "PL_TRAINER_DEVICES", "PL_TRAINER_STRATEGY",
-      "PL_TRAINER_NUM_NODES", "PL_TRAINER_PRECISION", "PL_TRAINER_PROCESS_GROUP_BACKEND"};
+  static const std::vector<std::string> names = {"RANK",
+                                                 "LOCAL_RANK",
+                                                 "WORLD_SIZE",
+                                                 "LOCAL_WORLD_SIZE",
+                                                 "NODE_RANK",
+                                                 "GROUP_RANK",
+                                                 "MASTER_ADDR",
+                                                 "MASTER_PORT",
+                                                 "PL_JOB_TOKEN",
+                                                 "PL_USE_AGENT_STORE",
+                                                 "PL_LAUNCH_MODE",
+                                                 "PL_TRAINER_ACCELERATOR",
+                                                 "PL_TRAINER_DEVICES",
+                                                 "PL_TRAINER_STRATEGY",
+                                                 "PL_TRAINER_NUM_NODES",
+                                                 "PL_TRAINER_PRECISION",
+                                                 "PL_TRAINER_PROCESS_GROUP_BACKEND"};
   return names;
 }
 

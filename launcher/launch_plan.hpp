@@ -3,10 +3,9 @@
 // checks, so that the tests can read the plan without starting anything.
 #pragma once
 
-#include <plrt/sdk/runtime.hpp>
-
 #include <functional>
 #include <optional>
+#include <plrt/sdk/runtime.hpp>
 #include <string>
 #include <utility>
 #include <vector>
@@ -32,7 +31,7 @@ struct LaunchOptions {
   std::string plugin_path;
 };
 
-constexpr double kMaxGracePeriod = 5.0;  // so that stopping a job completes within 5 s
+constexpr double kMaxGracePeriod = 5.0;       // so that stopping a job completes within 5 s
 constexpr int kDefaultMultiNodePort = 29500;  // torchrun's
 
 // Where the job's rendezvous store lives and who serves it.

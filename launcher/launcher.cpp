@@ -1,13 +1,12 @@
 #include "launcher.hpp"
 
+#include <cstdlib>
+#include <optional>
+#include <plrt/sdk/store.hpp>
+
 #include "exit_barrier.hpp"
 #include "supervisor.hpp"
 #include "worker_process.hpp"
-
-#include <plrt/sdk/store.hpp>
-
-#include <cstdlib>
-#include <optional>
 
 extern char** environ;
 

@@ -2,17 +2,16 @@
 // node's workers.
 #pragma once
 
-#include "launch_plan.hpp"
-
 #include <plrt/sdk/runtime.hpp>
-
 #include <string>
 #include <vector>
+
+#include "launch_plan.hpp"
 
 namespace plrt::launcher {
 
 struct LaunchRequest {
-  pl::JobRequest job;                    // resolved as --dry-run resolves it
+  pl::JobRequest job;  // resolved as --dry-run resolves it
   LaunchOptions options;
   std::vector<std::string> plugin_dirs;  // --plugin-path
   std::vector<std::string> command;      // the program and its arguments

@@ -2,20 +2,18 @@
 // spawn and single-process strategies), lists plrt's plugins and resolves a job's configuration
 // (Lightning's knobs).  Exit codes: 0 success, 2 invalid input (the error on stderr), 1 anything
 // else; when it launches, the job's code (see supervisor.hpp).
-#include "launcher.hpp"
-
-#include <plrt/sdk/runtime.hpp>
-
 #include <CLI/CLI.hpp>
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <nlohmann/json.hpp>
+#include <plrt/sdk/runtime.hpp>
 #include <string>
 #include <vector>
+
+#include "launcher.hpp"
 
 namespace {
 
@@ -66,8 +64,11 @@ int list_plugins(const pl::Runtime& rt, bool as_json) {
     nlohmann::json out = nlohmann::json::object();
     out["plugins"] = nlohmann::json::array();
     for (const auto& p : plugins) {
-      nlohmann::json j = {{"kind", pl::kind_name(p.kind)}, {"name", p.name},         {"version", p.version},
-                          {"description", p.description},  {"file", p.path}};
+      nlohmann::json j = {{"kind", pl::kind_name(p.kind)},
+                          {"name", p.name},
+                          {"version", p.version},
+                          {"description", p.description},
+                          {"file", p.path}};
       j["alias_of"] = p.alias_of.empty() ? nlohmann::json(nullptr) : nlohmann::json(p.alias_of);
       out["plugins"].push_back(j);
     }
@@ -96,16 +97,11 @@ int list_plugins(const pl::Runtime& rt, bool as_json) {
 nlohmann::json to_json(const pl::JobConfig& c) {
   nlohmann::json options = nlohmann::json::object();
   for (const auto& [k, v] : c.strategy_options) options[k] = v;
-  return {{"accelerator", c.accelerator},
-          {"devices", c.devices},
-          {"strategy", c.strategy},
-          {"strategy_plugin", c.strategy_plugin},
-          {"strategy_options", options},
-          {"launch", pl::launch_mode_name(c.launch_mode)},
-          {"num_nodes", c.num_nodes},
-          {"processes_per_node", c.processes_per_node},
-          {"world_size", c.world_size},
-          {"process_group_backend", c.process_group_backend},
+  return {{"accelerator", c.accelerator}, {"devices", c.devices},
+          {"strategy", c.strategy},       {"strategy_plugin", c.strategy_plugin},
+          {"strategy_options", options},  {"launch", pl::launch_mode_name(c.launch_mode)},
+          {"num_nodes", c.num_nodes},     {"processes_per_node", c.processes_per_node},
+          {"world_size", c.world_size},   {"process_group_backend", c.process_group_backend},
           {"precision", c.precision}};
 }
 
@@ -152,8 +148,9 @@ int main(int argc, char** argv) {
                  "Validate as if the accelerator had N devices (e.g. a GPU job on a login node)");
   app.add_option("--plugin-path", plugin_dirs, "Extra plugin folder, searched first (repeatable)");
   app.add_option("--node-rank", launch.node_rank, "This node's rank, in [0, --num-nodes)")->capture_default_str();
-  auto* addr_opt = app.add_option("--master-addr", "Node 0's host name or address, where it serves the store "
-                                                     "(default 127.0.0.1; required with several nodes)");
+  auto* addr_opt = app.add_option("--master-addr",
+                                  "Node 0's host name or address, where it serves the store "
+                                  "(default 127.0.0.1; required with several nodes)");
   app.add_option("--master-port", master_port,
                  "The store's port (default: a free one on a single node, 29500 with several)");
   app.add_option("--grace-period", launch.grace_period_s,
@@ -206,10 +203,13 @@ int main(int argc, char** argv) {
     lr.plugin_dirs = plugin_dirs;
     launch.num_nodes = req.num_nodes;
     // Only the flags given here reach the program (PL_TRAINER_*): its own defaults apply otherwise.
-    for (const auto& [flag, name] : std::vector<std::pair<std::string, std::string>>{
-             {"--accelerator", "ACCELERATOR"}, {"--devices", "DEVICES"}, {"--strategy", "STRATEGY"},
-             {"--num-nodes", "NUM_NODES"}, {"--precision", "PRECISION"},
-             {"--process-group-backend", "PROCESS_GROUP_BACKEND"}})
+    for (const auto& [flag, name] :
+         std::vector<std::pair<std::string, std::string>>{{"--accelerator", "ACCELERATOR"},
+                                                          {"--devices", "DEVICES"},
+                                                          {"--strategy", "STRATEGY"},
+                                                          {"--num-nodes", "NUM_NODES"},
+                                                          {"--precision", "PRECISION"},
+                                                          {"--process-group-backend", "PROCESS_GROUP_BACKEND"}})
       if (app.count(flag)) launch.trainer_flags.emplace_back(name, app.get_option(flag)->as<std::string>());
     launch.plugin_path = worker_plugin_path(plugin_dirs);
     lr.options = launch;

@@ -1,10 +1,5 @@
 #include "supervisor.hpp"
 
-#include "line_prefixer.hpp"
-#include "output_sink.hpp"
-
-#include <plrt/sdk/error.hpp>
-
 #include <poll.h>
 #include <signal.h>
 #include <sys/signalfd.h>
@@ -15,7 +10,11 @@
 #include <cerrno>
 #include <cstring>
 #include <optional>
+#include <plrt/sdk/error.hpp>
 #include <string>
+
+#include "line_prefixer.hpp"
+#include "output_sink.hpp"
 
 namespace plrt::launcher {
 
@@ -68,7 +67,8 @@ std::string plural(size_t n, const std::string& word) { return std::to_string(n)
 
 struct Worker {
   Worker(Launch l)
-      : spec(std::move(l.spec)), image(std::move(l.image)),
+      : spec(std::move(l.spec)),
+        image(std::move(l.image)),
         lines{LinePrefixer(spec.prefix, spec.node_level), LinePrefixer(spec.prefix, spec.node_level)} {}
   WorkerSpec spec;
   ExecImage image;
@@ -169,8 +169,8 @@ class Supervisor {
   }
 
   void poll_once(int timeout) {
-    std::vector<pollfd> fds = {{signals_.fd(), POLLIN, 0}, {sinks_[0].fd(), sinks_[0].events(), 0},
-                               {sinks_[1].fd(), sinks_[1].events(), 0}};
+    std::vector<pollfd> fds = {
+        {signals_.fd(), POLLIN, 0}, {sinks_[0].fd(), sinks_[0].events(), 0}, {sinks_[1].fd(), sinks_[1].events(), 0}};
     std::vector<std::pair<Worker*, int>> owners;
     for (auto& w : workers_)
       for (int k = 0; k < 2; ++k)
@@ -256,7 +256,8 @@ class Supervisor {
       return;
     }
     if (code == 0) return;
-    size_t others = static_cast<size_t>(std::count_if(workers_.begin(), workers_.end(), [](const Worker& x) { return x.running(); }));
+    size_t others = static_cast<size_t>(
+        std::count_if(workers_.begin(), workers_.end(), [](const Worker& x) { return x.running(); }));
     say(w.spec.label + " (pid " + std::to_string(w.pid) + ") " + how +
         (others ? "; stopping the other " + plural(others, "worker") : "; no other worker is running"));
     exit_code_ = code;
@@ -265,7 +266,8 @@ class Supervisor {
 
   void on_signal(int sig) {
     if (!stopping_) {
-      size_t running = static_cast<size_t>(std::count_if(workers_.begin(), workers_.end(), [](const Worker& w) { return w.running(); }));
+      size_t running = static_cast<size_t>(
+          std::count_if(workers_.begin(), workers_.end(), [](const Worker& w) { return w.running(); }));
       say("got " + signal_name(sig) + "; passing it to " + plural(running, "worker") + " (SIGKILL after " +
           std::to_string(o_.grace.count()) + " ms)");
       if (!exit_code_) exit_code_ = 128 + sig;
@@ -299,7 +301,8 @@ class Supervisor {
     return std::none_of(workers_.begin(), workers_.end(), [](const Worker& w) { return w.running(); });
   }
   bool any_stream_open() const {
-    return std::any_of(workers_.begin(), workers_.end(), [](const Worker& w) { return w.fds[0] >= 0 || w.fds[1] >= 0; });
+    return std::any_of(workers_.begin(), workers_.end(),
+                       [](const Worker& w) { return w.fds[0] >= 0 || w.fds[1] >= 0; });
   }
 
   static constexpr size_t kMaxBuffered = 4u << 20;

@@ -3,11 +3,11 @@
 // fails, and leave no process behind.  One thread, one poll loop; every wait in it is bounded.
 #pragma once
 
-#include "launch_plan.hpp"
-#include "worker_process.hpp"
-
 #include <chrono>
 #include <vector>
+
+#include "launch_plan.hpp"
+#include "worker_process.hpp"
 
 namespace plrt::launcher {
 
@@ -37,9 +37,9 @@ struct Launch {
 };
 
 struct SupervisorOptions {
-  std::chrono::milliseconds grace{3000};     // SIGTERM (or the forwarded signal), then SIGKILL
+  std::chrono::milliseconds grace{3000};       // SIGTERM (or the forwarded signal), then SIGKILL
   std::chrono::milliseconds after_kill{2000};  // how long to wait for SIGKILLed workers to end
-  std::chrono::milliseconds drain{500};      // reading the pipes once every worker has ended
+  std::chrono::milliseconds drain{500};        // reading the pipes once every worker has ended
   int out_fd = 1, err_fd = 2;
 };
 

@@ -1,7 +1,5 @@
 #include "worker_process.hpp"
 
-#include <plrt/sdk/error.hpp>
-
 #include <fcntl.h>
 #include <linux/close_range.h>
 #include <poll.h>
@@ -16,6 +14,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <plrt/sdk/error.hpp>
 #include <sstream>
 #include <thread>
 
@@ -28,7 +27,7 @@ std::string errno_text(int e) { return std::strerror(e); }
 // Whether `file` is something exec can run; `why` says what is wrong otherwise and `missing`
 // whether it is absent.
 bool executable(const std::string& file, std::string* why, bool* missing = nullptr) {
-  struct stat st{};
+  struct stat st {};
   if (missing) *missing = false;
   if (::stat(file.c_str(), &st) != 0) {
     if (missing) *missing = errno == ENOENT || errno == ENOTDIR;
@@ -77,7 +76,7 @@ std::vector<char*> c_array(const std::vector<std::string>& strings) {
 
 // The highest fd to mark close-on-exec when close_range is missing (kernels before 5.11).
 int max_fd_fallback() {
-  struct rlimit rl{};
+  struct rlimit rl {};
   if (::getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return 65536;
   return static_cast<int>(std::min<rlim_t>(rl.rlim_cur, 1 << 20));
 }
@@ -100,22 +99,23 @@ std::string find_program(const std::string& program, const std::optional<std::st
   if (program.find('/') != std::string::npos) {
     bool missing = false;
     if (executable(program, &why, &missing)) return program;
-    throw pl::Error(missing ? PL_ERR_NOT_FOUND : PL_ERR_INVALID_ARGUMENT, "cannot run program '" + program + "': " + why);
+    throw pl::Error(missing ? PL_ERR_NOT_FOUND : PL_ERR_INVALID_ARGUMENT,
+                    "cannot run program '" + program + "': " + why);
   }
   const std::string dirs = path ? *path : "/usr/local/bin:/usr/bin:/bin";
   std::stringstream ss(dirs);
   std::string dir, first_problem;
   while (std::getline(ss, dir, ':')) {
     std::string file = (dir.empty() ? "." : dir) + "/" + program;
-    struct stat st{};
+    struct stat st {};
     if (::stat(file.c_str(), &st) != 0) continue;
     if (executable(file, &why)) return file;
     if (first_problem.empty()) first_problem = file + ": " + why;
   }
   if (!first_problem.empty())
     throw pl::Error(PL_ERR_INVALID_ARGUMENT, "cannot run program '" + program + "': " + first_problem);
-  throw pl::Error(PL_ERR_NOT_FOUND, "program '" + program + "' not found in PATH (" + dirs +
-                                        "); give its path, e.g. ./" + program);
+  throw pl::Error(PL_ERR_NOT_FOUND,
+                  "program '" + program + "' not found in PATH (" + dirs + "); give its path, e.g. ./" + program);
 }
 
 StartedWorker start_worker(const ExecImage& image) {
@@ -130,7 +130,7 @@ StartedWorker start_worker(const ExecImage& image) {
   const int max_fd = max_fd_fallback();
   sigset_t empty;
   sigemptyset(&empty);
-  struct sigaction dfl{};
+  struct sigaction dfl {};
   dfl.sa_handler = SIG_DFL;
   sigemptyset(&dfl.sa_mask);
 

@@ -23,10 +23,10 @@ struct ExecImage {
 };
 
 struct StartedWorker {
-  pid_t pid = -1;     // also its process group's id
-  int out_fd = -1;    // the read ends of its stdout and stderr pipes (non-blocking, close-on-exec)
+  pid_t pid = -1;   // also its process group's id
+  int out_fd = -1;  // the read ends of its stdout and stderr pipes (non-blocking, close-on-exec)
   int err_fd = -1;
-  int exec_errno = 0; // nonzero: exec failed with this errno; the child was reaped, no fds are open
+  int exec_errno = 0;  // nonzero: exec failed with this errno; the child was reaped, no fds are open
 };
 
 // Starts `image` in a new process group of its own, so that a terminal's Ctrl-C reaches plrun

@@ -6,6 +6,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config git
   clang                    # libFuzzer targets and the C99 header check
+  clang-format             # scripts/format (--check runs first in scripts/test.sh)
   libclang-rt-14-dev       # libFuzzer's runtime (only recommended by clang, so named here)
   libboost-dev             # Boost.DLL (header-only when BOOST_DLL_USE_STD_FS is set)
   libspdlog-dev libfmt-dev # logging

@@ -5,6 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 preset=${1:-release}
 ./scripts/setup.sh
+./scripts/format --check  # .clang-format decides; scripts/format rewrites what differs
 cmake --preset "$preset"
 cmake --build --preset "$preset" -j "$(nproc)"
 ctest --preset "$preset"

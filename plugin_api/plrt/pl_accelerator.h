@@ -17,8 +17,8 @@ extern "C" {
 #endif
 
 typedef struct PL_Accelerator PL_Accelerator; /* opaque instance; owned by its creator */
-typedef struct PL_Stream PL_Stream; /* opaque; NULL = the device's default stream */
-typedef struct PL_Event PL_Event;   /* opaque */
+typedef struct PL_Stream PL_Stream;           /* opaque; NULL = the device's default stream */
+typedef struct PL_Event PL_Event;             /* opaque */
 
 typedef int32_t PL_AcceleratorFlags;
 enum {
@@ -36,21 +36,21 @@ typedef struct PL_DeviceAvailability {
 
 typedef struct PL_DeviceInfo {
   size_t struct_size;
-  char name[128];         /* inline */
-  uint64_t total_memory;  /* bytes */
-  uint64_t free_memory;   /* bytes */
-  int32_t compute_major;  /* compute capability; 0 where it has no meaning */
+  char name[128];        /* inline */
+  uint64_t total_memory; /* bytes */
+  uint64_t free_memory;  /* bytes */
+  int32_t compute_major; /* compute capability; 0 where it has no meaning */
   int32_t compute_minor;
 } PL_DeviceInfo;
 
 /* ABI 1.4: one device's state for devices="usable:N" (see device_status). */
 typedef struct PL_DeviceStatus {
   size_t struct_size;
-  int32_t index;     /* 0-based, within the devices this process can see */
-  int32_t usable;    /* nonzero: a job could take it now */
-  char name[128];    /* inline: "NVIDIA H100 80GB HBM3" */
-  char reason[256];  /* inline; when not usable, why: "exclusive mode, held by another process",
-                        "busy: 3.2 GiB used by other processes", "cannot create a context: ..." */
+  int32_t index;    /* 0-based, within the devices this process can see */
+  int32_t usable;   /* nonzero: a job could take it now */
+  char name[128];   /* inline: "NVIDIA H100 80GB HBM3" */
+  char reason[256]; /* inline; when not usable, why: "exclusive mode, held by another process",
+                       "busy: 3.2 GiB used by other processes", "cannot create a context: ..." */
 } PL_DeviceStatus;
 
 /* SGD as torch.optim.SGD: d = g + wd*p (when wd != 0); buf = first_step ? d : momentum*buf + (1-dampening)*d;
@@ -103,8 +103,8 @@ typedef struct PL_AcceleratorApi {
   PL_Error* (*alloc_host)(PL_Accelerator* acc, size_t bytes, void** out);
   PL_Error* (*free_host)(PL_Accelerator* acc, void* ptr);
   /* Copies `bytes` between any two devices of this accelerator or the host (PL_DEVICE_CPU). */
-  PL_Error* (*copy)(PL_Accelerator* acc, void* dst, PL_Device dst_device, const void* src,
-                    PL_Device src_device, size_t bytes, PL_Stream* stream);
+  PL_Error* (*copy)(PL_Accelerator* acc, void* dst, PL_Device dst_device, const void* src, PL_Device src_device,
+                    size_t bytes, PL_Stream* stream);
 
   /* ---- streams and events ---- */
   PL_Error* (*stream_create)(PL_Accelerator* acc, PL_Device device, PL_Stream** out);
@@ -122,28 +122,26 @@ typedef struct PL_AcceleratorApi {
   PL_Error* (*fill)(PL_Accelerator* acc, PL_Tensor* x, double value, PL_Stream* stream);
   PL_Error* (*scale)(PL_Accelerator* acc, PL_Tensor* x, double alpha, PL_Stream* stream);
   /* y += alpha * x; same dtype and numel. */
-  PL_Error* (*axpy)(PL_Accelerator* acc, PL_Tensor* y, double alpha, const PL_Tensor* x,
-                    PL_Stream* stream);
+  PL_Error* (*axpy)(PL_Accelerator* acc, PL_Tensor* y, double alpha, const PL_Tensor* x, PL_Stream* stream);
   /* dst = src converted; both of f64, f32, f16, bf16; same numel.  f64 -> f16/bf16 rounds once,
    * straight from the double. */
   PL_Error* (*cast)(PL_Accelerator* acc, PL_Tensor* dst, const PL_Tensor* src, PL_Stream* stream);
   /* param, grad, momentum of one float dtype; math in f32 (f64 for f64).  momentum_buf may be
    * NULL when params->momentum == 0. */
-  PL_Error* (*sgd_step)(PL_Accelerator* acc, PL_Tensor* param, const PL_Tensor* grad,
-                        PL_Tensor* momentum_buf, const PL_SgdParams* params, PL_Stream* stream);
-  PL_Error* (*adam_step)(PL_Accelerator* acc, PL_Tensor* param, const PL_Tensor* grad,
-                         PL_Tensor* exp_avg, PL_Tensor* exp_avg_sq, const PL_AdamParams* params,
-                         PL_Stream* stream);
+  PL_Error* (*sgd_step)(PL_Accelerator* acc, PL_Tensor* param, const PL_Tensor* grad, PL_Tensor* momentum_buf,
+                        const PL_SgdParams* params, PL_Stream* stream);
+  PL_Error* (*adam_step)(PL_Accelerator* acc, PL_Tensor* param, const PL_Tensor* grad, PL_Tensor* exp_avg,
+                         PL_Tensor* exp_avg_sq, const PL_AdamParams* params, PL_Stream* stream);
   /* ByteGrad format: src (f32, f16 or bf16) in chunks of `chunk_size` elements (the last may be
    * shorter); minmax (f32, 2 per chunk) = {min, max}; in f32 arithmetic,
    * scale = (max - min) / 255.0f and q (u8, src.numel) = round_half_even(clamp((x - min) / scale,
    * 0, 255)), 0 when scale is 0.  dequantize: x = min + q * scale.  Non-finite inputs, and a
    * chunk whose max - min overflows, are PL_ERR_INVALID_ARGUMENT (an asynchronous accelerator may
    * report these data errors at the next synchronisation, as cross_entropy's labels). */
-  PL_Error* (*quantize_u8)(PL_Accelerator* acc, const PL_Tensor* src, PL_Tensor* q,
-                           PL_Tensor* minmax, int64_t chunk_size, PL_Stream* stream);
-  PL_Error* (*dequantize_u8)(PL_Accelerator* acc, const PL_Tensor* q, const PL_Tensor* minmax,
-                             PL_Tensor* dst, int64_t chunk_size, PL_Stream* stream);
+  PL_Error* (*quantize_u8)(PL_Accelerator* acc, const PL_Tensor* src, PL_Tensor* q, PL_Tensor* minmax,
+                           int64_t chunk_size, PL_Stream* stream);
+  PL_Error* (*dequantize_u8)(PL_Accelerator* acc, const PL_Tensor* q, const PL_Tensor* minmax, PL_Tensor* dst,
+                             int64_t chunk_size, PL_Stream* stream);
 
   /* ---- ABI 1.2: the math of dense layers, so that a module runs on any accelerator ----
    * Matrices are row-major 2-D tensors (ndim == 2) of one float dtype, f32 or f64 (f16/bf16 are
@@ -170,8 +168,8 @@ typedef struct PL_AcceleratorApi {
    *   grad may be logits itself).  Computed stably (max subtracted).  A label outside [0, c) is
    *   PL_ERR_INVALID_ARGUMENT naming the row and the value (an asynchronous accelerator may report
    *   it at the next synchronisation). */
-  PL_Error* (*cross_entropy)(PL_Accelerator* acc, const PL_Tensor* logits, const PL_Tensor* labels,
-                             PL_Tensor* loss, PL_Tensor* grad, double grad_scale, PL_Stream* stream);
+  PL_Error* (*cross_entropy)(PL_Accelerator* acc, const PL_Tensor* logits, const PL_Tensor* labels, PL_Tensor* loss,
+                             PL_Tensor* grad, double grad_scale, PL_Stream* stream);
   /* out[i] = the first j with x[i, j] maximal (i64 [rows]); x [rows, cols], f32 or f64. */
   PL_Error* (*argmax_rows)(PL_Accelerator* acc, const PL_Tensor* x, PL_Tensor* out, PL_Stream* stream);
 
@@ -216,8 +214,8 @@ typedef struct PL_AcceleratorApi {
    * so a caller may ask with capacity 0 first.  With no device visible a plugin may fail instead,
    * saying why (no driver, no device): a count of 0 cannot carry the reason.  NULL entry: every
    * device availability() counts is usable. */
-  PL_Error* (*device_status)(PL_Accelerator* acc, const PL_OptionList* options, PL_DeviceStatus* out,
-                             size_t capacity, size_t* out_count);
+  PL_Error* (*device_status)(PL_Accelerator* acc, const PL_OptionList* options, PL_DeviceStatus* out, size_t capacity,
+                             size_t* out_count);
 } PL_AcceleratorApi;
 
 /* The smallest table a v1 host accepts: everything through the REQUIRED device entries. */

@@ -47,8 +47,7 @@ typedef struct PL_Host {
   int32_t (*log_enabled)(PL_HostContext* ctx, PL_LogLevel level);
 
   /* Finds a plugin of `kind` by name or alias (e.g. a strategy asking for its process group). */
-  PL_Error* (*find_plugin)(PL_HostContext* ctx, PL_PluginKind kind, const char* name,
-                           PL_ResolvedPlugin* out);
+  PL_Error* (*find_plugin)(PL_HostContext* ctx, PL_PluginKind kind, const char* name, PL_ResolvedPlugin* out);
 
   const PL_StoreApi* store_api; /* static (host); operates on the PL_Store* handed in configs */
 } PL_Host;

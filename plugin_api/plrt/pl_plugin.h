@@ -37,8 +37,8 @@ typedef struct PL_Alias {
 
 typedef struct PL_Plugin {
   size_t struct_size;
-  int32_t abi_major;       /* PL_ABI_MAJOR as the plugin was compiled */
-  int32_t abi_minor;       /* PL_ABI_MINOR as the plugin was compiled */
+  int32_t abi_major; /* PL_ABI_MAJOR as the plugin was compiled */
+  int32_t abi_minor; /* PL_ABI_MINOR as the plugin was compiled */
   PL_PluginKind kind;
   const char* name;        /* static; must equal the <name> in the file name */
   const char* version;     /* static; the plugin's own version, e.g. "0.1.0" */
@@ -66,20 +66,20 @@ typedef uint32_t (*PL_PluginAbiVersionFn)(void);
 #else
 #define PL_EXTERN_C
 #endif
-#define PL_DEFINE_PLUGIN(descriptor)                                                          \
-  PL_EXTERN_C PL_EXPORT uint32_t pl_plugin_abi_version(void) {                                            \
-    return ((uint32_t)PL_ABI_MAJOR << 16) | (uint32_t)PL_ABI_MINOR;                           \
-  }                                                                                           \
-  PL_EXTERN_C PL_EXPORT PL_Error* pl_plugin_entry_v1(const PL_Host* host, const PL_Plugin** out) {        \
-    if (host == NULL || out == NULL) return NULL;                                             \
-    if (host->struct_size < PL_HOST_MIN_SIZE || host->abi_major != PL_ABI_MAJOR) {            \
-      *out = NULL;                                                                            \
-      if (host->struct_size >= PL_STRUCT_SIZE(PL_Host, error_new) && host->error_new)         \
-        return host->error_new(PL_ERR_VERSION, "the plugin needs a plrt v1 host table");      \
-      return NULL;                                                                            \
-    }                                                                                         \
-    *out = &(descriptor);                                                                     \
-    return NULL;                                                                              \
+#define PL_DEFINE_PLUGIN(descriptor)                                                               \
+  PL_EXTERN_C PL_EXPORT uint32_t pl_plugin_abi_version(void) {                                     \
+    return ((uint32_t)PL_ABI_MAJOR << 16) | (uint32_t)PL_ABI_MINOR;                                \
+  }                                                                                                \
+  PL_EXTERN_C PL_EXPORT PL_Error* pl_plugin_entry_v1(const PL_Host* host, const PL_Plugin** out) { \
+    if (host == NULL || out == NULL) return NULL;                                                  \
+    if (host->struct_size < PL_HOST_MIN_SIZE || host->abi_major != PL_ABI_MAJOR) {                 \
+      *out = NULL;                                                                                 \
+      if (host->struct_size >= PL_STRUCT_SIZE(PL_Host, error_new) && host->error_new)              \
+        return host->error_new(PL_ERR_VERSION, "the plugin needs a plrt v1 host table");           \
+      return NULL;                                                                                 \
+    }                                                                                              \
+    *out = &(descriptor);                                                                          \
+    return NULL;                                                                                   \
   }
 
 #ifdef __cplusplus

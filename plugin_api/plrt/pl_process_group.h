@@ -9,8 +9,9 @@
  *
  * Every plugin numbers its collectives (1, 2, ...) and checks that all ranks issued the same
  * operation, dtype and size at the same number: a mismatch is an error on every rank, naming what
- * each rank called, never a hang or a silent wrong answer.  Every collective and every wait is bounded by a timeout (the group's, default 30
- * minutes); on timeout the error names the operation, its sequence number and the missing ranks.
+ * each rank called, never a hang or a silent wrong answer.  Every collective and every wait is bounded by a timeout
+ * (the group's, default 30 minutes); on timeout the error names the operation, its sequence number and the missing
+ * ranks.
  */
 #ifndef PLRT_PL_PROCESS_GROUP_H_
 #define PLRT_PL_PROCESS_GROUP_H_
@@ -43,36 +44,33 @@ typedef struct PL_ProcessGroupConfig {
   size_t struct_size;
   int32_t rank;
   int32_t world_size;
-  PL_Store* store;        /* borrowed; outlives the group */
-  const char* group_name; /* borrowed; prefixes this group's store keys */
-  int64_t timeout_ms;     /* <= 0: PL_DEFAULT_TIMEOUT_MS */
-  PL_Device device;       /* where this rank's buffers live */
+  PL_Store* store;                          /* borrowed; outlives the group */
+  const char* group_name;                   /* borrowed; prefixes this group's store keys */
+  int64_t timeout_ms;                       /* <= 0: PL_DEFAULT_TIMEOUT_MS */
+  PL_Device device;                         /* where this rank's buffers live */
   const PL_AcceleratorApi* accelerator_api; /* borrowed, may be NULL; for staging copies */
   PL_Accelerator* accelerator;              /* borrowed, may be NULL */
-  PL_OptionList options;  /* borrowed for the call */
+  PL_OptionList options;                    /* borrowed for the call */
 } PL_ProcessGroupConfig;
 
 typedef struct PL_ProcessGroupApi {
   size_t struct_size;
   /* ---- lifecycle (REQUIRED) ---- */
-  PL_Error* (*create)(const PL_Host* host, const PL_ProcessGroupConfig* config,
-                      PL_ProcessGroup** out);
+  PL_Error* (*create)(const PL_Host* host, const PL_ProcessGroupConfig* config, PL_ProcessGroup** out);
   void (*destroy)(PL_ProcessGroup* pg);
 
   /* ---- collectives.  Tensors are borrowed until the returned work completes. ---- */
   PL_Error* (*allreduce)(PL_ProcessGroup* pg, PL_Tensor* tensor, PL_ReduceOp op, PL_Work** out);
   PL_Error* (*broadcast)(PL_ProcessGroup* pg, PL_Tensor* tensor, int32_t root, PL_Work** out);
   /* outputs[r] receives rank r's input; num_outputs == world size; sizes may differ per rank. */
-  PL_Error* (*allgather)(PL_ProcessGroup* pg, const PL_Tensor* input, PL_Tensor* outputs,
-                         size_t num_outputs, PL_Work** out);
+  PL_Error* (*allgather)(PL_ProcessGroup* pg, const PL_Tensor* input, PL_Tensor* outputs, size_t num_outputs,
+                         PL_Work** out);
   /* output = reduction over ranks of their inputs[rank]; num_inputs == world size. */
-  PL_Error* (*reduce_scatter)(PL_ProcessGroup* pg, const PL_Tensor* inputs, size_t num_inputs,
-                              PL_Tensor* output, PL_ReduceOp op, PL_Work** out);
+  PL_Error* (*reduce_scatter)(PL_ProcessGroup* pg, const PL_Tensor* inputs, size_t num_inputs, PL_Tensor* output,
+                              PL_ReduceOp op, PL_Work** out);
   PL_Error* (*barrier)(PL_ProcessGroup* pg, PL_Work** out);
-  PL_Error* (*send)(PL_ProcessGroup* pg, const PL_Tensor* tensor, int32_t dst, int32_t tag,
-                    PL_Work** out);
-  PL_Error* (*recv)(PL_ProcessGroup* pg, PL_Tensor* tensor, int32_t src, int32_t tag,
-                    PL_Work** out);
+  PL_Error* (*send)(PL_ProcessGroup* pg, const PL_Tensor* tensor, int32_t dst, int32_t tag, PL_Work** out);
+  PL_Error* (*recv)(PL_ProcessGroup* pg, PL_Tensor* tensor, int32_t src, int32_t tag, PL_Work** out);
 
   /* ---- work handles ---- */
   /* timeout_ms <= 0: the group's timeout.  Returns the operation's own error, or PL_ERR_TIMEOUT. */
@@ -97,8 +95,8 @@ typedef struct PL_ProcessGroupApi {
    * input_counts[j] equals rank j's output_counts[i]; a disagreement is an error on every rank
    * naming both counts, never a hang or a short read.  Every dtype; sequence-numbered, checked and
    * bounded by the timeout like the other collectives. */
-  PL_Error* (*all_to_all)(PL_ProcessGroup* pg, const PL_Tensor* input, const int64_t* input_counts,
-                          PL_Tensor* output, const int64_t* output_counts, PL_Work** out);
+  PL_Error* (*all_to_all)(PL_ProcessGroup* pg, const PL_Tensor* input, const int64_t* input_counts, PL_Tensor* output,
+                          const int64_t* output_counts, PL_Work** out);
 } PL_ProcessGroupApi;
 
 #define PL_PROCESS_GROUP_API_MIN_SIZE PL_STRUCT_SIZE(PL_ProcessGroupApi, abort)

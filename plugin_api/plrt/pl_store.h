@@ -16,7 +16,7 @@ typedef struct PL_Store PL_Store; /* opaque; owned by the runtime */
 
 typedef struct PL_Bytes {
   size_t struct_size;
-  void* data;  /* owned by the host: free with PL_StoreApi.bytes_free */
+  void* data; /* owned by the host: free with PL_StoreApi.bytes_free */
   size_t size;
 } PL_Bytes;
 

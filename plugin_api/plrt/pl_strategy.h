@@ -62,7 +62,7 @@ enum {
 typedef struct PL_LaunchInfo {
   size_t struct_size;
   PL_LaunchMode mode;
-  int32_t needs_process_group; /* nonzero when the strategy communicates across processes */
+  int32_t needs_process_group;     /* nonzero when the strategy communicates across processes */
   int32_t max_devices_per_process; /* 0: no limit; 1 for single_device */
 } PL_LaunchInfo;
 
@@ -79,12 +79,12 @@ enum {
 
 typedef struct PL_Parameter {
   size_t struct_size;
-  const char* name;   /* borrowed until teardown; PyTorch-style dotted name */
-  PL_Tensor value;    /* memory borrowed until teardown (owned by the host's module) */
-  PL_Tensor grad;     /* same shape and dtype as value; memory borrowed until teardown */
+  const char* name; /* borrowed until teardown; PyTorch-style dotted name */
+  PL_Tensor value;  /* memory borrowed until teardown (owned by the host's module) */
+  PL_Tensor grad;   /* same shape and dtype as value; memory borrowed until teardown */
   int32_t requires_grad;
   /* ---- ABI 1.4 ---- */
-  PL_ParamKind kind;  /* TRAINABLE iff requires_grad; FROZEN or BUFFER otherwise */
+  PL_ParamKind kind; /* TRAINABLE iff requires_grad; FROZEN or BUFFER otherwise */
 } PL_Parameter;
 
 /* The kind of `p`: its `kind` when the host sent one (struct_size carries it and it is nonzero),
@@ -97,7 +97,7 @@ static inline PL_ParamKind pl_parameter_kind(const PL_Parameter* p) {
 typedef struct PL_StrategyConfig {
   size_t struct_size;
   int32_t global_rank;
-  int32_t world_size;        /* processes in the job */
+  int32_t world_size; /* processes in the job */
   int32_t local_rank;
   int32_t local_world_size;
   int32_t node_rank;
@@ -106,10 +106,10 @@ typedef struct PL_StrategyConfig {
   PL_Accelerator* accelerator;              /* borrowed; outlives the strategy */
   const int32_t* device_ids;                /* borrowed for the call; the devices this process drives */
   size_t num_devices;
-  const char* process_group_backend;        /* borrowed for the call; a name for PL_Host.find_plugin */
-  PL_Store* store;                          /* borrowed; outlives the strategy; NULL for one process */
-  int64_t timeout_ms;                       /* <= 0: PL_DEFAULT_TIMEOUT_MS */
-  PL_OptionList options;                    /* borrowed for the call: alias presets, then the user's */
+  const char* process_group_backend; /* borrowed for the call; a name for PL_Host.find_plugin */
+  PL_Store* store;                   /* borrowed; outlives the strategy; NULL for one process */
+  int64_t timeout_ms;                /* <= 0: PL_DEFAULT_TIMEOUT_MS */
+  PL_OptionList options;             /* borrowed for the call: alias presets, then the user's */
 } PL_StrategyConfig;
 
 /* The trainer's forward+backward for one replica, handed to run_step. */
@@ -119,8 +119,8 @@ typedef struct PL_ReplicaStepFn {
   /* Runs forward and backward of replica `replica` (of `num_replicas`, each taking its slice of
    * the batch) on `device`, writing the gradients of `params` (borrowed for the call).  May be
    * called from several threads at once, one per replica. */
-  PL_Error* (*run)(void* user, int32_t replica, int32_t num_replicas, PL_Device device,
-                   PL_Parameter* params, size_t num_params);
+  PL_Error* (*run)(void* user, int32_t replica, int32_t num_replicas, PL_Device device, PL_Parameter* params,
+                   size_t num_params);
 } PL_ReplicaStepFn;
 
 /* ABI 1.4: elements [begin, end) of params[param_index] (of setup's array), counted in the flat
@@ -173,8 +173,7 @@ typedef struct PL_StrategyApi {
   PL_Error* (*after_optimizer_step)(PL_Strategy* strategy);
   /* The group used for metrics (sync_dist, all_gather); both outputs borrowed from the strategy,
    * NULL when it runs alone. */
-  PL_Error* (*process_group)(PL_Strategy* strategy, const PL_ProcessGroupApi** out_api,
-                             PL_ProcessGroup** out_group);
+  PL_Error* (*process_group)(PL_Strategy* strategy, const PL_ProcessGroupApi** out_api, PL_ProcessGroup** out_group);
 
   /* ---- ABI 1.2 (optional) ---- */
   /* A named statistic of the strategy's work so far (`name` borrowed for the call), e.g. ddp's

@@ -39,36 +39,52 @@ typedef struct PL_Device {
 
 typedef struct PL_Tensor {
   size_t struct_size;
-  void* data;         /* borrowed: the caller owns the memory; contiguous, row-major */
+  void* data; /* borrowed: the caller owns the memory; contiguous, row-major */
   PL_DType dtype;
-  PL_Device device;   /* where `data` lives */
-  int64_t numel;      /* element count; the product of shape[0..ndim) */
-  int32_t ndim;       /* 0..PL_MAX_DIMS; 0 = a scalar (numel 1) or a flat buffer (numel any) */
+  PL_Device device;           /* where `data` lives */
+  int64_t numel;              /* element count; the product of shape[0..ndim) */
+  int32_t ndim;               /* 0..PL_MAX_DIMS; 0 = a scalar (numel 1) or a flat buffer (numel any) */
   int64_t shape[PL_MAX_DIMS]; /* inline, so a descriptor owns no other memory */
 } PL_Tensor;
 
 /* Bytes per element of `dtype`, 0 for an unknown dtype. */
 static inline size_t pl_dtype_size(PL_DType dtype) {
   switch (dtype) {
-    case PL_F32: case PL_I32: return 4;
-    case PL_F64: case PL_I64: return 8;
-    case PL_F16: case PL_BF16: return 2;
-    case PL_U8: return 1;
-    default: return 0;
+    case PL_F32:
+    case PL_I32:
+      return 4;
+    case PL_F64:
+    case PL_I64:
+      return 8;
+    case PL_F16:
+    case PL_BF16:
+      return 2;
+    case PL_U8:
+      return 1;
+    default:
+      return 0;
   }
 }
 
 /* Name of `dtype` as PyTorch spells it ("float32", "bfloat16", ...), "invalid" otherwise. */
 static inline const char* pl_dtype_name(PL_DType dtype) {
   switch (dtype) {
-    case PL_F32: return "float32";
-    case PL_F64: return "float64";
-    case PL_F16: return "float16";
-    case PL_BF16: return "bfloat16";
-    case PL_I32: return "int32";
-    case PL_I64: return "int64";
-    case PL_U8: return "uint8";
-    default: return "invalid";
+    case PL_F32:
+      return "float32";
+    case PL_F64:
+      return "float64";
+    case PL_F16:
+      return "float16";
+    case PL_BF16:
+      return "bfloat16";
+    case PL_I32:
+      return "int32";
+    case PL_I64:
+      return "int64";
+    case PL_U8:
+      return "uint8";
+    default:
+      return "invalid";
   }
 }
 

@@ -74,8 +74,8 @@ inline uint16_t f32_to_f16(float f) {
     return static_cast<uint16_t>(sign | 0x7E00u | ((a >> 13) & 0x03FFu));
   }
   if (a >= 0x477FF000u) return static_cast<uint16_t>(sign | 0x7C00u);  // >= 65520 = max + ulp/2
-  if (a >= 0x38800000u) {  // >= 2^-14: a normal f16
-    uint32_t r = a - (112u << 23);  // rebias 127 -> 15
+  if (a >= 0x38800000u) {                                              // >= 2^-14: a normal f16
+    uint32_t r = a - (112u << 23);                                     // rebias 127 -> 15
     r += 0x0FFFu + ((r >> 13) & 1u);
     return static_cast<uint16_t>(sign | (r >> 13));
   }
@@ -108,11 +108,10 @@ inline uint16_t narrow_from_f64(double x) {
   const uint64_t frac = u & ((uint64_t{1} << 52) - 1u);
   if (e == 0x7FF) {
     if (frac == 0) return static_cast<uint16_t>(sign | kInf);
-    return static_cast<uint16_t>(sign | kInf | (1u << (kManBits - 1)) |
-                                 static_cast<uint32_t>(frac >> (52 - kManBits)));
+    return static_cast<uint16_t>(sign | kInf | (1u << (kManBits - 1)) | static_cast<uint32_t>(frac >> (52 - kManBits)));
   }
   if (e == 0) return static_cast<uint16_t>(sign);  // +-0 or an f64 subnormal (< 2^-1022): zero
-  const int exp = e - 1023;                         // value = sig * 2^(exp - 52)
+  const int exp = e - 1023;                        // value = sig * 2^(exp - 52)
   if (exp > kBias) return static_cast<uint16_t>(sign | kInf);
   const uint64_t sig = frac | (uint64_t{1} << 52);
   // Shift that leaves the target's significand (in units of the target ulp at this exponent).

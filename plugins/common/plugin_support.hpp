@@ -22,9 +22,7 @@ struct Failure : std::exception {
   std::string message;
 };
 
-[[noreturn]] inline void fail(PL_ErrorCode code, std::string message) {
-  throw Failure(code, std::move(message));
-}
+[[noreturn]] inline void fail(PL_ErrorCode code, std::string message) { throw Failure(code, std::move(message)); }
 
 // Runs `body` and turns any exception into a PL_Error made by `host`.  Every exported C++
 // function of a plugin wraps its body in this: no exception ever crosses the C ABI.
@@ -66,9 +64,8 @@ inline std::string describe(const PL_Tensor& t) {
 inline void check_tensor(const PL_Tensor* t, const char* what) {
   if (t == nullptr) fail(PL_ERR_INVALID_ARGUMENT, std::string(what) + ": tensor is NULL");
   if (t->struct_size < PL_STRUCT_SIZE(PL_Tensor, shape))
-    fail(PL_ERR_VERSION, std::string(what) + ": PL_Tensor.struct_size " +
-                             std::to_string(t->struct_size) + " is smaller than the v1 size " +
-                             std::to_string(PL_STRUCT_SIZE(PL_Tensor, shape)));
+    fail(PL_ERR_VERSION, std::string(what) + ": PL_Tensor.struct_size " + std::to_string(t->struct_size) +
+                             " is smaller than the v1 size " + std::to_string(PL_STRUCT_SIZE(PL_Tensor, shape)));
   if (pl_dtype_size(t->dtype) == 0)
     fail(PL_ERR_INVALID_ARGUMENT, std::string(what) + ": unknown dtype " + std::to_string(t->dtype) +
                                       " (valid: float32, float64, float16, bfloat16, int32, int64, uint8)");

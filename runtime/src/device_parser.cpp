@@ -1,14 +1,14 @@
 // Lightning's `devices` parsing; see device_parser.hpp for the accepted forms.
 #include "device_parser.hpp"
 
-#include "error.hpp"
-
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <string_view>
 #include <unordered_map>
 #include <utility>
+
+#include "error.hpp"
 
 namespace plrt::rt {
 namespace {
@@ -26,7 +26,11 @@ std::string_view trim(std::string_view s) {
 
 bool is_digit(char c) { return c >= '0' && c <= '9'; }
 
-enum class IntParse { kOk, kNotInt, kOverflow };
+enum class IntParse {
+  kOk,
+  kNotInt,
+  kOverflow
+};
 
 // Python's int() on a trimmed piece, minus underscores: [+-]?[0-9]+.
 IntParse parse_int(std::string_view s, int64_t* out) {
@@ -146,13 +150,16 @@ std::string render_ids(const int64_t* ids, size_t n) {
   return out + "]";
 }
 
-std::string plural(int64_t n, const char* word) {
-  return std::to_string(n) + " " + word + (n == 1 ? "" : "s");
-}
+std::string plural(int64_t n, const char* word) { return std::to_string(n) + " " + word + (n == 1 ? "" : "s"); }
 
 // What the spec asks for, before it is checked against the accelerator.
 struct Form {
-  enum What { kAuto, kAll, kCount, kIndices } what = kAuto;
+  enum What {
+    kAuto,
+    kAll,
+    kCount,
+    kIndices
+  } what = kAuto;
   int64_t count = 0;
   std::vector<int64_t> ids;
 };
@@ -160,10 +167,8 @@ struct Form {
 struct Ctx {
   std::string prefix;  // "devices=<as written>"
   std::string accel;
-  std::string valid;   // the hint for this accelerator
-  [[noreturn]] void bad(const std::string& rest) const {
-    fail(PL_ERR_INVALID_ARGUMENT, prefix + rest + "; " + valid);
-  }
+  std::string valid;  // the hint for this accelerator
+  [[noreturn]] void bad(const std::string& rest) const { fail(PL_ERR_INVALID_ARGUMENT, prefix + rest + "; " + valid); }
 };
 
 Form parse_string(std::string_view raw, const Ctx& c) {
@@ -174,13 +179,15 @@ Form parse_string(std::string_view raw, const Ctx& c) {
   bool b = false;
   if (is_bool_word(s, &b)) c.bad(" is a bool");
   if (s == "usable" || s.substr(0, 7) == "usable:")  // needs the devices themselves: find_usable.cpp
-    c.bad(" picks the devices that are free now, which only resolving a job (pl_runtime_resolve_job, plrun, "
-          "pl::Trainer) or pl_find_usable_devices can do, not parsing alone");
+    c.bad(
+        " picks the devices that are free now, which only resolving a job (pl_runtime_resolve_job, plrun, "
+        "pl::Trainer) or pl_find_usable_devices can do, not parsing alone");
   if (s.find(',') == std::string_view::npos) {
     if (s.empty()) c.bad(" is not a valid input using the " + c.accel + " accelerator (it selects no device)");
     if (looks_like_float(s)) c.bad(" is a float");
     const IntParse r = parse_int(s, &f.count);
-    if (r == IntParse::kOverflow) c.bad(": '" + std::string(s) + "' is too large (at most " + std::to_string(kMaxDevices) + ")");
+    if (r == IntParse::kOverflow)
+      c.bad(": '" + std::string(s) + "' is too large (at most " + std::to_string(kMaxDevices) + ")");
     if (r == IntParse::kNotInt) c.bad(": '" + std::string(s) + "' is not an integer");
     f.what = f.count == -1 ? Form::kAll : Form::kCount;
     return f;
@@ -206,15 +213,16 @@ Form parse_string(std::string_view raw, const Ctx& c) {
 Form parse_form(const PL_DeviceSpec& spec, const Ctx& c) {
   Form f;
   switch (spec.kind) {
-    case PL_DEVICES_AUTO: return f;
+    case PL_DEVICES_AUTO:
+      return f;
     case PL_DEVICES_INT:
       f.what = spec.int_value == -1 ? Form::kAll : Form::kCount;
       f.count = spec.int_value;
       return f;
     case PL_DEVICES_LIST:
       if (spec.list == nullptr && spec.list_len > 0)
-        fail(PL_ERR_INVALID_ARGUMENT, "devices: a list of " + std::to_string(spec.list_len) +
-                                          " indices with a NULL list pointer");
+        fail(PL_ERR_INVALID_ARGUMENT,
+             "devices: a list of " + std::to_string(spec.list_len) + " indices with a NULL list pointer");
       f.what = Form::kIndices;
       if (spec.list_len > static_cast<size_t>(kMaxDevices))
         c.bad(": a list of " + std::to_string(spec.list_len) + " indices is too long (at most " +
@@ -225,8 +233,10 @@ Form parse_form(const PL_DeviceSpec& spec, const Ctx& c) {
       if (spec.string == nullptr)
         fail(PL_ERR_INVALID_ARGUMENT, "devices: a string spec (PL_DEVICES_STRING) with a NULL string; " + c.valid);
       return parse_string(spec.string, c);
-    case PL_DEVICES_FLOAT: c.bad(" is a float");
-    case PL_DEVICES_BOOL: c.bad(" is a bool");
+    case PL_DEVICES_FLOAT:
+      c.bad(" is a float");
+    case PL_DEVICES_BOOL:
+      c.bad(" is a bool");
     default:
       fail(PL_ERR_INVALID_ARGUMENT,
            "devices: unknown spec kind " + std::to_string(spec.kind) +
@@ -243,12 +253,15 @@ std::vector<int32_t> first(int64_t k) {
 
 std::vector<int32_t> as_processes(const Form& f, const Ctx& c) {
   switch (f.what) {
-    case Form::kAuto: return first(1);
-    case Form::kAll: c.bad(": " + c.accel + " takes a number of processes > 0 (-1, \"all devices\", is for GPU-like accelerators)");
+    case Form::kAuto:
+      return first(1);
+    case Form::kAll:
+      c.bad(": " + c.accel + " takes a number of processes > 0 (-1, \"all devices\", is for GPU-like accelerators)");
     case Form::kIndices:
       if (f.ids.empty()) c.bad(" is not a valid input using the " + c.accel + " accelerator (it asks for no process)");
       c.bad(": the " + c.accel + " accelerator takes a number of processes, not a list of indices");
-    case Form::kCount: break;
+    case Form::kCount:
+      break;
   }
   if (f.count == 0) c.bad(" is not a valid input using the " + c.accel + " accelerator (it asks for 0 processes)");
   if (f.count < 0) c.bad(": " + c.accel + " takes a number of processes > 0");
@@ -298,27 +311,28 @@ std::vector<int32_t> as_devices(const Form& f, const Ctx& c, int32_t available) 
       return first(available);
     case Form::kCount:
       if (f.count > available)
-        fail(PL_ERR_INVALID_ARGUMENT,
-             c.prefix + ": you requested " + plural(f.count, "device") + " but " + has + "; valid: a count " +
-                 (available == 1 ? std::string("of 1") : "1.." + std::to_string(available)) +
-                 ", or -1 or \"auto\" for all of them");
+        fail(PL_ERR_INVALID_ARGUMENT, c.prefix + ": you requested " + plural(f.count, "device") + " but " + has +
+                                          "; valid: a count " +
+                                          (available == 1 ? std::string("of 1") : "1.." + std::to_string(available)) +
+                                          ", or -1 or \"auto\" for all of them");
       return first(f.count);
-    case Form::kIndices: break;
+    case Form::kIndices:
+      break;
   }
   for (int64_t id : f.ids) {
     if (id >= available)
-      fail(PL_ERR_INVALID_ARGUMENT,
-           c.prefix + ": you requested devices " + render_ids(f.ids.data(), f.ids.size()) + " but " + has +
-               (available == 1 ? std::string(" (valid index 0)")
-                               : " (valid indices 0.." + std::to_string(available - 1) + ")"));
+      fail(PL_ERR_INVALID_ARGUMENT, c.prefix + ": you requested devices " + render_ids(f.ids.data(), f.ids.size()) +
+                                        " but " + has +
+                                        (available == 1 ? std::string(" (valid index 0)")
+                                                        : " (valid indices 0.." + std::to_string(available - 1) + ")"));
   }
   return std::vector<int32_t>(f.ids.begin(), f.ids.end());
 }
 
 }  // namespace
 
-std::vector<int32_t> parse_devices(const PL_DeviceSpec& spec, const std::string& accelerator,
-                                   int32_t available, bool devices_are_processes) {
+std::vector<int32_t> parse_devices(const PL_DeviceSpec& spec, const std::string& accelerator, int32_t available,
+                                   bool devices_are_processes) {
   if (spec.kind == PL_DEVICES_TEXT) {  // command-line text: read it as plrun does, then parse that
     if (spec.string == nullptr)
       fail(PL_ERR_INVALID_ARGUMENT, "devices: a text spec (PL_DEVICES_TEXT) with a NULL string");
@@ -328,26 +342,33 @@ std::vector<int32_t> parse_devices(const PL_DeviceSpec& spec, const std::string&
   Ctx c;
   c.accel = accelerator.empty() ? std::string("selected") : accelerator;
   c.prefix = "devices=" + describe(spec);
-  c.valid = devices_are_processes
-                ? "valid for the " + c.accel + " accelerator: a number of processes k > 0 (an int like 4 or a "
-                      "string like \"4\"), or \"auto\" (1 process)"
-                : std::string(kGpuValid);
+  c.valid = devices_are_processes ? "valid for the " + c.accel +
+                                        " accelerator: a number of processes k > 0 (an int like 4 or a "
+                                        "string like \"4\"), or \"auto\" (1 process)"
+                                  : std::string(kGpuValid);
   const Form f = parse_form(spec, c);
   return devices_are_processes ? as_processes(f, c) : as_devices(f, c, available);
 }
 
 std::string describe(const PL_DeviceSpec& spec) {
   switch (spec.kind) {
-    case PL_DEVICES_AUTO: return "'auto'";
-    case PL_DEVICES_INT: return std::to_string(spec.int_value);
+    case PL_DEVICES_AUTO:
+      return "'auto'";
+    case PL_DEVICES_INT:
+      return std::to_string(spec.int_value);
     case PL_DEVICES_LIST:
       if (spec.list == nullptr && spec.list_len > 0) return "[<NULL list of " + std::to_string(spec.list_len) + ">]";
       return render_ids(spec.list, spec.list_len);
-    case PL_DEVICES_STRING: return spec.string ? quote(spec.string) : std::string("<NULL string>");
-    case PL_DEVICES_FLOAT: return float_repr(spec.float_value);
-    case PL_DEVICES_BOOL: return spec.bool_value ? "True" : "False";
-    case PL_DEVICES_TEXT: return spec.string ? quote(spec.string) : std::string("<NULL string>");
-    default: return "<unknown kind " + std::to_string(spec.kind) + ">";
+    case PL_DEVICES_STRING:
+      return spec.string ? quote(spec.string) : std::string("<NULL string>");
+    case PL_DEVICES_FLOAT:
+      return float_repr(spec.float_value);
+    case PL_DEVICES_BOOL:
+      return spec.bool_value ? "True" : "False";
+    case PL_DEVICES_TEXT:
+      return spec.string ? quote(spec.string) : std::string("<NULL string>");
+    default:
+      return "<unknown kind " + std::to_string(spec.kind) + ">";
   }
 }
 
@@ -404,11 +425,14 @@ DeviceArg device_arg_from_text(const std::string& text) {
       fail(PL_ERR_INVALID_ARGUMENT, prefix + ": the list has an empty entry" + hint);
     }
     const IntParse r = parse_int(piece, &v);
-    if (r == IntParse::kOverflow) fail(PL_ERR_INVALID_ARGUMENT, prefix + ": '" + std::string(piece) + "' is too large" + hint);
-    if (r == IntParse::kNotInt) fail(PL_ERR_INVALID_ARGUMENT, prefix + ": '" + std::string(piece) + "' is not an integer" + hint);
+    if (r == IntParse::kOverflow)
+      fail(PL_ERR_INVALID_ARGUMENT, prefix + ": '" + std::string(piece) + "' is too large" + hint);
+    if (r == IntParse::kNotInt)
+      fail(PL_ERR_INVALID_ARGUMENT, prefix + ": '" + std::string(piece) + "' is not an integer" + hint);
     ids.push_back(v);
     if (static_cast<int64_t>(ids.size()) > kMaxDevices)
-      fail(PL_ERR_INVALID_ARGUMENT, prefix + ": the list is too long (at most " + std::to_string(kMaxDevices) + " indices)");
+      fail(PL_ERR_INVALID_ARGUMENT,
+           prefix + ": the list is too long (at most " + std::to_string(kMaxDevices) + " indices)");
   }
   return DeviceArg::of_list(std::move(ids));
 }

@@ -22,8 +22,8 @@ namespace plrt::rt {
 // Counts and list lengths above this are rejected as absurd.
 inline constexpr int64_t kMaxDevices = 65536;
 
-std::vector<int32_t> parse_devices(const PL_DeviceSpec& spec, const std::string& accelerator,
-                                   int32_t available, bool devices_are_processes);
+std::vector<int32_t> parse_devices(const PL_DeviceSpec& spec, const std::string& accelerator, int32_t available,
+                                   bool devices_are_processes);
 
 // A PL_DeviceSpec that owns its storage.  spec() points into this object: keep it alive (and
 // unmodified) while the returned struct is used.

@@ -14,7 +14,6 @@
 #include <boost/dll/runtime_symbol_info.hpp>
 #include <boost/dll/shared_library.hpp>
 #include <boost/version.hpp>
-
 #include <filesystem>
 #include <string>
 
@@ -29,7 +28,7 @@ auto import_symbol(const shared_library& lib, const std::string& name) {
 #if BOOST_VERSION >= 107600
   return boost::dll::import_symbol<Signature>(lib, name);
 #else
-  return boost::dll::import<Signature>(lib, name);
+  return boost::dll::import <Signature>(lib, name);
 #endif
 }
 

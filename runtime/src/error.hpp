@@ -22,9 +22,7 @@ struct Error : std::exception {
   std::string message;
 };
 
-[[noreturn]] inline void fail(PL_ErrorCode code, std::string message) {
-  throw Error(code, std::move(message));
-}
+[[noreturn]] inline void fail(PL_ErrorCode code, std::string message) { throw Error(code, std::move(message)); }
 
 // Returned when even an error cannot be allocated; pl_error_destroy never frees it.
 PL_Error* oom_error() noexcept;

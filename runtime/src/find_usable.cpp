@@ -3,18 +3,18 @@
 // say what was skipped.
 #include "find_usable.hpp"
 
-#include "device_parser.hpp"
-#include "runtime_impl.hpp"
-#include "usable_devices.hpp"
-
 #include <algorithm>
 #include <cctype>
 #include <memory>
 
+#include "device_parser.hpp"
+#include "runtime_impl.hpp"
+#include "usable_devices.hpp"
+
 namespace plrt::rt {
 namespace {
 
-constexpr size_t kFirstCapacity = 256;   // any real machine's devices: one call suffices
+constexpr size_t kFirstCapacity = 256;    // any real machine's devices: one call suffices
 constexpr size_t kMaxStatuses = 1 << 16;  // more is a broken plugin, not a machine
 
 // "cpu" -> "CPU": how the errors name an accelerator's devices ("1 visible CPU device").
@@ -79,7 +79,8 @@ std::vector<DeviceState> device_states(PL_Runtime* rt, const PL_ResolvedPlugin& 
     }
     if (count > kMaxStatuses)
       fail(PL_ERR_INTERNAL, what + ": accelerator '" + name + "' reported " + std::to_string(count) +
-                                " devices from device_status (at most " + std::to_string(kMaxStatuses) + " make sense)");
+                                " devices from device_status (at most " + std::to_string(kMaxStatuses) +
+                                " make sense)");
     if (count <= out.size()) break;
     if (attempt == 1)  // asked again with room for what it said: the answer keeps growing
       fail(PL_ERR_INTERNAL, what + ": accelerator '" + name + "' reported " + std::to_string(count) +
@@ -154,17 +155,19 @@ PL_EXPORT PL_Error* pl_find_usable_devices(PL_Runtime* rt, const char* accelerat
     if (!rt || !out_count) fail(PL_ERR_INVALID_ARGUMENT, "pl_find_usable_devices: runtime or out_count is NULL");
     *out_count = 0;
     if (!out_ids && capacity > 0)
-      fail(PL_ERR_INVALID_ARGUMENT, "pl_find_usable_devices: out_ids is NULL with capacity " + std::to_string(capacity));
+      fail(PL_ERR_INVALID_ARGUMENT,
+           "pl_find_usable_devices: out_ids is NULL with capacity " + std::to_string(capacity));
     if (accelerator && !*accelerator)
-      fail(PL_ERR_INVALID_ARGUMENT, "pl_find_usable_devices: accelerator is empty; valid: an accelerator plugin's "
-                                    "name or alias, or NULL for the default (runtime.h)");
+      fail(PL_ERR_INVALID_ARGUMENT,
+           "pl_find_usable_devices: accelerator is empty; valid: an accelerator plugin's "
+           "name or alias, or NULL for the default (runtime.h)");
     const std::string accel = accelerator ? accelerator : PL_USABLE_DEFAULT_ACCELERATOR;
     const auto ids = find_usable_devices(rt, accel, num_devices, options,
                                          "find_usable_devices(" + std::to_string(num_devices) + ")", false);
     *out_count = ids.size();
     if (out_ids && capacity < ids.size())
-      fail(PL_ERR_INVALID_ARGUMENT, "pl_find_usable_devices: capacity " + std::to_string(capacity) + " is less than the " +
-                                        std::to_string(ids.size()) + " devices found");
+      fail(PL_ERR_INVALID_ARGUMENT, "pl_find_usable_devices: capacity " + std::to_string(capacity) +
+                                        " is less than the " + std::to_string(ids.size()) + " devices found");
     if (out_ids) std::copy(ids.begin(), ids.end(), out_ids);
   });
 }

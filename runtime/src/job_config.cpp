@@ -1,13 +1,13 @@
 // Resolving a job's configuration from Lightning's knobs (what plrun --dry-run prints):
 // accelerator -> devices -> strategy -> world size -> precision -> process-group backend.
+#include <algorithm>
+#include <string>
+#include <vector>
+
 #include "device_parser.hpp"
 #include "find_usable.hpp"
 #include "runtime_impl.hpp"
 #include "usable_devices.hpp"
-
-#include <algorithm>
-#include <string>
-#include <vector>
 
 using namespace plrt::rt;
 
@@ -91,7 +91,7 @@ PL_EXPORT PL_Error* pl_runtime_resolve_job(PL_Runtime* rt, const PL_JobRequest* 
       } else {
         AcceleratorProbe cuda_probe;
         int32_t count = req->assume_device_count >= 0 ? req->assume_device_count
-                                                       : query_availability(rt, cuda, cuda_probe).device_count;
+                                                      : query_availability(rt, cuda, cuda_probe).device_count;
         chose_gpu = count > 0;
         if (chose_gpu) acc = cuda;
       }
@@ -151,20 +151,21 @@ PL_EXPORT PL_Error* pl_runtime_resolve_job(PL_Runtime* rt, const PL_JobRequest* 
     check(st_api->launch_info(&st.presets, &launch), "strategy '" + strategy + "'");
     if (launch.mode != PL_LAUNCH_PROCESS_PER_DEVICE && launch.mode != PL_LAUNCH_SPAWN &&
         launch.mode != PL_LAUNCH_SINGLE_PROCESS)
-      fail(PL_ERR_INVALID_ARGUMENT, "strategy '" + strategy + "' answered launch mode " +
-                                        std::to_string(launch.mode) + ", which is not one this runtime knows");
+      fail(PL_ERR_INVALID_ARGUMENT, "strategy '" + strategy + "' answered launch mode " + std::to_string(launch.mode) +
+                                        ", which is not one this runtime knows");
     int32_t per_process = launch.mode == PL_LAUNCH_SINGLE_PROCESS ? ndev : 1;
     if (PL_HAS_FIELD(PL_LaunchInfo, &launch, max_devices_per_process) && launch.max_devices_per_process > 0 &&
         per_process > launch.max_devices_per_process)
-      fail(PL_ERR_INVALID_ARGUMENT,
-           "strategy '" + strategy + "' drives at most " + std::to_string(launch.max_devices_per_process) +
-               " device(s) per process but devices resolves to " + std::to_string(ndev) +
-               "; use strategy 'ddp' (one process per device) or ask for one device");
+      fail(PL_ERR_INVALID_ARGUMENT, "strategy '" + strategy + "' drives at most " +
+                                        std::to_string(launch.max_devices_per_process) +
+                                        " device(s) per process but devices resolves to " + std::to_string(ndev) +
+                                        "; use strategy 'ddp' (one process per device) or ask for one device");
     job->strategy_s = strategy;
     job->strategy_plugin_s = st.plugin->name;
     const int32_t ppn = launch.mode == PL_LAUNCH_SINGLE_PROCESS ? 1 : ndev;
     if (static_cast<int64_t>(ppn) * num_nodes > (1 << 24))
-      fail(PL_ERR_INVALID_ARGUMENT, "world size " + std::to_string(static_cast<int64_t>(ppn) * num_nodes) + " is too large");
+      fail(PL_ERR_INVALID_ARGUMENT,
+           "world size " + std::to_string(static_cast<int64_t>(ppn) * num_nodes) + " is too large");
 
     // ---- precision ----
     job->precision_s = normalize_precision(req->precision && *req->precision ? req->precision : "32-true");
@@ -178,8 +179,7 @@ PL_EXPORT PL_Error* pl_runtime_resolve_job(PL_Runtime* rt, const PL_JobRequest* 
                                         job->accelerator_s + "'; use 'gloo'");
     if (launch.needs_process_group && static_cast<int64_t>(ppn) * num_nodes > 1) {
       PL_ResolvedPlugin pg{};
-      check(pl_runtime_find_plugin(rt, PL_PLUGIN_PROCESS_GROUP, job->backend_s.c_str(), &pg),
-            "process_group_backend");
+      check(pl_runtime_find_plugin(rt, PL_PLUGIN_PROCESS_GROUP, job->backend_s.c_str(), &pg), "process_group_backend");
     }
 
     // ---- the answer ----

@@ -1,12 +1,12 @@
 #include "logger.hpp"
 
-#include "error.hpp"
-
 #include <spdlog/sinks/base_sink.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 
 #include <algorithm>
 #include <mutex>
+
+#include "error.hpp"
 
 namespace plrt::rt {
 namespace {
@@ -43,8 +43,8 @@ spdlog::level::level_enum parse_log_level(const std::string& text, const std::st
   if (t == "error" || t == "err") return spdlog::level::err;
   if (t == "critical") return spdlog::level::critical;
   if (t == "off") return spdlog::level::off;
-  fail(PL_ERR_INVALID_ARGUMENT, origin + "='" + text +
-                                    "' is not a log level; valid: trace, debug, info, warn, error, critical, off");
+  fail(PL_ERR_INVALID_ARGUMENT,
+       origin + "='" + text + "' is not a log level; valid: trace, debug, info, warn, error, critical, off");
 }
 
 spdlog::level::level_enum to_spdlog(PL_LogLevel level) {

@@ -1,13 +1,13 @@
 #include "plugin_loader.hpp"
 
-#include "error.hpp"
-
 #include <dlfcn.h>
 
 #include <algorithm>
 #include <cstdlib>
 #include <set>
 #include <sstream>
+
+#include "error.hpp"
 
 namespace fs = std::filesystem;
 
@@ -40,19 +40,27 @@ const EntryVersion kEntryVersions[] = {{1, PL_PLUGIN_ENTRY_SYMBOL}};
 
 size_t min_api_size(PL_PluginKind kind) {
   switch (kind) {
-    case PL_PLUGIN_ACCELERATOR: return PL_ACCELERATOR_API_MIN_SIZE;
-    case PL_PLUGIN_PROCESS_GROUP: return PL_PROCESS_GROUP_API_MIN_SIZE;
-    case PL_PLUGIN_STRATEGY: return PL_STRATEGY_API_MIN_SIZE;
-    default: return 0;
+    case PL_PLUGIN_ACCELERATOR:
+      return PL_ACCELERATOR_API_MIN_SIZE;
+    case PL_PLUGIN_PROCESS_GROUP:
+      return PL_PROCESS_GROUP_API_MIN_SIZE;
+    case PL_PLUGIN_STRATEGY:
+      return PL_STRATEGY_API_MIN_SIZE;
+    default:
+      return 0;
   }
 }
 
 const char* api_type_name(PL_PluginKind kind) {
   switch (kind) {
-    case PL_PLUGIN_ACCELERATOR: return "PL_AcceleratorApi";
-    case PL_PLUGIN_PROCESS_GROUP: return "PL_ProcessGroupApi";
-    case PL_PLUGIN_STRATEGY: return "PL_StrategyApi";
-    default: return "?";
+    case PL_PLUGIN_ACCELERATOR:
+      return "PL_AcceleratorApi";
+    case PL_PLUGIN_PROCESS_GROUP:
+      return "PL_ProcessGroupApi";
+    case PL_PLUGIN_STRATEGY:
+      return "PL_StrategyApi";
+    default:
+      return "?";
   }
 }
 
@@ -61,21 +69,28 @@ std::vector<std::pair<const char*, bool>> required_entries(PL_PluginKind kind, c
   switch (kind) {
     case PL_PLUGIN_ACCELERATOR: {
       auto* a = static_cast<const PL_AcceleratorApi*>(api);
-      return {{"create", a->create}, {"destroy", a->destroy}, {"availability", a->availability},
-              {"device_info", a->device_info}, {"set_device", a->set_device}};
+      return {{"create", a->create},
+              {"destroy", a->destroy},
+              {"availability", a->availability},
+              {"device_info", a->device_info},
+              {"set_device", a->set_device}};
     }
     case PL_PLUGIN_PROCESS_GROUP: {
       auto* p = static_cast<const PL_ProcessGroupApi*>(api);
-      return {{"create", p->create}, {"destroy", p->destroy}, {"work_wait", p->work_wait},
+      return {{"create", p->create},
+              {"destroy", p->destroy},
+              {"work_wait", p->work_wait},
               {"work_destroy", p->work_destroy}};
     }
     case PL_PLUGIN_STRATEGY: {
       auto* s = static_cast<const PL_StrategyApi*>(api);
-      return {{"launch_info", s->launch_info}, {"create", s->create}, {"destroy", s->destroy},
-              {"setup", s->setup}, {"run_step", s->run_step}, {"after_backward", s->after_backward},
+      return {{"launch_info", s->launch_info}, {"create", s->create},
+              {"destroy", s->destroy},         {"setup", s->setup},
+              {"run_step", s->run_step},       {"after_backward", s->after_backward},
               {"teardown", s->teardown}};
     }
-    default: return {};
+    default:
+      return {};
   }
 }
 
@@ -87,10 +102,14 @@ std::vector<std::pair<const char*, bool>> required_entries(PL_PluginKind kind, c
 
 std::string kind_name(PL_PluginKind kind) {
   switch (kind) {
-    case PL_PLUGIN_ACCELERATOR: return "accelerator";
-    case PL_PLUGIN_PROCESS_GROUP: return "process_group";
-    case PL_PLUGIN_STRATEGY: return "strategy";
-    default: return "unknown kind " + std::to_string(kind);
+    case PL_PLUGIN_ACCELERATOR:
+      return "accelerator";
+    case PL_PLUGIN_PROCESS_GROUP:
+      return "process_group";
+    case PL_PLUGIN_STRATEGY:
+      return "strategy";
+    default:
+      return "unknown kind " + std::to_string(kind);
   }
 }
 
@@ -232,7 +251,8 @@ const LoadedPlugin& PluginLoader::load_file(const fs::path& path, std::optional<
       file_error(PL_ERR_VERSION, path,
                  "built for plrt plugin ABI " + std::to_string(v >> 16) + "." + std::to_string(v & 0xffff) +
                      ", newer than this runtime's major " + std::to_string(PL_ABI_MAJOR) +
-                     " (it has no " PL_PLUGIN_ENTRY_SYMBOL "); rebuild it against this runtime's headers or "
+                     " (it has no " PL_PLUGIN_ENTRY_SYMBOL
+                     "); rebuild it against this runtime's headers or "
                      "upgrade the runtime");
     }
     file_error(PL_ERR_INVALID_ARGUMENT, path,
@@ -289,7 +309,8 @@ const LoadedPlugin& PluginLoader::load_file(const fs::path& path, std::optional<
     if (a.struct_size < PL_STRUCT_SIZE(PL_Alias, presets) || !a.name || !valid_name(a.name))
       file_error(PL_ERR_INVALID_ARGUMENT, path, "alias #" + std::to_string(i) + " is malformed (size or name)");
     if (a.presets.count && !a.presets.items)
-      file_error(PL_ERR_INVALID_ARGUMENT, path, std::string("alias '") + a.name + "' has presets.count > 0 but no items");
+      file_error(PL_ERR_INVALID_ARGUMENT, path,
+                 std::string("alias '") + a.name + "' has presets.count > 0 but no items");
   }
   plugin->descriptor = d;
   auto& ref = *plugin;
@@ -300,8 +321,9 @@ const LoadedPlugin& PluginLoader::load_file(const fs::path& path, std::optional<
 Resolution PluginLoader::resolve(PL_PluginKind kind, const std::string& name_or_path) {
   std::lock_guard<std::recursive_mutex> lock(mutex_);
   if (kind != PL_PLUGIN_ACCELERATOR && kind != PL_PLUGIN_PROCESS_GROUP && kind != PL_PLUGIN_STRATEGY)
-    fail(PL_ERR_INVALID_ARGUMENT, "plugin kind " + std::to_string(kind) + " is not one of accelerator (1), "
-                                  "process_group (2), strategy (3)");
+    fail(PL_ERR_INVALID_ARGUMENT, "plugin kind " + std::to_string(kind) +
+                                      " is not one of accelerator (1), "
+                                      "process_group (2), strategy (3)");
   if (name_or_path.find('/') != std::string::npos) {
     const LoadedPlugin& p = load_file(name_or_path, kind);
     return {&p, p.descriptor->name, nullptr};

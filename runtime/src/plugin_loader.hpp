@@ -2,8 +2,6 @@
 // and every check a plugin file must pass before the runtime trusts it.
 #pragma once
 
-#include "dll_shim.hpp"
-
 #include <plrt/pl_plugin.h>
 
 #include <filesystem>
@@ -13,6 +11,8 @@
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "dll_shim.hpp"
 
 namespace plrt::rt {
 
@@ -64,8 +64,8 @@ class PluginLoader {
 
 // The plugin folders in search order: explicit ones, PL_PLUGIN_PATH, the build tree, the install
 // folder (beside the runtime library, and the configured install prefix).  Duplicates removed.
-std::vector<std::filesystem::path> default_search_dirs(const std::vector<std::string>& explicit_dirs,
-                                                       bool use_env, bool use_defaults);
+std::vector<std::filesystem::path> default_search_dirs(const std::vector<std::string>& explicit_dirs, bool use_env,
+                                                       bool use_defaults);
 
 // Levenshtein distance, for "did you mean".
 size_t edit_distance(const std::string& a, const std::string& b);

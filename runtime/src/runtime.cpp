@@ -1,12 +1,12 @@
 // The runtime's C API: errors, create/destroy, the host table, finding and listing plugins.
-#include "runtime_impl.hpp"
-#include "store/tcp_store.hpp"
-
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
+
+#include "runtime_impl.hpp"
+#include "store/tcp_store.hpp"
 
 using namespace plrt::rt;
 
@@ -132,8 +132,8 @@ PL_EXPORT PL_Error* pl_runtime_create(const PL_RuntimeOptions* options, PL_Runti
     std::vector<std::string> dirs;
     for (size_t i = 0; i < o.num_plugin_dirs; ++i)
       if (o.plugin_dirs && o.plugin_dirs[i]) dirs.emplace_back(o.plugin_dirs[i]);
-    rt->loader = std::make_unique<PluginLoader>(
-        default_search_dirs(dirs, !o.skip_env_dirs, !o.skip_default_dirs), &rt->host);
+    rt->loader =
+        std::make_unique<PluginLoader>(default_search_dirs(dirs, !o.skip_env_dirs, !o.skip_default_dirs), &rt->host);
     for (const auto& d : rt->loader->search_dirs()) rt->logger->debug("plugin search path: {}", d.string());
     *out = rt.release();
   });
@@ -177,12 +177,12 @@ PL_EXPORT PL_Error* pl_runtime_list_plugins(PL_Runtime* rt, PL_PluginListing** o
     auto plugins = rt->loader->load_all(&storage->problem_strings);
     for (const LoadedPlugin* p : plugins) {
       const PL_Plugin* d = p->descriptor;
-      storage->entry_items.push_back({sizeof(PL_PluginListEntry), d->kind, d->name, nullptr, d->version,
-                                  d->description, p->path.c_str()});
+      storage->entry_items.push_back(
+          {sizeof(PL_PluginListEntry), d->kind, d->name, nullptr, d->version, d->description, p->path.c_str()});
       for (size_t i = 0; i < d->num_aliases; ++i) {
         const PL_Alias& a = d->aliases[i];
         storage->entry_items.push_back({sizeof(PL_PluginListEntry), d->kind, a.name, d->name, d->version,
-                                    a.description ? a.description : d->description, p->path.c_str()});
+                                        a.description ? a.description : d->description, p->path.c_str()});
       }
     }
     std::sort(storage->entry_items.begin(), storage->entry_items.end(), [](const auto& a, const auto& b) {
@@ -199,8 +199,6 @@ PL_EXPORT PL_Error* pl_runtime_list_plugins(PL_Runtime* rt, PL_PluginListing** o
   });
 }
 
-PL_EXPORT void pl_plugin_listing_destroy(PL_PluginListing* listing) {
-  delete static_cast<ListingStorage*>(listing);
-}
+PL_EXPORT void pl_plugin_listing_destroy(PL_PluginListing* listing) { delete static_cast<ListingStorage*>(listing); }
 
 }  // extern "C"

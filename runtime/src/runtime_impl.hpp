@@ -2,13 +2,13 @@
 // Nothing here is process-wide; each PL_Runtime owns all of it.
 #pragma once
 
-#include "error.hpp"
-#include "logger.hpp"
-#include "plugin_loader.hpp"
-
 #include <plrt/runtime.h>
 
 #include <memory>
+
+#include "error.hpp"
+#include "logger.hpp"
+#include "plugin_loader.hpp"
 
 struct PL_HostContext {
   PL_Runtime* runtime;

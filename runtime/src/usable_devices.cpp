@@ -1,14 +1,14 @@
 // Choosing usable devices from the statuses an accelerator reports; see usable_devices.hpp.
 #include "usable_devices.hpp"
 
-#include "device_parser.hpp"
-#include "error.hpp"
-
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <string_view>
+
+#include "device_parser.hpp"
+#include "error.hpp"
 
 namespace plrt::rt {
 namespace {
@@ -30,9 +30,7 @@ std::string render(const std::vector<int32_t>& ids) {
   return out + "]";
 }
 
-std::string plural(size_t n, const std::string& word) {
-  return std::to_string(n) + " " + word + (n == 1 ? "" : "s");
-}
+std::string plural(size_t n, const std::string& word) { return std::to_string(n) + " " + word + (n == 1 ? "" : "s"); }
 
 }  // namespace
 
@@ -52,9 +50,9 @@ std::vector<int32_t> select_usable(const std::vector<DeviceState>& devices, int3
   const size_t visible = devices.size();
   if (visible == 0) fail(PL_ERR_INVALID_ARGUMENT, what + ": no " + kind + " device is visible");
   if (n > 0 && size_t(n) > visible)
-    fail(PL_ERR_INVALID_ARGUMENT, what + ": you requested " + plural(size_t(n), "device") + " but this machine has only " +
-                                      plural(visible, "visible " + kind + " device") + "; valid: 1.." +
-                                      std::to_string(visible) + ", or -1 for every usable one");
+    fail(PL_ERR_INVALID_ARGUMENT, what + ": you requested " + plural(size_t(n), "device") +
+                                      " but this machine has only " + plural(visible, "visible " + kind + " device") +
+                                      "; valid: 1.." + std::to_string(visible) + ", or -1 for every usable one");
   std::vector<int32_t> ids;
   for (const auto& d : devices) {
     if (n > 0 && ids.size() == size_t(n)) break;  // as Lightning: the first n usable ones
@@ -80,8 +78,9 @@ std::optional<int32_t> usable_request(const PL_DeviceSpec& spec) {
   if (s == "usable") return -1;
   if (s.substr(0, 7) != "usable:") return std::nullopt;
   const std::string prefix = "devices=" + describe(spec);
-  const std::string valid = "; valid: \"usable:N\" (the first N usable devices, N >= 1) or \"usable\" "
-                            "(every usable one, also \"usable:-1\")";
+  const std::string valid =
+      "; valid: \"usable:N\" (the first N usable devices, N >= 1) or \"usable\" "
+      "(every usable one, also \"usable:-1\")";
   const std::string count(trim(s.substr(7)));
   char* end = nullptr;
   errno = 0;
@@ -91,8 +90,8 @@ std::optional<int32_t> usable_request(const PL_DeviceSpec& spec) {
   if (n == 0) fail(PL_ERR_INVALID_ARGUMENT, prefix + " selects no device" + valid);
   if (n < -1) fail(PL_ERR_INVALID_ARGUMENT, prefix + ": " + std::to_string(n) + " is negative" + valid);
   if (n > kMaxDevices)
-    fail(PL_ERR_INVALID_ARGUMENT, prefix + ": " + std::to_string(n) + " devices is too many (at most " +
-                                      std::to_string(kMaxDevices) + ")");
+    fail(PL_ERR_INVALID_ARGUMENT,
+         prefix + ": " + std::to_string(n) + " devices is too many (at most " + std::to_string(kMaxDevices) + ")");
   return static_cast<int32_t>(n);
 }
 

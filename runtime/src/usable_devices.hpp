@@ -27,8 +27,9 @@ struct DeviceState {
 // every error ("find_usable_devices(3)", "devices='usable:3'"); `kind` names the devices in them
 // ("CPU": "1 visible CPU device").  Occupied devices skipped on the way are appended to
 // *skipped (may be NULL) as "1 'NVIDIA H100' (busy: ...)".
-std::vector<int32_t> select_usable(const std::vector<DeviceState>& devices, int32_t num_devices, const std::string& what,
-                                   const std::string& kind, std::vector<std::string>* skipped = nullptr);
+std::vector<int32_t> select_usable(const std::vector<DeviceState>& devices, int32_t num_devices,
+                                   const std::string& what, const std::string& kind,
+                                   std::vector<std::string>* skipped = nullptr);
 
 // The list of occupied devices with their reasons, for an error that found too few.
 std::string describe_occupied(const std::vector<DeviceState>& devices);

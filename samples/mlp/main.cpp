@@ -5,20 +5,18 @@
 //   plrt-mlp --strategy dp --devices 2 --precision bf16-mixed
 //
 // Exit codes: 0 success, 2 invalid input (the error on stderr), 1 anything else.
-#include "mlp_data.hpp"
-#include "mlp_module.hpp"
-
-#include <plrt/sdk/random.hpp>
-#include <plrt/sdk/safetensors.hpp>
-#include <plrt/sdk/trainer.hpp>
-
 #include <CLI/CLI.hpp>
-#include <nlohmann/json.hpp>
-
 #include <chrono>
 #include <fstream>
 #include <iostream>
+#include <nlohmann/json.hpp>
+#include <plrt/sdk/random.hpp>
+#include <plrt/sdk/safetensors.hpp>
+#include <plrt/sdk/trainer.hpp>
 #include <sstream>
+
+#include "mlp_data.hpp"
+#include "mlp_module.hpp"
 
 namespace {
 
@@ -31,8 +29,9 @@ std::vector<int64_t> parse_hidden(const std::string& text) {
     char* end = nullptr;
     long long v = std::strtoll(item.c_str(), &end, 10);
     if (item.empty() || *end != '\0' || v < 1)
-      throw pl::Error(PL_ERR_INVALID_ARGUMENT, "--hidden '" + text + "': '" + item +
-                                                   "' is not a positive layer width (write widths like 256,128, or none)");
+      throw pl::Error(
+          PL_ERR_INVALID_ARGUMENT,
+          "--hidden '" + text + "': '" + item + "' is not a positive layer width (write widths like 256,128, or none)");
     out.push_back(v);
   }
   return out;
@@ -50,10 +49,12 @@ int main(int argc, char** argv) {
   SyntheticSpec synth;
   pl::TrainerOptions topt;
   std::string devices = "auto";
-  app.add_option("--data", data, "safetensors file with x (F32 [N, D]) and y (I64 [N]); default: built-in synthetic data");
+  app.add_option("--data", data,
+                 "safetensors file with x (F32 [N, D]) and y (I64 [N]); default: built-in synthetic data");
   app.add_option("--hidden", hidden, "Hidden layer widths, e.g. 256,128 (or none)")->capture_default_str();
   app.add_option("--epochs", epochs, "Training epochs")->capture_default_str();
-  app.add_option("--max-steps", max_steps, "Stop after this many optimizer steps (-1: no limit)")->capture_default_str();
+  app.add_option("--max-steps", max_steps, "Stop after this many optimizer steps (-1: no limit)")
+      ->capture_default_str();
   app.add_option("--batch-size", batch_size, "Samples per batch and process")->capture_default_str();
   app.add_option("--lr", lr, "Learning rate")->capture_default_str();
   app.add_option("--momentum", momentum, "SGD momentum")->capture_default_str();
@@ -69,9 +70,11 @@ int main(int argc, char** argv) {
   app.add_option("--classes", synth.classes, "Synthetic data: classes")->capture_default_str();
   app.add_option("--accelerator", topt.accelerator, "cpu, cuda, auto")->capture_default_str();
   app.add_option("--devices", devices, "Lightning's devices (cpu: processes)")->capture_default_str();
-  app.add_option("--strategy", topt.strategy, "auto, ddp, ddp_spawn, dp, ddp2, single_device, ...")->capture_default_str();
+  app.add_option("--strategy", topt.strategy, "auto, ddp, ddp_spawn, dp, ddp2, single_device, ...")
+      ->capture_default_str();
   app.add_option("--num-nodes", topt.num_nodes, "Machines")->capture_default_str();
-  app.add_option("--precision", topt.precision, "32-true, 16-mixed, bf16-mixed (or 32, 16, bf16)")->capture_default_str();
+  app.add_option("--precision", topt.precision, "32-true, 16-mixed, bf16-mixed (or 32, 16, bf16)")
+      ->capture_default_str();
   bool whole_batch_loss = false;
   app.add_flag("--whole-batch-loss", whole_batch_loss,
                "dp/ddp2: compute the loss over the whole batch in training_step_end (two-phase step)");
@@ -93,7 +96,8 @@ int main(int argc, char** argv) {
     topt.max_steps = max_steps;
     topt.seed = seed;
     topt.enable_checkpointing = !no_checkpoint;
-    if (batch_size < 1) throw pl::Error(PL_ERR_INVALID_ARGUMENT, "--batch-size " + std::to_string(batch_size) + " must be >= 1");
+    if (batch_size < 1)
+      throw pl::Error(PL_ERR_INVALID_ARGUMENT, "--batch-size " + std::to_string(batch_size) + " must be >= 1");
     if (!(lr > 0)) throw pl::Error(PL_ERR_INVALID_ARGUMENT, "--lr " + std::to_string(lr) + " must be > 0");
     pl::Trainer trainer(topt);  // seeds everything first: the model's initial weights follow --seed
     MlpData d = data.empty() ? make_synthetic(synth, heldout) : load_safetensors(data, heldout, seed);
@@ -116,8 +120,8 @@ int main(int argc, char** argv) {
       const auto& m = trainer.callback_metrics();
       auto get = [&](const char* k) { return m.count(k) ? m.at(k) : std::nan(""); };
       std::printf("plrt-mlp: %lld steps in %.2f s (%.1f steps/s); held-out accuracy %.4f, loss %.4f\n",
-                  static_cast<long long>(trainer.global_step()), secs, static_cast<double>(trainer.global_step()) / secs,
-                  get("val_acc"), get("val_loss"));
+                  static_cast<long long>(trainer.global_step()), secs,
+                  static_cast<double>(trainer.global_step()) / secs, get("val_acc"), get("val_loss"));
       if (!save.empty()) {
         pl::safetensors::save(save, model.state_dict(), {{"format", "pt"}});
         std::printf("plrt-mlp: weights written to %s\n", save.c_str());

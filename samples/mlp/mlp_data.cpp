@@ -1,13 +1,12 @@
 #include "mlp_data.hpp"
 
-#include <plrt/sdk/error.hpp>
-#include <plrt/sdk/random.hpp>
-#include <plrt/sdk/safetensors.hpp>
-
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <numeric>
+#include <plrt/sdk/error.hpp>
+#include <plrt/sdk/random.hpp>
+#include <plrt/sdk/safetensors.hpp>
 
 namespace {
 
@@ -19,7 +18,8 @@ MlpData split(const pl::Tensor& x, const pl::Tensor& y, double fraction, uint64_
   std::vector<int64_t> order(static_cast<size_t>(n));
   std::iota(order.begin(), order.end(), 0);
   pl::Generator g(seed);
-  for (int64_t i = n - 1; i > 0; --i) std::swap(order[static_cast<size_t>(i)], order[static_cast<size_t>(g.randint(0, i + 1))]);
+  for (int64_t i = n - 1; i > 0; --i)
+    std::swap(order[static_cast<size_t>(i)], order[static_cast<size_t>(g.randint(0, i + 1))]);
   const int64_t n_held = static_cast<int64_t>(static_cast<double>(n) * fraction);
   const int64_t n_train = n - n_held;
   if (n_train < 1) throw pl::Error(PL_ERR_INVALID_ARGUMENT, "no training samples left after the held-out split");
@@ -77,18 +77,19 @@ MlpData load_safetensors(const std::string& path, double fraction, uint64_t spli
   auto need = [&](const char* name) -> pl::Tensor& {
     auto it = file.tensors.find(name);
     if (it == file.tensors.end())
-      throw pl::Error(PL_ERR_INVALID_ARGUMENT, path + ": no tensor named '" + name +
-                                                   "' (the file must hold x: F32 [N, D] and y: I64 [N])");
+      throw pl::Error(PL_ERR_INVALID_ARGUMENT,
+                      path + ": no tensor named '" + name + "' (the file must hold x: F32 [N, D] and y: I64 [N])");
     return it->second;
   };
   pl::Tensor& x = need("x");
   pl::Tensor& y = need("y");
   if (x.dtype() != PL_F32 || x.dim() != 2)
-    throw pl::Error(PL_ERR_INVALID_ARGUMENT, path + ": x is " + pl_dtype_name(x.dtype()) + " " + pl::shape_text(x.shape()) +
-                                                 "; expected float32 [N, D]");
+    throw pl::Error(PL_ERR_INVALID_ARGUMENT, path + ": x is " + pl_dtype_name(x.dtype()) + " " +
+                                                 pl::shape_text(x.shape()) + "; expected float32 [N, D]");
   if (y.dtype() != PL_I64 || y.dim() != 1 || y.size(0) != x.size(0))
-    throw pl::Error(PL_ERR_INVALID_ARGUMENT, path + ": y is " + pl_dtype_name(y.dtype()) + " " + pl::shape_text(y.shape()) +
-                                                 "; expected int64 [" + std::to_string(x.size(0)) + "]");
+    throw pl::Error(PL_ERR_INVALID_ARGUMENT, path + ": y is " + pl_dtype_name(y.dtype()) + " " +
+                                                 pl::shape_text(y.shape()) + "; expected int64 [" +
+                                                 std::to_string(x.size(0)) + "]");
   int64_t classes = 0;
   const int64_t* py = y.data_ptr<int64_t>();
   for (int64_t i = 0; i < y.numel(); ++i) {

@@ -2,10 +2,9 @@
 // split deterministically into training and held-out parts.
 #pragma once
 
-#include <plrt/sdk/data.hpp>
-
 #include <cstdint>
 #include <memory>
+#include <plrt/sdk/data.hpp>
 #include <string>
 
 struct MlpData {
@@ -17,7 +16,7 @@ struct SyntheticSpec {
   int64_t samples = 16384;  // training + held-out
   int64_t features = 784;
   int64_t classes = 10;
-  uint64_t seed = 1234;     // the data's own seed: the same data whatever --seed says
+  uint64_t seed = 1234;  // the data's own seed: the same data whatever --seed says
 };
 
 // Gaussian clusters, two per class, with noise that makes the classes overlap a little: learnable,

@@ -4,7 +4,10 @@
 
 MlpClassifier::MlpClassifier(int64_t in_features, const std::vector<int64_t>& hidden, int64_t classes,
                              OptimizerConfig optim, bool whole_batch_loss)
-    : optim_(std::move(optim)), in_features_(in_features), classes_(classes), hidden_(hidden),
+    : optim_(std::move(optim)),
+      in_features_(in_features),
+      classes_(classes),
+      hidden_(hidden),
       whole_batch_loss_(whole_batch_loss) {
   std::vector<int64_t> sizes{in_features};
   sizes.insert(sizes.end(), hidden.begin(), hidden.end());

@@ -3,10 +3,9 @@
 // PyTorch nn.ModuleList of nn.Linear names them, so --save's file loads into that PyTorch model.
 #pragma once
 
+#include <memory>
 #include <plrt/sdk/lightning_module.hpp>
 #include <plrt/sdk/nn.hpp>
-
-#include <memory>
 #include <string>
 #include <vector>
 

@@ -1,7 +1,6 @@
 // pl::Accelerator: one shared plugin instance; every call turns a PL_Error into pl::Error.
-#include <plrt/sdk/accelerator.hpp>
-
 #include <cstddef>
+#include <plrt/sdk/accelerator.hpp>
 #include <string>
 
 namespace pl {
@@ -221,7 +220,8 @@ void Accelerator::sgd_step(PL_Tensor& param, const PL_Tensor& grad, PL_Tensor* m
 void Accelerator::adam_step(PL_Tensor& param, const PL_Tensor& grad, PL_Tensor& exp_avg, PL_Tensor& exp_avg_sq,
                             const PL_AdamParams& p) const {
   const auto& a = need(impl_);
-  call(a, PL_ACC_ENTRY(a, adam_step), "adam_step", &param, &grad, &exp_avg, &exp_avg_sq, &p, static_cast<PL_Stream*>(nullptr));
+  call(a, PL_ACC_ENTRY(a, adam_step), "adam_step", &param, &grad, &exp_avg, &exp_avg_sq, &p,
+       static_cast<PL_Stream*>(nullptr));
 }
 void Accelerator::gemm(bool trans_a, bool trans_b, double alpha, const PL_Tensor& x, const PL_Tensor& y, double beta,
                        PL_Tensor& c) const {

@@ -1,7 +1,6 @@
 // pl::amp: the thread-local autocast state, precision names, and the dynamic loss scaler.
-#include <plrt/sdk/amp.hpp>
-
 #include <cmath>
+#include <plrt/sdk/amp.hpp>
 #include <string>
 
 namespace pl::amp {
@@ -19,8 +18,8 @@ Autocast::Autocast(PL_DType compute_dtype, double loss_scale) : prev_dtype_(t_dt
     throw Error(PL_ERR_INVALID_ARGUMENT, std::string("amp::Autocast: compute dtype ") + pl_dtype_name(compute_dtype) +
                                              " is not a low-precision float; use float16 or bfloat16");
   if (!std::isfinite(loss_scale) || loss_scale <= 0)
-    throw Error(PL_ERR_INVALID_ARGUMENT, "amp::Autocast: loss scale " + std::to_string(loss_scale) +
-                                             " must be finite and > 0");
+    throw Error(PL_ERR_INVALID_ARGUMENT,
+                "amp::Autocast: loss scale " + std::to_string(loss_scale) + " must be finite and > 0");
   t_dtype = compute_dtype;
   t_scale = loss_scale;
 }
@@ -40,8 +39,8 @@ Precision Precision::parse(const std::string& name) {
   } else if (name == "bf16-mixed" || name == "bf16") {
     p.name = "bf16-mixed", p.compute_dtype = PL_BF16;
   } else {
-    throw Error(PL_ERR_INVALID_ARGUMENT, "precision='" + name +
-                                             "' is not supported; valid: 32-true, 16-mixed, bf16-mixed (or 32, 16, bf16)");
+    throw Error(PL_ERR_INVALID_ARGUMENT,
+                "precision='" + name + "' is not supported; valid: 32-true, 16-mixed, bf16-mixed (or 32, 16, bf16)");
   }
   return p;
 }
@@ -50,10 +49,12 @@ GradScaler::GradScaler(GradScalerOptions o) : o_(o), scale_(o.init_scale) {
   auto need = [](bool ok, const std::string& what) {
     if (!ok) throw Error(PL_ERR_INVALID_ARGUMENT, "GradScaler: " + what);
   };
-  need(std::isfinite(o.init_scale) && o.init_scale > 0, "init_scale " + std::to_string(o.init_scale) + " must be finite and > 0");
+  need(std::isfinite(o.init_scale) && o.init_scale > 0,
+       "init_scale " + std::to_string(o.init_scale) + " must be finite and > 0");
   need(std::isfinite(o.growth_factor) && o.growth_factor > 1,
        "growth_factor " + std::to_string(o.growth_factor) + " must be > 1");
-  need(o.backoff_factor > 0 && o.backoff_factor < 1, "backoff_factor " + std::to_string(o.backoff_factor) + " must be in (0, 1)");
+  need(o.backoff_factor > 0 && o.backoff_factor < 1,
+       "backoff_factor " + std::to_string(o.backoff_factor) + " must be in (0, 1)");
   need(o.growth_interval >= 1, "growth_interval " + std::to_string(o.growth_interval) + " must be >= 1");
 }
 
@@ -72,8 +73,9 @@ bool GradScaler::unscale(const std::vector<Parameter*>& params) {
     if (!p->requires_grad || p->grad_is_zero || !p->grad.defined() || p->grad.numel() == 0) continue;
     const Accelerator& acc = p->grad.accelerator();
     if (!acc.defined())
-      throw Error(PL_ERR_INVALID_ARGUMENT, "GradScaler::unscale: a gradient is a plain host tensor; place the module "
-                                           "with module.to(accelerator, device) first");
+      throw Error(PL_ERR_INVALID_ARGUMENT,
+                  "GradScaler::unscale: a gradient is a plain host tensor; place the module "
+                  "with module.to(accelerator, device) first");
     if (!flag_.defined() || flag_.accelerator() != acc || flag_.device().type != p->grad.device().type ||
         flag_.device().index != p->grad.device().index) {
       if (any) throw Error(PL_ERR_UNSUPPORTED, "GradScaler::unscale: gradients on several devices; unscale per device");

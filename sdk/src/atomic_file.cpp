@@ -1,20 +1,19 @@
 // Crash-safe files and folders: write beside the target, fsync, then rename (or exchange) in one
 // step, and fsync the folder so that the rename itself survives a power loss.
-#include <plrt/sdk/atomic_file.hpp>
-#include <plrt/sdk/error.hpp>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <plrt/sdk/atomic_file.hpp>
+#include <plrt/sdk/error.hpp>
 #include <system_error>
 #include <vector>
-
-#include <fcntl.h>
-#include <signal.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 namespace fs = std::filesystem;
 
@@ -156,7 +155,8 @@ AtomicDir::~AtomicDir() {
 }
 
 void AtomicDir::write(const std::string& name, const std::string& bytes) {
-  if (committed_) throw Error(PL_ERR_INVALID_ARGUMENT, "AtomicDir '" + path_ + "': write('" + name + "') after commit()");
+  if (committed_)
+    throw Error(PL_ERR_INVALID_ARGUMENT, "AtomicDir '" + path_ + "': write('" + name + "') after commit()");
   if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos)
     throw Error(PL_ERR_INVALID_ARGUMENT, "AtomicDir '" + path_ + "': file name '" + name +
                                              "' must be a plain name (not empty, '.' or '..', no '/')");

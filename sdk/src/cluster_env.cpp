@@ -3,15 +3,14 @@
 // TorchElasticEnvironment, SLURMEnvironment and MPIEnvironment).  Every value is checked: a
 // launcher that is misconfigured fails here, naming the variable, rather than hanging later in a
 // rendezvous that can never complete.
-#include <plrt/sdk/cluster_env.hpp>
-#include <plrt/sdk/error.hpp>
-
 #include <cctype>
 #include <cerrno>
 #include <climits>
 #include <cstdint>
 #include <cstdlib>
 #include <optional>
+#include <plrt/sdk/cluster_env.hpp>
+#include <plrt/sdk/error.hpp>
 
 extern char** environ;
 
@@ -68,9 +67,7 @@ std::string half_open(int lo, const std::string& hi_name, int hi) {
   return "[" + std::to_string(lo) + ", " + hi_name + "=" + std::to_string(hi) + ")";
 }
 
-int read_port(const Env& env, const std::string& name) {
-  return int_in(name, *get(env, name), 1, 65535, "[1, 65535]");
-}
+int read_port(const Env& env, const std::string& name) { return int_in(name, *get(env, name), 1, 65535, "[1, 65535]"); }
 
 void read_common(const Env& env, ClusterEnv& c) {
   if (auto t = get(env, "PL_JOB_TOKEN")) c.token = *t;
@@ -102,11 +99,12 @@ ClusterEnv from_launcher(const Env& env) {
   c.spawn_parent = mode.has_value() && !has(env, "RANK");
   const std::string who = c.source == "plrun" ? "plrun" : (torchelastic ? "torchrun" : "the launcher");
 
-  c.world_size = required_int(env, "WORLD_SIZE", 1, INT_MAX, "[1, " + std::to_string(INT_MAX) + "]",
-                              who + " sets it with RANK");
+  c.world_size =
+      required_int(env, "WORLD_SIZE", 1, INT_MAX, "[1, " + std::to_string(INT_MAX) + "]", who + " sets it with RANK");
   if (c.spawn_parent) {
-    c.local_world_size = required_int(env, "LOCAL_WORLD_SIZE", 1, c.world_size, "[1, WORLD_SIZE=" + std::to_string(c.world_size) + "]",
-                                      "plrun sets it to the number of workers to spawn");
+    c.local_world_size =
+        required_int(env, "LOCAL_WORLD_SIZE", 1, c.world_size, "[1, WORLD_SIZE=" + std::to_string(c.world_size) + "]",
+                     "plrun sets it to the number of workers to spawn");
     if (c.world_size % c.local_world_size != 0)
       bad("LOCAL_WORLD_SIZE", std::to_string(c.local_world_size),
           "WORLD_SIZE=" + std::to_string(c.world_size) + " must be a multiple of it (the same count on every node)");
@@ -116,10 +114,12 @@ ClusterEnv from_launcher(const Env& env) {
                           who + " sets it with WORLD_SIZE");
     c.local_world_size = c.world_size;  // no LOCAL_WORLD_SIZE: a single node
     if (auto v = get(env, "LOCAL_WORLD_SIZE"))
-      c.local_world_size = int_in("LOCAL_WORLD_SIZE", *v, 1, c.world_size, "[1, WORLD_SIZE=" + std::to_string(c.world_size) + "]");
+      c.local_world_size =
+          int_in("LOCAL_WORLD_SIZE", *v, 1, c.world_size, "[1, WORLD_SIZE=" + std::to_string(c.world_size) + "]");
     c.local_rank = c.rank % c.local_world_size;
     if (auto v = get(env, "LOCAL_RANK"))
-      c.local_rank = int_in("LOCAL_RANK", *v, 0, c.local_world_size - 1, half_open(0, "LOCAL_WORLD_SIZE", c.local_world_size));
+      c.local_rank =
+          int_in("LOCAL_RANK", *v, 0, c.local_world_size - 1, half_open(0, "LOCAL_WORLD_SIZE", c.local_world_size));
   }
   c.num_nodes = (c.world_size + c.local_world_size - 1) / c.local_world_size;
   c.node_rank = c.rank / c.local_world_size;
@@ -133,15 +133,20 @@ ClusterEnv from_launcher(const Env& env) {
     c.node_rank = g;
   }
   if (auto a = get(env, "MASTER_ADDR")) c.master_addr = *a;
-  if (has(env, "MASTER_PORT")) c.master_port = read_port(env, "MASTER_PORT");
-  else if (c.world_size > 1) missing("MASTER_PORT", "a job of " + std::to_string(c.world_size) + " processes needs the rendezvous port (" + who + " sets it)");
+  if (has(env, "MASTER_PORT"))
+    c.master_port = read_port(env, "MASTER_PORT");
+  else if (c.world_size > 1)
+    missing("MASTER_PORT",
+            "a job of " + std::to_string(c.world_size) + " processes needs the rendezvous port (" + who + " sets it)");
   // torchrun's agent may already serve PyTorch's own TCPStore on MASTER_PORT
   // (TORCHELASTIC_USE_AGENT_STORE=True).  plrt's store speaks another protocol, so rank 0 serves
   // plrt's on the next port; every rank computes the same one.
   if (c.source == "torchrun" && c.master_port > 0) {
     auto agent = get(env, "TORCHELASTIC_USE_AGENT_STORE");
     if (agent && (*agent == "True" || *agent == "true" || *agent == "1")) {
-      if (c.master_port >= 65535) bad("MASTER_PORT", std::to_string(c.master_port), "plrt needs MASTER_PORT + 1 for its own store under torchrun's agent store");
+      if (c.master_port >= 65535)
+        bad("MASTER_PORT", std::to_string(c.master_port),
+            "plrt needs MASTER_PORT + 1 for its own store under torchrun's agent store");
       c.master_port += 1;
     }
   }
@@ -170,7 +175,8 @@ int slurm_tasks_on_node(const std::string& name, const std::string& text, int no
       repeat = static_cast<int>(*r);
       item = item.substr(0, paren);
     }
-    auto count = item.empty() || !std::isdigit(static_cast<unsigned char>(item[0])) ? std::nullopt : parse_integer(item);
+    auto count =
+        item.empty() || !std::isdigit(static_cast<unsigned char>(item[0])) ? std::nullopt : parse_integer(item);
     if (!count || *count < 1 || *count > INT_MAX) bad(name, text, form);
     if (node < index + repeat) return static_cast<int>(*count);
     index += repeat;
@@ -191,13 +197,15 @@ ClusterEnv from_slurm(const Env& env) {
   c.num_nodes = int_in(nodes_var, *get(env, nodes_var), 1, INT_MAX, "[1, " + std::to_string(INT_MAX) + "]");
   c.node_rank = required_int(env, "SLURM_NODEID", 0, c.num_nodes - 1, half_open(0, nodes_var, c.num_nodes), why);
   if (auto v = get(env, "SLURM_NTASKS_PER_NODE"))
-    c.local_world_size = int_in("SLURM_NTASKS_PER_NODE", *v, 1, c.world_size, "[1, SLURM_NTASKS=" + std::to_string(c.world_size) + "]");
+    c.local_world_size =
+        int_in("SLURM_NTASKS_PER_NODE", *v, 1, c.world_size, "[1, SLURM_NTASKS=" + std::to_string(c.world_size) + "]");
   else if (auto t = get(env, "SLURM_TASKS_PER_NODE"))
     c.local_world_size = slurm_tasks_on_node("SLURM_TASKS_PER_NODE", *t, c.node_rank);
   else if (c.num_nodes == 1)
     c.local_world_size = c.world_size;
   else
-    missing("SLURM_TASKS_PER_NODE", "with " + std::to_string(c.num_nodes) + " nodes the tasks per node are needed (" + why + ")");
+    missing("SLURM_TASKS_PER_NODE",
+            "with " + std::to_string(c.num_nodes) + " nodes the tasks per node are needed (" + why + ")");
   c.local_rank = required_int(env, "SLURM_LOCALID", 0, c.local_world_size - 1,
                               half_open(0, "tasks on this node", c.local_world_size), why);
   if (auto a = get(env, "MASTER_ADDR")) {
@@ -206,7 +214,8 @@ ClusterEnv from_slurm(const Env& env) {
     try {
       c.master_addr = slurm_first_host(*list);
     } catch (const Error& e) {
-      throw Error(e.code(), std::string(has(env, "SLURM_NODELIST") ? "SLURM_NODELIST" : "SLURM_JOB_NODELIST") + ": " + e.what());
+      throw Error(e.code(),
+                  std::string(has(env, "SLURM_NODELIST") ? "SLURM_NODELIST" : "SLURM_JOB_NODELIST") + ": " + e.what());
     }
   }
   if (has(env, "MASTER_PORT")) {
@@ -214,7 +223,8 @@ ClusterEnv from_slurm(const Env& env) {
   } else if (auto id = get(env, "SLURM_JOB_ID")) {
     // Lightning's rule: 15000 + the job id's last four digits, the same in every task of the job.
     auto n = parse_integer(*id);
-    if (!n || *n < 0 || !std::isdigit(static_cast<unsigned char>((*id)[0]))) bad("SLURM_JOB_ID", *id, "expected a job number");
+    if (!n || *n < 0 || !std::isdigit(static_cast<unsigned char>((*id)[0])))
+      bad("SLURM_JOB_ID", *id, "expected a job number");
     c.master_port = 15000 + static_cast<int>(std::stoll(id->substr(id->size() > 4 ? id->size() - 4 : 0)));
   } else {
     c.master_port = 12910;  // Lightning's default without a job id
@@ -240,25 +250,29 @@ ClusterEnv from_openmpi(const Env& env) {
   c.source = "openmpi";
   const std::string why = "mpirun sets it for every process";
   c.world_size = required_int(env, "OMPI_COMM_WORLD_SIZE", 1, INT_MAX, "[1, " + std::to_string(INT_MAX) + "]", why);
-  c.rank = required_int(env, "OMPI_COMM_WORLD_RANK", 0, c.world_size - 1, half_open(0, "OMPI_COMM_WORLD_SIZE", c.world_size), why);
+  c.rank = required_int(env, "OMPI_COMM_WORLD_RANK", 0, c.world_size - 1,
+                        half_open(0, "OMPI_COMM_WORLD_SIZE", c.world_size), why);
   c.local_world_size = required_int(env, "OMPI_COMM_WORLD_LOCAL_SIZE", 1, c.world_size,
                                     "[1, OMPI_COMM_WORLD_SIZE=" + std::to_string(c.world_size) + "]", why);
   c.local_rank = required_int(env, "OMPI_COMM_WORLD_LOCAL_RANK", 0, c.local_world_size - 1,
                               half_open(0, "OMPI_COMM_WORLD_LOCAL_SIZE", c.local_world_size), why);
   c.node_rank = c.rank / c.local_world_size;
   c.num_nodes = (c.world_size + c.local_world_size - 1) / c.local_world_size;
-  if (auto a = get(env, "MASTER_ADDR")) c.master_addr = *a;
+  if (auto a = get(env, "MASTER_ADDR"))
+    c.master_addr = *a;
   else if (c.num_nodes > 1)
     missing("MASTER_ADDR", "an Open MPI job on " + std::to_string(c.num_nodes) +
                                " nodes needs the host name of rank 0's node (e.g. mpirun -x MASTER_ADDR=host)");
   if (has(env, "MASTER_PORT")) {
     c.master_port = read_port(env, "MASTER_PORT");
-  } else if (auto id = get(env, "OMPI_MCA_ess_base_jobid") ? get(env, "OMPI_MCA_ess_base_jobid") : get(env, "PMIX_NAMESPACE")) {
+  } else if (auto id = get(env, "OMPI_MCA_ess_base_jobid") ? get(env, "OMPI_MCA_ess_base_jobid")
+                                                           : get(env, "PMIX_NAMESPACE")) {
     // Every process of the job sees the same job id, so they all derive the same port.
     c.master_port = 20000 + static_cast<int>(fnv1a(*id) % 10000);
   } else if (c.world_size > 1) {
-    missing("MASTER_PORT", "neither OMPI_MCA_ess_base_jobid nor PMIX_NAMESPACE is set to derive it from; pass it "
-                           "(e.g. mpirun -x MASTER_PORT=29500)");
+    missing("MASTER_PORT",
+            "neither OMPI_MCA_ess_base_jobid nor PMIX_NAMESPACE is set to derive it from; pass it "
+            "(e.g. mpirun -x MASTER_PORT=29500)");
   }
   check_layout(c, "Open MPI");
   return c;
@@ -310,9 +324,9 @@ ClusterEnv ClusterEnv::detect(const std::map<std::string, std::string>& env) {
   const bool rank = has(env, "RANK"), world = has(env, "WORLD_SIZE");
   if ((rank && world) || has(env, "PL_LAUNCH_MODE") || has(env, "TORCHELASTIC_RUN_ID")) return from_launcher(env);
   if (rank != world)
-    missing(rank ? "WORLD_SIZE" : "RANK", std::string("a launcher sets RANK and WORLD_SIZE together, but only ") +
-                                              (rank ? "RANK=" + *get(env, "RANK") : "WORLD_SIZE=" + *get(env, "WORLD_SIZE")) +
-                                              " is set");
+    missing(rank ? "WORLD_SIZE" : "RANK",
+            std::string("a launcher sets RANK and WORLD_SIZE together, but only ") +
+                (rank ? "RANK=" + *get(env, "RANK") : "WORLD_SIZE=" + *get(env, "WORLD_SIZE")) + " is set");
   if (has(env, "SLURM_PROCID") && has(env, "SLURM_NTASKS")) {
     // An interactive allocation (salloc's shell) is not a job launched by srun: Lightning ignores it.
     const auto name = get(env, "SLURM_JOB_NAME");

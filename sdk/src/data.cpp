@@ -1,8 +1,7 @@
 // Datasets, torch's DistributedSampler and the DataLoader (see data.hpp).
-#include <plrt/sdk/data.hpp>
-
 #include <algorithm>
 #include <cstring>
+#include <plrt/sdk/data.hpp>
 #include <random>
 
 namespace pl {
@@ -50,8 +49,7 @@ TensorDataset::TensorDataset(std::vector<Tensor> fields) : fields_(std::move(fie
     if (!t.defined()) throw Error(PL_ERR_INVALID_ARGUMENT, which + " is an undefined tensor");
     if (!t.is_host())
       throw Error(PL_ERR_INVALID_ARGUMENT, which + " lives on a device; datasets hold host tensors (use to_host())");
-    if (t.dim() == 0)
-      throw Error(PL_ERR_INVALID_ARGUMENT, which + " is 0-d; its dim 0 must index the samples");
+    if (t.dim() == 0) throw Error(PL_ERR_INVALID_ARGUMENT, which + " is 0-d; its dim 0 must index the samples");
     if (t.size(0) != fields_[0].size(0))
       throw Error(PL_ERR_INVALID_ARGUMENT, which + " has " + std::to_string(t.size(0)) + " rows (shape " +
                                                shape_text(t.shape()) + ") but field 0 has " +
@@ -86,18 +84,22 @@ Batch TensorDataset::get_batch(const std::vector<int64_t>& indices) const {
 
 DistributedSampler::DistributedSampler(int64_t dataset_size, int num_replicas, int rank, bool shuffle, uint64_t seed,
                                        bool drop_last)
-    : n_(dataset_size), num_replicas_(num_replicas), rank_(rank), shuffle_(shuffle), drop_last_(drop_last),
+    : n_(dataset_size),
+      num_replicas_(num_replicas),
+      rank_(rank),
+      shuffle_(shuffle),
+      drop_last_(drop_last),
       seed_(seed) {
   if (num_replicas < 1)
-    throw Error(PL_ERR_INVALID_ARGUMENT, "DistributedSampler: num_replicas " + std::to_string(num_replicas) +
-                                             " must be at least 1");
+    throw Error(PL_ERR_INVALID_ARGUMENT,
+                "DistributedSampler: num_replicas " + std::to_string(num_replicas) + " must be at least 1");
   if (rank < 0 || rank >= num_replicas)
     throw Error(PL_ERR_INVALID_ARGUMENT, "DistributedSampler: rank " + std::to_string(rank) + " is outside [0, " +
                                              std::to_string(num_replicas) + ") (num_replicas " +
                                              std::to_string(num_replicas) + ")");
   if (dataset_size < 0)
-    throw Error(PL_ERR_INVALID_ARGUMENT, "DistributedSampler: dataset size " + std::to_string(dataset_size) +
-                                             " must be non-negative");
+    throw Error(PL_ERR_INVALID_ARGUMENT,
+                "DistributedSampler: dataset size " + std::to_string(dataset_size) + " must be non-negative");
   const int64_t w = num_replicas;
   // torch: ceil((N - W) / W) when drop_last and N % W != 0, else ceil(N / W).  For N % W != 0
   // the former equals floor(N / W) (and is 0 for N < W, as math.ceil of a value in (-1, 0)).
@@ -126,13 +128,13 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions
     : dataset_(std::move(dataset)), o_(options) {
   if (!dataset_) throw Error(PL_ERR_INVALID_ARGUMENT, "DataLoader: the dataset is null");
   if (o_.batch_size < 1)
-    throw Error(PL_ERR_INVALID_ARGUMENT, "DataLoader: batch_size " + std::to_string(o_.batch_size) +
-                                             " must be at least 1");
+    throw Error(PL_ERR_INVALID_ARGUMENT,
+                "DataLoader: batch_size " + std::to_string(o_.batch_size) + " must be at least 1");
 }
 
 void DataLoader::distribute(int num_replicas, int rank) {
-  auto s = std::make_unique<DistributedSampler>(dataset_->size(), num_replicas, rank, o_.shuffle, o_.seed,
-                                                o_.drop_last);
+  auto s =
+      std::make_unique<DistributedSampler>(dataset_->size(), num_replicas, rank, o_.shuffle, o_.seed, o_.drop_last);
   s->set_epoch(epoch_);
   sampler_ = std::move(s);
   cache_valid_ = false;

@@ -5,7 +5,10 @@
 namespace pl {
 
 void LightningModule::log(const std::string& name, double value, const LogOptions& options) {
-  if (trainer_ == nullptr) throw Error(PL_ERR_INVALID_ARGUMENT, "log('" + name + "') needs a trainer: call it from a step or hook while Trainer::fit/validate/test runs");
+  if (trainer_ == nullptr)
+    throw Error(
+        PL_ERR_INVALID_ARGUMENT,
+        "log('" + name + "') needs a trainer: call it from a step or hook while Trainer::fit/validate/test runs");
   Trainer::Impl& t = *trainer_->impl_;
   if (t_current_replica >= 0 && static_cast<size_t>(t_current_replica) < t.replica_logs.size()) {
     // a replica's thread in a dp/ddp2 step: kept aside, merged across replicas after the step
@@ -29,25 +32,29 @@ std::unique_ptr<LightningModule> LightningModule::replicate() const {
 
 double LightningModule::training_step_end(std::vector<ReplicaOutput>& outputs) {
   if (split_step())
-    throw Error(PL_ERR_INVALID_ARGUMENT, "split_step() is true, so training_step_end must be overridden: it computes the "
-                                         "loss from every replica's output and sets each output_grad");
+    throw Error(PL_ERR_INVALID_ARGUMENT,
+                "split_step() is true, so training_step_end must be overridden: it computes the "
+                "loss from every replica's output and sets each output_grad");
   double sum = 0;
   for (const auto& o : outputs) sum += o.loss;
   return outputs.empty() ? 0.0 : sum / static_cast<double>(outputs.size());
 }
 
 Tensor LightningModule::forward_step(const Batch&, int64_t) {
-  throw Error(PL_ERR_INVALID_ARGUMENT, "split_step() is true but forward_step is not overridden; it returns the "
-                                       "replica's output (e.g. the logits) without running backward");
+  throw Error(PL_ERR_INVALID_ARGUMENT,
+              "split_step() is true but forward_step is not overridden; it returns the "
+              "replica's output (e.g. the logits) without running backward");
 }
 
 void LightningModule::backward_step(const Tensor&) {
-  throw Error(PL_ERR_INVALID_ARGUMENT, "split_step() is true but backward_step is not overridden; it runs the "
-                                       "replica's backward from d(loss)/d(output)");
+  throw Error(PL_ERR_INVALID_ARGUMENT,
+              "split_step() is true but backward_step is not overridden; it runs the "
+              "replica's backward from d(loss)/d(output)");
 }
 
 std::vector<Tensor> LightningModule::all_gather(const Tensor& x) {
-  if (trainer_ == nullptr) throw Error(PL_ERR_INVALID_ARGUMENT, "all_gather needs a trainer: call it while Trainer::fit/validate/test runs");
+  if (trainer_ == nullptr)
+    throw Error(PL_ERR_INVALID_ARGUMENT, "all_gather needs a trainer: call it while Trainer::fit/validate/test runs");
   Trainer::Impl& t = *trainer_->impl_;
   detail::Collectives c = t.collectives();
   if (c.world_size() == 1) return {x.clone()};

@@ -1,11 +1,10 @@
 #include "metrics.hpp"
 
-#include <plrt/sdk/atomic_file.hpp>
-#include <plrt/sdk/error.hpp>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <plrt/sdk/atomic_file.hpp>
+#include <plrt/sdk/error.hpp>
 #include <set>
 #include <sstream>
 
@@ -96,7 +95,9 @@ void MetricLog::log(const std::string& name, double value, const LogOptions& o, 
     double v = value;
     if (o.sync_dist && c.world_size() > 1) {
       std::vector<double> x{value};
-      PL_ReduceOp op = o.reduce_fx == Reduce::Min ? PL_REDUCE_MIN : o.reduce_fx == Reduce::Max ? PL_REDUCE_MAX : PL_REDUCE_SUM;
+      PL_ReduceOp op = o.reduce_fx == Reduce::Min   ? PL_REDUCE_MIN
+                       : o.reduce_fx == Reduce::Max ? PL_REDUCE_MAX
+                                                    : PL_REDUCE_SUM;
       c.allreduce(x, op);
       v = o.reduce_fx == Reduce::Mean ? x[0] / c.world_size() : x[0];
     }
@@ -104,7 +105,8 @@ void MetricLog::log(const std::string& name, double value, const LogOptions& o, 
   }
   if (on_epoch) {
     if (batch_size < 1)
-      throw Error(PL_ERR_INVALID_ARGUMENT, "log('" + name + "'): batch_size " + std::to_string(batch_size) + " must be >= 1");
+      throw Error(PL_ERR_INVALID_ARGUMENT,
+                  "log('" + name + "'): batch_size " + std::to_string(batch_size) + " must be >= 1");
     auto& a = epoch_[on_step ? name + "_epoch" : name];
     a.reduce = o.reduce_fx;
     a.sync = a.sync || o.sync_dist;
@@ -126,20 +128,28 @@ namespace {
 
 double local_value(const EpochAccumulator& a) {
   switch (a.reduce) {
-    case Reduce::Mean: return a.weight > 0 ? a.weighted_sum / a.weight : std::nan("");
-    case Reduce::Sum: return a.sum;
-    case Reduce::Min: return a.min;
-    case Reduce::Max: return a.max;
+    case Reduce::Mean:
+      return a.weight > 0 ? a.weighted_sum / a.weight : std::nan("");
+    case Reduce::Sum:
+      return a.sum;
+    case Reduce::Min:
+      return a.min;
+    case Reduce::Max:
+      return a.max;
   }
   return std::nan("");
 }
 
 const char* reduce_name(Reduce r) {
   switch (r) {
-    case Reduce::Mean: return "mean";
-    case Reduce::Sum: return "sum";
-    case Reduce::Min: return "min";
-    case Reduce::Max: return "max";
+    case Reduce::Mean:
+      return "mean";
+    case Reduce::Sum:
+      return "sum";
+    case Reduce::Min:
+      return "min";
+    case Reduce::Max:
+      return "max";
   }
   return "?";
 }

@@ -2,16 +2,16 @@
 // ranks, and the CSV file (Lightning's CSVLogger layout: lightning_logs/version_<n>/metrics.csv).
 #pragma once
 
-#include "strategy_handle.hpp"
-
 #include <plrt/pl_process_group.h>
-#include <plrt/sdk/lightning_module.hpp>
 
 #include <cstdint>
 #include <limits>
 #include <map>
+#include <plrt/sdk/lightning_module.hpp>
 #include <string>
 #include <vector>
+
+#include "strategy_handle.hpp"
 
 namespace pl::detail {
 

@@ -1,8 +1,7 @@
 // pl::Module: registration, dotted enumeration, placement and the state dict.
-#include <plrt/sdk/module.hpp>
-
 #include <algorithm>
 #include <cmath>
+#include <plrt/sdk/module.hpp>
 #include <set>
 #include <sstream>
 
@@ -10,7 +9,9 @@ namespace pl {
 
 namespace {
 
-std::string join(const std::string& prefix, const std::string& name) { return prefix.empty() ? name : prefix + "." + name; }
+std::string join(const std::string& prefix, const std::string& name) {
+  return prefix.empty() ? name : prefix + "." + name;
+}
 
 std::string num(double v) {
   std::ostringstream os;
@@ -34,7 +35,8 @@ void place_parameter(Parameter& p, const Accelerator& acc, PL_Device device) {
   p.value = placed(p.value, acc, device);
   if (p.grad.defined()) p.grad = placed(p.grad, acc, device);
   // A gradient that no longer matches its value (a value replaced by hand) is made anew.
-  if (p.requires_grad && (!p.grad.defined() || p.grad.shape() != p.value.shape() || p.grad.dtype() != p.value.dtype())) {
+  if (p.requires_grad &&
+      (!p.grad.defined() || p.grad.shape() != p.value.shape() || p.grad.dtype() != p.value.dtype())) {
     p.grad = Tensor::zeros(acc, device, p.value.shape(), p.value.dtype());
     p.grad_is_zero = true;
   }
@@ -64,23 +66,29 @@ const Module* Module::root() const {
 }
 
 void Module::check_name(const std::string& name) const {
-  if (name.empty()) throw Error(PL_ERR_INVALID_ARGUMENT, "Module: a parameter, buffer or submodule name must not be empty");
+  if (name.empty())
+    throw Error(PL_ERR_INVALID_ARGUMENT, "Module: a parameter, buffer or submodule name must not be empty");
   if (name.find('.') != std::string::npos)
-    throw Error(PL_ERR_INVALID_ARGUMENT, "Module: name '" + name + "' contains '.'; dots separate the levels of a "
-                                         "dotted path, so a name must not contain one");
+    throw Error(PL_ERR_INVALID_ARGUMENT, "Module: name '" + name +
+                                             "' contains '.'; dots separate the levels of a "
+                                             "dotted path, so a name must not contain one");
   const char* kind = nullptr;
-  for (const auto& p : params_) if (p.first == name) kind = "parameter";
-  for (const auto& b : buffers_) if (b.first == name) kind = "buffer";
-  for (const auto& c : children_) if (c.first == name) kind = "submodule";
+  for (const auto& p : params_)
+    if (p.first == name) kind = "parameter";
+  for (const auto& b : buffers_)
+    if (b.first == name) kind = "buffer";
+  for (const auto& c : children_)
+    if (c.first == name) kind = "submodule";
   if (kind != nullptr)
     throw Error(PL_ERR_INVALID_ARGUMENT, "Module: name '" + name + "' is already registered (as a " + kind +
-                                         "); names must be unique within a module");
+                                             "); names must be unique within a module");
 }
 
 Parameter& Module::register_parameter(const std::string& name, Tensor value, bool requires_grad) {
   check_name(name);
   if (!value.defined())
-    throw Error(PL_ERR_INVALID_ARGUMENT, "Module::register_parameter('" + name + "'): the value is an undefined tensor");
+    throw Error(PL_ERR_INVALID_ARGUMENT,
+                "Module::register_parameter('" + name + "'): the value is an undefined tensor");
   Parameter p;
   p.value = std::move(value);
   p.requires_grad = requires_grad;
@@ -103,12 +111,13 @@ Tensor& Module::register_buffer(const std::string& name, Tensor value) {
 void Module::register_module(const std::string& name, Module& child) {
   check_name(name);
   if (child.parent_ != nullptr)
-    throw Error(PL_ERR_INVALID_ARGUMENT, "Module::register_module('" + name +
-                                         "'): the module is already registered in another module; a module has one parent");
+    throw Error(PL_ERR_INVALID_ARGUMENT,
+                "Module::register_module('" + name +
+                    "'): the module is already registered in another module; a module has one parent");
   for (const Module* m = this; m != nullptr; m = m->parent_)
     if (m == &child)
       throw Error(PL_ERR_INVALID_ARGUMENT, "Module::register_module('" + name +
-                                           "'): the module is this module or one of its ancestors (a cycle)");
+                                               "'): the module is this module or one of its ancestors (a cycle)");
   child.parent_ = this;
   children_.emplace_back(name, &child);
   const Module* r = root();
@@ -157,11 +166,12 @@ void Module::place_tree(const Accelerator& acc, PL_Device device) {
 
 void Module::to(const Accelerator& acc, PL_Device device) {
   if (!acc.defined())
-    throw Error(PL_ERR_INVALID_ARGUMENT, "Module::to: the accelerator is an empty handle; create one with "
-                                         "pl::Accelerator(runtime, name)");
+    throw Error(PL_ERR_INVALID_ARGUMENT,
+                "Module::to: the accelerator is an empty handle; create one with "
+                "pl::Accelerator(runtime, name)");
   if (device.type != acc.device_type())
-    throw Error(PL_ERR_INVALID_ARGUMENT, "Module::to: accelerator '" + acc.name() + "' has no device of type " +
-                                         std::to_string(device.type));
+    throw Error(PL_ERR_INVALID_ARGUMENT,
+                "Module::to: accelerator '" + acc.name() + "' has no device of type " + std::to_string(device.type));
   Module* r = root();
   r->place_tree(acc, device);
   r->acc_ = acc;
@@ -191,7 +201,8 @@ double Module::grad_scale() const { return root()->grad_scale_; }
 
 void Module::set_grad_scale(double scale) {
   if (!(scale > 0) || !std::isfinite(scale))
-    throw Error(PL_ERR_INVALID_ARGUMENT, "Module::set_grad_scale: " + num(scale) + " is invalid; it must be finite and > 0");
+    throw Error(PL_ERR_INVALID_ARGUMENT,
+                "Module::set_grad_scale: " + num(scale) + " is invalid; it must be finite and > 0");
   root()->grad_scale_ = scale;
 }
 
@@ -241,8 +252,8 @@ void Module::load_state_dict(const std::map<std::string, Tensor>& state, bool st
   if (strict && !missing.empty()) problems += " missing keys: " + list(missing) + ".";
   if (strict && !unexpected.empty()) problems += " unexpected keys: " + list(unexpected) + ".";
   if (!problems.empty())
-    throw Error(PL_ERR_INVALID_ARGUMENT, std::string("Module::load_state_dict") + (strict ? " (strict)" : "") + ":" +
-                                             problems);
+    throw Error(PL_ERR_INVALID_ARGUMENT,
+                std::string("Module::load_state_dict") + (strict ? " (strict)" : "") + ":" + problems);
   for (auto& [name, dst] : targets) {
     auto it = state.find(name);
     if (it != state.end()) dst->copy_from(it->second);

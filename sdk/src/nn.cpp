@@ -1,9 +1,7 @@
 // pl::nn: Linear, ReLU and cross_entropy over the accelerator's layer kernels (ABI 1.2).
-#include <plrt/sdk/nn.hpp>
-
-#include <plrt/sdk/amp.hpp>
-
 #include <cmath>
+#include <plrt/sdk/amp.hpp>
+#include <plrt/sdk/nn.hpp>
 #include <string>
 #include <vector>
 
@@ -11,11 +9,14 @@ namespace pl::nn {
 
 namespace {
 
-bool same_place(PL_Device a, PL_Device b) { return a.type == b.type && (a.type == PL_DEVICE_CPU || a.index == b.index); }
+bool same_place(PL_Device a, PL_Device b) {
+  return a.type == b.type && (a.type == PL_DEVICE_CPU || a.index == b.index);
+}
 
 std::string device_text(PL_Device d) {
-  return (d.type == PL_DEVICE_CPU ? std::string("cpu") : d.type == PL_DEVICE_CUDA ? std::string("cuda")
-                                                                                    : "type " + std::to_string(d.type)) +
+  return (d.type == PL_DEVICE_CPU    ? std::string("cpu")
+          : d.type == PL_DEVICE_CUDA ? std::string("cuda")
+                                     : "type " + std::to_string(d.type)) +
          ":" + std::to_string(d.index);
 }
 
@@ -42,11 +43,11 @@ void check_matrix(const Tensor& t, const char* op, const char* what, int64_t col
   const std::string head = std::string(op) + ": " + what;
   if (!t.defined()) throw Error(PL_ERR_INVALID_ARGUMENT, head + " is an undefined tensor");
   if (t.dim() != 2 || t.size(1) != cols)
-    throw Error(PL_ERR_INVALID_ARGUMENT, head + " has shape " + shape_text(t.shape()) + "; expected [N, " +
-                                             std::to_string(cols) + "]");
+    throw Error(PL_ERR_INVALID_ARGUMENT,
+                head + " has shape " + shape_text(t.shape()) + "; expected [N, " + std::to_string(cols) + "]");
   if (t.dtype() != dtype)
-    throw Error(PL_ERR_INVALID_ARGUMENT, head + " is " + pl_dtype_name(t.dtype()) + " but the layer computes in " +
-                                             pl_dtype_name(dtype));
+    throw Error(PL_ERR_INVALID_ARGUMENT,
+                head + " is " + pl_dtype_name(t.dtype()) + " but the layer computes in " + pl_dtype_name(dtype));
   if (!same_place(t.device(), device))
     throw Error(PL_ERR_INVALID_ARGUMENT, head + " is on " + device_text(t.device()) + " but the module is on " +
                                              device_text(device) + "; move the batch there first");
@@ -72,8 +73,8 @@ Linear::Linear(int64_t in_features, int64_t out_features, bool bias, Generator* 
     throw Error(PL_ERR_INVALID_ARGUMENT, "nn::Linear(" + std::to_string(in_features) + ", " +
                                              std::to_string(out_features) + "): both sizes must be >= 1");
   if (dtype != PL_F32 && dtype != PL_F64)
-    throw Error(PL_ERR_INVALID_ARGUMENT, std::string("nn::Linear: dtype ") + pl_dtype_name(dtype) +
-                                             " is not supported; use float32 or float64");
+    throw Error(PL_ERR_INVALID_ARGUMENT,
+                std::string("nn::Linear: dtype ") + pl_dtype_name(dtype) + " is not supported; use float32 or float64");
   Generator& g = gen != nullptr ? *gen : global_generator();
   // torch.nn.Linear: kaiming_uniform(a = sqrt(5)) on the weight and the bias's fan-in bound both
   // come to U(-1/sqrt(in), 1/sqrt(in)).
@@ -226,7 +227,8 @@ Tensor ReLU::forward(const Tensor& x) {
 }
 
 Tensor ReLU::backward(const Tensor& dy) {
-  if (!y_.defined()) throw Error(PL_ERR_INVALID_ARGUMENT, "nn::ReLU::backward: no forward to differentiate; call forward first");
+  if (!y_.defined())
+    throw Error(PL_ERR_INVALID_ARGUMENT, "nn::ReLU::backward: no forward to differentiate; call forward first");
   if (!dy.defined() || dy.shape() != y_.shape() || dy.dtype() != y_.dtype())
     throw Error(PL_ERR_INVALID_ARGUMENT, "nn::ReLU::backward: dy is " + (dy.defined() ? describe(dy) : "undefined") +
                                              " but the forward output was " + describe(y_));
@@ -245,8 +247,9 @@ CrossEntropy cross_entropy(const Tensor& logits, const Tensor& labels, bool with
     throw Error(PL_ERR_INVALID_ARGUMENT, std::string(op) + ": logits must be [N, C], got " +
                                              (logits.defined() ? shape_text(logits.shape()) : "an undefined tensor"));
   const int64_t n = logits.size(0), c = logits.size(1);
-  if (n == 0) throw Error(PL_ERR_INVALID_ARGUMENT, std::string(op) + ": logits " + shape_text(logits.shape()) +
-                                                       " hold no rows; an empty batch has no mean loss");
+  if (n == 0)
+    throw Error(PL_ERR_INVALID_ARGUMENT, std::string(op) + ": logits " + shape_text(logits.shape()) +
+                                             " hold no rows; an empty batch has no mean loss");
   if (!labels.defined() || labels.dtype() != PL_I64 || labels.shape() != Shape{n})
     throw Error(PL_ERR_INVALID_ARGUMENT, std::string(op) + ": labels must be int64 [" + std::to_string(n) +
                                              "] for logits " + shape_text(logits.shape()) + ", got " +
@@ -267,7 +270,8 @@ CrossEntropy cross_entropy(const Tensor& logits, const Tensor& labels, bool with
   out.count = n;
   Tensor loss = Tensor::empty(acc, dev, {n}, wide.dtype());
   if (with_grad) out.grad = Tensor::empty(acc, dev, {n, c}, wide.dtype());
-  PL_Tensor lv = wide.view(), labv = lab.view(), lossv = loss.view(), gv = out.grad.defined() ? out.grad.view() : PL_Tensor{};
+  PL_Tensor lv = wide.view(), labv = lab.view(), lossv = loss.view(),
+            gv = out.grad.defined() ? out.grad.view() : PL_Tensor{};
   acc.cross_entropy(lv, labv, lossv, with_grad ? &gv : nullptr, amp::loss_scale() / static_cast<double>(n));
   if (low && with_grad) {
     Tensor g = Tensor::empty(acc, dev, {n, c}, logits.dtype());

@@ -1,14 +1,13 @@
 // pl::SGD, pl::Adam, pl::AdamW over the accelerator's sgd_step / adam_step kernels, and their
 // checkpoint state; whole-parameter steps and range steps (a strategy's optimizer_step).
-#include <plrt/sdk/optim.hpp>
-
-#include "sdk_internal.hpp"
-
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <plrt/sdk/optim.hpp>
 #include <set>
 #include <system_error>
+
+#include "sdk_internal.hpp"
 
 namespace pl {
 
@@ -29,8 +28,10 @@ void check_lr(const std::string& who, double lr) {
 // A whole number >= lo held in a double (checkpoint scalars are doubles).
 int64_t whole_number(double v, const std::string& who, const std::string& key, int64_t lo) {
   if (!std::isfinite(v) || v != std::trunc(v) || v < static_cast<double>(lo) || v > 0x1p62)
-    throw Error(PL_ERR_INVALID_ARGUMENT, who + ": scalar '" + key + "' = " + num(v) + " is invalid; it must be a whole "
-                                             "number >= " + std::to_string(lo));
+    throw Error(PL_ERR_INVALID_ARGUMENT, who + ": scalar '" + key + "' = " + num(v) +
+                                             " is invalid; it must be a whole "
+                                             "number >= " +
+                                             std::to_string(lo));
   return static_cast<int64_t>(v);
 }
 
@@ -91,14 +92,17 @@ void Optimizer::step(const std::vector<ParamRange>& ranges) {
   for (size_t k = 0; k < ranges.size(); ++k) {
     const ParamRange& r = ranges[k];
     if (r.param >= params_.size())
-      throw Error(PL_ERR_INVALID_ARGUMENT, who + text(k, r) + " names a parameter this optimizer does not have; valid: 0 to " +
+      throw Error(PL_ERR_INVALID_ARGUMENT, who + text(k, r) +
+                                               " names a parameter this optimizer does not have; valid: 0 to " +
                                                std::to_string(params_.size()) + " - 1");
     const int64_t numel = params_[r.param]->value.numel();
     if (r.begin < 0 || r.begin > r.end || r.end > numel)
-      throw Error(PL_ERR_INVALID_ARGUMENT, who + text(k, r) + " is not inside the parameter: it needs 0 <= begin <= end <= " +
+      throw Error(PL_ERR_INVALID_ARGUMENT, who + text(k, r) +
+                                               " is not inside the parameter: it needs 0 <= begin <= end <= " +
                                                std::to_string(numel) + " (its numel)");
     if (!params_[r.param]->requires_grad)
-      throw Error(PL_ERR_INVALID_ARGUMENT, who + text(k, r) + " names a frozen parameter (requires_grad false); only "
+      throw Error(PL_ERR_INVALID_ARGUMENT, who + text(k, r) +
+                                               " names a frozen parameter (requires_grad false); only "
                                                "trainable parameters are stepped");
     if (r.begin < r.end) order.push_back(k);
   }
@@ -136,10 +140,10 @@ Tensor Optimizer::load_range_tensor(const RangeKey& k, const std::string& key, c
   const int64_t n = std::get<2>(k) - std::get<1>(k);
   if (!src.defined() || src.shape() != Shape{n} || src.dtype() != value.dtype())
     throw Error(PL_ERR_INVALID_ARGUMENT, name() + "::load_state: '" + key + "' is " +
-                                             (src.defined() ? describe(src) : std::string("undefined")) + " but range [" +
-                                             std::to_string(std::get<1>(k)) + ", " + std::to_string(std::get<2>(k)) +
-                                             ") of parameter " + std::to_string(i) + " needs " +
-                                             pl_dtype_name(value.dtype()) + " [" + std::to_string(n) + "]");
+                                             (src.defined() ? describe(src) : std::string("undefined")) +
+                                             " but range [" + std::to_string(std::get<1>(k)) + ", " +
+                                             std::to_string(std::get<2>(k)) + ") of parameter " + std::to_string(i) +
+                                             " needs " + pl_dtype_name(value.dtype()) + " [" + std::to_string(n) + "]");
   Tensor t = Tensor::empty(accelerator_of(i), value.device(), {n}, value.dtype());
   t.copy_from(src);
   return t;
@@ -195,11 +199,13 @@ size_t Optimizer::state_index(const std::string& key, const std::vector<std::str
       if (b.ec != std::errc() || b.ptr == last || *b.ptr != '.') throw Error(PL_ERR_INVALID_ARGUMENT, bad);
       const int64_t numel = params_[index]->value.numel();
       if (begin < 0 || begin >= end || end > numel || (begin == 0 && end == numel))
-        throw Error(PL_ERR_INVALID_ARGUMENT, name() + "::load_state: '" + key + "' names elements [" +
-                                                 std::to_string(begin) + ", " + std::to_string(end) + ") but a partial "
-                                                 "range of parameter " + std::to_string(index) + " needs 0 <= begin < end <= " +
-                                                 std::to_string(numel) + ", not the whole parameter (that is state." +
-                                                 std::to_string(index) + ".<name>)");
+        throw Error(PL_ERR_INVALID_ARGUMENT,
+                    name() + "::load_state: '" + key + "' names elements [" + std::to_string(begin) + ", " +
+                        std::to_string(end) +
+                        ") but a partial "
+                        "range of parameter " +
+                        std::to_string(index) + " needs 0 <= begin < end <= " + std::to_string(numel) +
+                        ", not the whole parameter (that is state." + std::to_string(index) + ".<name>)");
       *range = RangeKey{index, begin, end};
       *field = std::string(b.ptr + 1, last);
     }
@@ -286,8 +292,8 @@ void SGD::load_state(const std::map<std::string, Tensor>& tensors, const std::ma
   }
   const Scalars s = read_scalars(scalars);
   if (!s.rest.empty())
-    throw Error(PL_ERR_INVALID_ARGUMENT, "SGD::load_state: unexpected scalar '" + s.rest.begin()->first +
-                                             "'; SGD's scalars are lr and step");
+    throw Error(PL_ERR_INVALID_ARGUMENT,
+                "SGD::load_state: unexpected scalar '" + s.rest.begin()->first + "'; SGD's scalars are lr and step");
   momentum_ = std::move(next);
   range_momentum_ = std::move(ranges);
   lr_ = s.lr;
@@ -384,8 +390,11 @@ void Adam::load_state(const std::map<std::string, Tensor>& tensors, const std::m
   for (const auto& [k, rs] : ranges)
     if (!rs.exp_avg.defined() || !rs.exp_avg_sq.defined() || rs.step <= 0) {
       const std::string p = range_prefix(k);
-      std::string missing = !rs.exp_avg.defined() ? p + "exp_avg" : !rs.exp_avg_sq.defined() ? p + "exp_avg_sq" : p + "step (a scalar)";
-      throw Error(PL_ERR_INVALID_ARGUMENT, name() + "::load_state: a range has part of its state; '" + missing + "' is missing");
+      std::string missing = !rs.exp_avg.defined()      ? p + "exp_avg"
+                            : !rs.exp_avg_sq.defined() ? p + "exp_avg_sq"
+                                                       : p + "step (a scalar)";
+      throw Error(PL_ERR_INVALID_ARGUMENT,
+                  name() + "::load_state: a range has part of its state; '" + missing + "' is missing");
     }
   // A parameter's state is all three pieces or none.
   for (size_t i = 0; i < n; ++i) {
@@ -393,7 +402,9 @@ void Adam::load_state(const std::map<std::string, Tensor>& tensors, const std::m
     const bool all = m[i].defined() && v[i].defined() && steps[i] > 0;
     if (any && !all) {
       const std::string p = "state." + std::to_string(i) + ".";
-      std::string missing = !m[i].defined() ? p + "exp_avg" : !v[i].defined() ? p + "exp_avg_sq" : p + "step (a scalar)";
+      std::string missing = !m[i].defined()   ? p + "exp_avg"
+                            : !v[i].defined() ? p + "exp_avg_sq"
+                                              : p + "step (a scalar)";
       throw Error(PL_ERR_INVALID_ARGUMENT, name() + "::load_state: parameter " + std::to_string(i) +
                                                " has part of its state; '" + missing + "' is missing");
     }

@@ -1,16 +1,15 @@
 // pl::Generator draws and the process-wide seed (seed_everything, PL_GLOBAL_SEED).
-#include <plrt/sdk/error.hpp>
-#include <plrt/sdk/random.hpp>
-
-#include "sdk_internal.hpp"
-
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
 #include <mutex>
+#include <plrt/sdk/error.hpp>
+#include <plrt/sdk/random.hpp>
 #include <sstream>
 #include <system_error>
+
+#include "sdk_internal.hpp"
 
 namespace pl {
 
@@ -65,8 +64,9 @@ void adopt_env_seed(SeedState& s) {
   uint64_t v = 0;
   const auto r = std::from_chars(t.data(), t.data() + t.size(), v);
   if (t.empty() || r.ec != std::errc() || r.ptr != t.data() + t.size())
-    throw Error(PL_ERR_INVALID_ARGUMENT, "PL_GLOBAL_SEED '" + t + "' (from the environment) is not a seed; it must be "
-                                         "a decimal integer in [0, 18446744073709551615]");
+    throw Error(PL_ERR_INVALID_ARGUMENT, "PL_GLOBAL_SEED '" + t +
+                                             "' (from the environment) is not a seed; it must be "
+                                             "a decimal integer in [0, 18446744073709551615]");
   s.env_checked = true;
   apply_seed(s, v);
 }
@@ -148,8 +148,9 @@ uint64_t current_seed() {
   std::lock_guard<std::mutex> lock(s.mu);
   adopt_env_seed(s);
   if (!s.seeded)
-    throw Error(PL_ERR_INVALID_ARGUMENT, "current_seed: no seed was set; call pl::seed_everything(seed) or set "
-                                         "PL_GLOBAL_SEED (check with pl::has_seed())");
+    throw Error(PL_ERR_INVALID_ARGUMENT,
+                "current_seed: no seed was set; call pl::seed_everything(seed) or set "
+                "PL_GLOBAL_SEED (check with pl::has_seed())");
   return s.seed;
 }
 
@@ -169,7 +170,8 @@ Generator& rank_generator() {
 
 void set_seed_rank(int rank) {
   if (rank < 0)
-    throw Error(PL_ERR_INVALID_ARGUMENT, "set_seed_rank: rank " + std::to_string(rank) + " is invalid; it must be >= 0");
+    throw Error(PL_ERR_INVALID_ARGUMENT,
+                "set_seed_rank: rank " + std::to_string(rank) + " is invalid; it must be >= 0");
   SeedState& s = seed_state();
   std::lock_guard<std::mutex> lock(s.mu);
   adopt_env_seed(s);

@@ -2,13 +2,11 @@
 // reference writer's order ("__metadata__" first, then the tensors in layout order, each with
 // dtype, shape, data_offsets) rather than through a JSON object, whose keys nlohmann would sort;
 // nlohmann still escapes the strings and parses headers.
-#include <plrt/sdk/atomic_file.hpp>
-#include <plrt/sdk/safetensors.hpp>
-
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <cstring>
+#include <nlohmann/json.hpp>
+#include <plrt/sdk/atomic_file.hpp>
+#include <plrt/sdk/safetensors.hpp>
 #include <set>
 
 // The buffer holds little-endian elements, copied as they lie in memory.
@@ -59,7 +57,8 @@ struct Entry {
 
 Entry parse_entry(const std::string& name, const json& info, uint64_t buffer_size, const std::string& source) {
   const std::string where = "tensor '" + name + "'";
-  if (!info.is_object()) bad(source, where + " must be an object with dtype, shape and data_offsets, not " + info.dump());
+  if (!info.is_object())
+    bad(source, where + " must be an object with dtype, shape and data_offsets, not " + info.dump());
   for (const char* key : {"dtype", "shape", "data_offsets"})
     if (!info.contains(key)) bad(source, where + " has no \"" + key + "\" field");
   Entry e;
@@ -70,7 +69,8 @@ Entry parse_entry(const std::string& name, const json& info, uint64_t buffer_siz
   e.dtype = PL_DTYPE_INVALID;
   for (const auto& d : kDTypes)
     if (dname == d.name) e.dtype = d.dtype;
-  if (e.dtype == PL_DTYPE_INVALID) bad(source, where + ": unknown dtype \"" + dname + "\" (valid: " + kValidNames + ")");
+  if (e.dtype == PL_DTYPE_INVALID)
+    bad(source, where + ": unknown dtype \"" + dname + "\" (valid: " + kValidNames + ")");
 
   const json& sh = info["shape"];
   if (!sh.is_array()) bad(source, where + ": shape must be an array, not " + sh.dump());
@@ -97,8 +97,8 @@ Entry parse_entry(const std::string& name, const json& info, uint64_t buffer_siz
   e.end = unsigned_field(off[1], source, where + ": data_offsets end");
   if (e.end < e.begin) bad(source, where + ": data_offsets " + off.dump() + " end before begin");
   if (e.end > buffer_size)
-    bad(source, where + ": data_offsets " + off.dump() + " fall outside the " + std::to_string(buffer_size) +
-                    "-byte buffer");
+    bad(source,
+        where + ": data_offsets " + off.dump() + " fall outside the " + std::to_string(buffer_size) + "-byte buffer");
   if (e.end - e.begin != numel * elem)
     bad(source, where + ": data_offsets " + off.dump() + " span " + std::to_string(e.end - e.begin) + " bytes but " +
                     dname + " " + sh.dump() + " needs " + std::to_string(numel * elem));
@@ -158,8 +158,8 @@ std::string serialize(const std::vector<std::pair<std::string, Tensor>>& tensors
     header += "\"__metadata__\":{";
     bool first = true;
     for (const auto& [k, v] : metadata) {
-      header += (first ? "" : ",") + quoted(k, "metadata key '" + k + "'") + ":" +
-                quoted(v, "metadata value of '" + k + "'");
+      header +=
+          (first ? "" : ",") + quoted(k, "metadata key '" + k + "'") + ":" + quoted(v, "metadata value of '" + k + "'");
       first = false;
     }
     header += "}";
@@ -234,8 +234,8 @@ File parse(const std::string& bytes, const std::string& source) {
       bad(source, "tensor '" + e.name + "' at bytes [" + std::to_string(e.begin) + ", " + std::to_string(e.end) +
                       ") overlaps tensor '" + prev->name + "' ending at " + std::to_string(covered));
     if (e.begin > covered)
-      bad(source, "a gap: bytes [" + std::to_string(covered) + ", " + std::to_string(e.begin) +
-                      ") before tensor '" + e.name + "' belong to no tensor");
+      bad(source, "a gap: bytes [" + std::to_string(covered) + ", " + std::to_string(e.begin) + ") before tensor '" +
+                      e.name + "' belong to no tensor");
     covered = e.end;
     prev = &e;
   }

@@ -4,14 +4,13 @@
 // Ownership of a slot moves between the threads under the mutex: the producer owns the slots in
 // `free_slots`, the consumer owns the slot of every queued item and the one it handed out last
 // (`current`).  Only the owner touches a slot's fields.
-#include <plrt/sdk/staging.hpp>
-
 #include <algorithm>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
 #include <exception>
 #include <mutex>
+#include <plrt/sdk/staging.hpp>
 #include <string>
 #include <thread>
 #include <utility>
@@ -32,8 +31,8 @@ std::string device_text(PL_Device d) {
 }
 
 struct Slot {
-  Batch device;                  // this slot's device tensors, kept for reuse
-  void* pinned = nullptr;        // page-locked staging memory
+  Batch device;            // this slot's device tensors, kept for reuse
+  void* pinned = nullptr;  // page-locked staging memory
   size_t pinned_bytes = 0;
   PL_Event* copied = nullptr;    // on the copy stream, after this slot's copies
   PL_Event* released = nullptr;  // on the default stream, when the consumer moved past the slot
@@ -111,9 +110,8 @@ void StagingLoader::State::produce(int64_t first, int64_t end) {
     it.index = b;
     {
       std::unique_lock<std::mutex> lk(mu);
-      room.wait(lk, [&] {
-        return stopping || (staged ? !free_slots.empty() : static_cast<int>(ready.size()) < depth);
-      });
+      room.wait(lk,
+                [&] { return stopping || (staged ? !free_slots.empty() : static_cast<int>(ready.size()) < depth); });
       if (stopping) return;
       if (staged) {
         it.slot = free_slots.back();
@@ -157,8 +155,8 @@ Batch StagingLoader::State::stage(Slot& s, const Batch& host) {
   size_t total = 0;
   for (size_t f = 0; f < host.size(); ++f) {
     if (!host[f].defined() || !host[f].is_host())
-      throw Error(PL_ERR_INVALID_ARGUMENT, "StagingLoader: field " + std::to_string(f) +
-                                               " of the dataset's batch is not a host tensor");
+      throw Error(PL_ERR_INVALID_ARGUMENT,
+                  "StagingLoader: field " + std::to_string(f) + " of the dataset's batch is not a host tensor");
     offset[f] = total;
     total += align_up(host[f].nbytes());
   }
@@ -178,8 +176,7 @@ Batch StagingLoader::State::stage(Slot& s, const Batch& host) {
   Batch dev(host.size());
   bool dropping = s.device.size() > host.size();
   for (size_t f = 0; f < host.size(); ++f) {
-    const bool reuse = f < s.device.size() && same_layout(s.device[f], host[f]) &&
-                       s.device[f].use_count() == 1;
+    const bool reuse = f < s.device.size() && same_layout(s.device[f], host[f]) && s.device[f].use_count() == 1;
     if (reuse) {
       dev[f] = s.device[f];
     } else {
@@ -261,9 +258,10 @@ StagingLoader::StagingLoader(DataLoader& loader, Accelerator acc, PL_Device devi
     throw Error(PL_ERR_INVALID_ARGUMENT, "StagingLoader: depth " + std::to_string(depth) +
                                              " is invalid; it must be >= 1 (the number of batches prepared ahead)");
   if (device.type != PL_DEVICE_CPU && (!acc.defined() || acc.device_type() != device.type))
-    throw Error(PL_ERR_INVALID_ARGUMENT, "StagingLoader: device " + device_text(device) + " is not a device of " +
-                                             (acc.defined() ? "accelerator '" + acc.name() + "'" : "an empty accelerator") +
-                                             "; pass the accelerator that owns it, or a cpu device");
+    throw Error(PL_ERR_INVALID_ARGUMENT,
+                "StagingLoader: device " + device_text(device) + " is not a device of " +
+                    (acc.defined() ? "accelerator '" + acc.name() + "'" : "an empty accelerator") +
+                    "; pass the accelerator that owns it, or a cpu device");
   s_ = std::make_unique<State>(loader, std::move(acc), device, depth);
   if (s_->staged) {  // on failure ~State frees what was made
     s_->copy_stream = s_->acc.stream_create(device);
@@ -303,8 +301,7 @@ void StagingLoader::start(int64_t first_batch) {
 
 bool StagingLoader::next(Batch& out) {
   State& s = *s_;
-  if (!s.running)
-    throw Error(PL_ERR_INVALID_ARGUMENT, "StagingLoader::next: no pass is running; call start() first");
+  if (!s.running) throw Error(PL_ERR_INVALID_ARGUMENT, "StagingLoader::next: no pass is running; call start() first");
   if (s.failed) std::rethrow_exception(s.failed);
   Item it;
   {

@@ -1,10 +1,9 @@
 #include "strategy_handle.hpp"
 
-#include <plrt/sdk/error.hpp>
-
 #include <cstddef>
 #include <exception>
 #include <mutex>
+#include <plrt/sdk/error.hpp>
 
 namespace pl::detail {
 
@@ -43,8 +42,9 @@ struct OptimizerCall {
 PL_Error* optimizer_trampoline(void* user, const PL_ParamRange* ranges, size_t num_ranges) {
   auto* call = static_cast<OptimizerCall*>(user);
   if (++call->calls > 1)
-    return pl_error_new(PL_ERR_INVALID_ARGUMENT, "optimizer_step: fn->step was called more than once in one step; "
-                                                 "a strategy calls it exactly once, with every range this rank updates");
+    return pl_error_new(PL_ERR_INVALID_ARGUMENT,
+                        "optimizer_step: fn->step was called more than once in one step; "
+                        "a strategy calls it exactly once, with every range this rank updates");
   try {
     (*call->step)(ranges, num_ranges);
     return nullptr;
@@ -63,12 +63,14 @@ StrategyHandle::~StrategyHandle() {
   try {
     teardown();
   } catch (const std::exception& e) {
-    if (host_) host_->log(host_->ctx, PL_LOG_WARN, "trainer", (std::string("strategy teardown failed: ") + e.what()).c_str());
+    if (host_)
+      host_->log(host_->ctx, PL_LOG_WARN, "trainer", (std::string("strategy teardown failed: ") + e.what()).c_str());
   }
   if (s_) api_->destroy(s_);
 }
 
-void StrategyHandle::create(const Runtime& rt, const std::string& name, const Accelerator& acc, const StrategySetup& s) {
+void StrategyHandle::create(const Runtime& rt, const std::string& name, const Accelerator& acc,
+                            const StrategySetup& s) {
   PluginRef ref = rt.find(PL_PLUGIN_STRATEGY, name);
   host_ = rt.host();
   api_ = ref.api<PL_StrategyApi>();
@@ -159,8 +161,9 @@ void StrategyHandle::optimizer_step(const OptimizerStep& step) {
   }
   check(host_, e);
   if (call.calls != 1)
-    throw Error(PL_ERR_RUNTIME, "strategy '" + name_ + "': optimizer_step returned without calling fn->step; it must "
-                                "call it exactly once (with no ranges when this rank updates none)");
+    throw Error(PL_ERR_RUNTIME, "strategy '" + name_ +
+                                    "': optimizer_step returned without calling fn->step; it must "
+                                    "call it exactly once (with no ranges when this rank updates none)");
 }
 
 bool StrategyHandle::agree_skip(bool found_inf) {
@@ -169,7 +172,9 @@ bool StrategyHandle::agree_skip(bool found_inf) {
   return skip != 0;
 }
 
-void StrategyHandle::reduce(PL_Tensor& tensor, PL_ReduceOp op) { check(host_, PL_STRAT_ENTRY(reduce)(s_, &tensor, op)); }
+void StrategyHandle::reduce(PL_Tensor& tensor, PL_ReduceOp op) {
+  check(host_, PL_STRAT_ENTRY(reduce)(s_, &tensor, op));
+}
 
 void StrategyHandle::all_gather(const PL_Tensor& input, std::vector<PL_Tensor>& outputs) {
   check(host_, PL_STRAT_ENTRY(all_gather)(s_, &input, outputs.data(), outputs.size()));
@@ -181,8 +186,9 @@ PL_StrategyStateInfo StrategyHandle::state_info() const {
   if (auto f = PL_STRAT_ENTRY(state_info)) check(host_, f(s_, &info));
   if (!PL_STRAT_ENTRY(save_state) || !PL_STRAT_ENTRY(load_state)) {
     if (info.has_state)
-      throw Error(PL_ERR_RUNTIME, "strategy '" + name_ + "' says it has state (state_info) but lacks the save_state "
-                                  "or load_state entry");
+      throw Error(PL_ERR_RUNTIME, "strategy '" + name_ +
+                                      "' says it has state (state_info) but lacks the save_state "
+                                      "or load_state entry");
   }
   return info;
 }

@@ -5,11 +5,11 @@
 #pragma once
 
 #include <plrt/pl_strategy.h>
-#include <plrt/sdk/accelerator.hpp>
-#include <plrt/sdk/runtime.hpp>
 
 #include <cstdint>
 #include <functional>
+#include <plrt/sdk/accelerator.hpp>
+#include <plrt/sdk/runtime.hpp>
 #include <string>
 #include <vector>
 

@@ -1,9 +1,8 @@
 // pl::Tensor: shared storage (host: aligned malloc; device: the accelerator's alloc/free), shape,
 // dtype; copies between any two devices go through the owning accelerator.
-#include <plrt/sdk/tensor.hpp>
-
 #include <cstdlib>
 #include <numeric>
+#include <plrt/sdk/tensor.hpp>
 #include <sstream>
 
 namespace pl {
@@ -57,14 +56,15 @@ size_t checked_elem(PL_DType dtype) {
 void tensor_check_dtype(const Tensor& t, PL_DType wanted, const char* what) {
   if (!t.defined()) throw Error(PL_ERR_INVALID_ARGUMENT, std::string("Tensor::") + what + " on an undefined tensor");
   if (t.dtype() != wanted)
-    throw Error(PL_ERR_INVALID_ARGUMENT, std::string("Tensor::") + what + ": the tensor is " + pl_dtype_name(t.dtype()) +
-                                             ", not " + pl_dtype_name(wanted));
+    throw Error(PL_ERR_INVALID_ARGUMENT, std::string("Tensor::") + what + ": the tensor is " +
+                                             pl_dtype_name(t.dtype()) + ", not " + pl_dtype_name(wanted));
 }
 
 void tensor_check_host(const Tensor& t, const char* what) {
   if (!t.is_host())
-    throw Error(PL_ERR_INVALID_ARGUMENT, std::string("Tensor::") + what +
-                                             ": the tensor lives on a device the CPU cannot read; copy it with to_host()");
+    throw Error(
+        PL_ERR_INVALID_ARGUMENT,
+        std::string("Tensor::") + what + ": the tensor lives on a device the CPU cannot read; copy it with to_host()");
 }
 
 Tensor Tensor::empty(Shape shape, PL_DType dtype) {
@@ -92,8 +92,8 @@ Tensor Tensor::zeros(Shape shape, PL_DType dtype) {
 Tensor Tensor::empty(const Accelerator& acc, PL_Device device, Shape shape, PL_DType dtype) {
   if (!acc.defined()) return empty(std::move(shape), dtype);
   if (device.type != acc.device_type())
-    throw Error(PL_ERR_INVALID_ARGUMENT, "Tensor::empty: accelerator '" + acc.name() + "' cannot allocate on a device of type " +
-                                             std::to_string(device.type));
+    throw Error(PL_ERR_INVALID_ARGUMENT, "Tensor::empty: accelerator '" + acc.name() +
+                                             "' cannot allocate on a device of type " + std::to_string(device.type));
   Tensor t;
   t.numel_ = checked_numel(shape);
   size_t bytes = static_cast<size_t>(t.numel_) * checked_elem(dtype);
@@ -125,8 +125,8 @@ int64_t Tensor::size(int d) const {
   int n = dim();
   int i = d < 0 ? d + n : d;
   if (i < 0 || i >= n)
-    throw Error(PL_ERR_INVALID_ARGUMENT, "Tensor::size(" + std::to_string(d) + "): the tensor has " + std::to_string(n) +
-                                             " dimensions (shape " + shape_text(shape_) + ")");
+    throw Error(PL_ERR_INVALID_ARGUMENT, "Tensor::size(" + std::to_string(d) + "): the tensor has " +
+                                             std::to_string(n) + " dimensions (shape " + shape_text(shape_) + ")");
   return shape_[static_cast<size_t>(i)];
 }
 
@@ -176,9 +176,9 @@ Tensor Tensor::clone() const {
 void Tensor::copy_from(const Tensor& src) {
   if (!defined() || !src.defined()) throw Error(PL_ERR_INVALID_ARGUMENT, "Tensor::copy_from with an undefined tensor");
   if (src.dtype_ != dtype_ || src.numel_ != numel_)
-    throw Error(PL_ERR_INVALID_ARGUMENT, std::string("Tensor::copy_from: source is ") + pl_dtype_name(src.dtype_) + " " +
-                                             shape_text(src.shape_) + ", destination is " + pl_dtype_name(dtype_) + " " +
-                                             shape_text(shape_));
+    throw Error(PL_ERR_INVALID_ARGUMENT, std::string("Tensor::copy_from: source is ") + pl_dtype_name(src.dtype_) +
+                                             " " + shape_text(src.shape_) + ", destination is " +
+                                             pl_dtype_name(dtype_) + " " + shape_text(shape_));
   if (nbytes() == 0 || src.data_ == data_) return;
   if (is_host() && src.is_host()) {
     std::memmove(data_, src.data_, nbytes());

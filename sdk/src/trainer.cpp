@@ -1,16 +1,15 @@
 // pl::Trainer: set-up (job, launcher, accelerator, store, strategy) and the fit/validate/test loops.
-#include "trainer_impl.hpp"
-
-#include <plrt/sdk/random.hpp>
-#include <plrt/sdk/staging.hpp>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <plrt/sdk/random.hpp>
+#include <plrt/sdk/staging.hpp>
 #include <sstream>
 #include <thread>
+
+#include "trainer_impl.hpp"
 
 namespace pl {
 
@@ -44,7 +43,8 @@ Trainer::Impl::Impl(TrainerOptions options, const RuntimeOptions& ro) : o(std::m
        "accumulate_grad_batches=" + std::to_string(o.accumulate_grad_batches) + " is not valid: it must be >= 1");
   need(o.check_val_every_n_epoch >= 1,
        "check_val_every_n_epoch=" + std::to_string(o.check_val_every_n_epoch) + " is not valid: it must be >= 1");
-  need(o.log_every_n_steps >= 1, "log_every_n_steps=" + std::to_string(o.log_every_n_steps) + " is not valid: it must be >= 1");
+  need(o.log_every_n_steps >= 1,
+       "log_every_n_steps=" + std::to_string(o.log_every_n_steps) + " is not valid: it must be >= 1");
   env = ClusterEnv::detect();
   RuntimeOptions r = ro;
   if (r.rank < 0 && env.source != "none" && !env.spawn_parent) r.rank = env.rank;
@@ -60,7 +60,8 @@ void Trainer::Impl::apply_env_overrides() {
     if (const char* v = std::getenv(var); v && *v) field = v;
   };
   auto i64 = [](const char* var, auto& field, int64_t lo) {
-    if (const char* v = std::getenv(var); v && *v) field = static_cast<std::decay_t<decltype(field)>>(parse_int(var, v, lo));
+    if (const char* v = std::getenv(var); v && *v)
+      field = static_cast<std::decay_t<decltype(field)>>(parse_int(var, v, lo));
   };
   str("PL_TRAINER_ACCELERATOR", o.accelerator);
   if (const char* v = std::getenv("PL_TRAINER_DEVICES"); v && *v) o.devices = Devices::from_text(v);
@@ -121,13 +122,14 @@ void Trainer::Impl::resolve_job() {
       break;
     default:  // one process per node
       if (job.world_size > 1 && env.world_size != job.world_size)
-        throw Error(PL_ERR_INVALID_ARGUMENT,
-                    "strategy '" + job.strategy + "' runs one process per node (" + std::to_string(job.world_size) +
-                        " processes for num_nodes=" + std::to_string(job.num_nodes) + ") but " +
-                        (env.source == "none" ? std::string("no launcher started this one: run `plrun --strategy ") +
-                                                    job.strategy + " --num-nodes " + std::to_string(job.num_nodes) +
-                                                    " --node-rank <n> ... -- <program>` on each node (or srun, torchrun)"
-                                              : "the launcher started " + std::to_string(env.world_size) + launched_by));
+        throw Error(
+            PL_ERR_INVALID_ARGUMENT,
+            "strategy '" + job.strategy + "' runs one process per node (" + std::to_string(job.world_size) +
+                " processes for num_nodes=" + std::to_string(job.num_nodes) + ") but " +
+                (env.source == "none" ? std::string("no launcher started this one: run `plrun --strategy ") +
+                                            job.strategy + " --num-nodes " + std::to_string(job.num_nodes) +
+                                            " --node-rank <n> ... -- <program>` on each node (or srun, torchrun)"
+                                      : "the launcher started " + std::to_string(env.world_size) + launched_by));
       if (job.world_size > 1) rank = env.rank, world = env.world_size, node_rank = env.node_rank;
       break;
   }
@@ -135,15 +137,18 @@ void Trainer::Impl::resolve_job() {
 
 void Trainer::Impl::prepare(LightningModule& m) {
   if (prepared) {
-    if (module != &m) throw Error(PL_ERR_INVALID_ARGUMENT, "this trainer already drives another module; make a new Trainer");
+    if (module != &m)
+      throw Error(PL_ERR_INVALID_ARGUMENT, "this trainer already drives another module; make a new Trainer");
     return;
   }
   auto acc_opts = o.accelerator_options;
-  bool has_threads = std::any_of(acc_opts.begin(), acc_opts.end(), [](const auto& kv) { return kv.first == "num_threads"; });
+  bool has_threads =
+      std::any_of(acc_opts.begin(), acc_opts.end(), [](const auto& kv) { return kv.first == "num_threads"; });
   const bool single_process = job.launch_mode == PL_LAUNCH_SINGLE_PROCESS;
   if (job.accelerator == "cpu" && !has_threads) {  // the cores shared by the processes (or dp's replica threads)
     unsigned hw = std::max(1u, std::thread::hardware_concurrency());
-    unsigned sharers = static_cast<unsigned>(std::max(1, single_process ? static_cast<int>(job.devices.size()) : local_world));
+    unsigned sharers =
+        static_cast<unsigned>(std::max(1, single_process ? static_cast<int>(job.devices.size()) : local_world));
     acc_opts.emplace_back("num_threads", std::to_string(std::max(1u, hw / sharers)));
   }
   acc = Accelerator(*rt, job.accelerator, acc_opts);
@@ -196,8 +201,9 @@ void Trainer::Impl::prepare(LightningModule& m) {
     csv.open(log_dir + "/metrics.csv");
   }
   prepared = true;
-  rt->log(rank == 0 ? PL_LOG_INFO : PL_LOG_DEBUG, "trainer: " + job.strategy + " on " + job.accelerator + ", " + std::to_string(world) + " process(es), rank " +
-       std::to_string(rank) + (log_dir.empty() ? "" : ", logs in " + log_dir));
+  rt->log(rank == 0 ? PL_LOG_INFO : PL_LOG_DEBUG,
+          "trainer: " + job.strategy + " on " + job.accelerator + ", " + std::to_string(world) + " process(es), rank " +
+              std::to_string(rank) + (log_dir.empty() ? "" : ", logs in " + log_dir));
 }
 
 // Places the module on the device, hands its parameters to the strategy (ddp broadcasts rank 0's
@@ -225,9 +231,10 @@ void Trainer::Impl::attach(LightningModule& m) {
   m.set_grad_ready_hook([token](Parameter& p) {
     auto live = token.lock();
     if (!live)
-      throw Error(PL_ERR_INVALID_ARGUMENT, "this module's backward reported a gradient to a trainer that was destroyed; "
-                                           "attach the module to a live trainer (fit/validate/test) or unhook it with "
-                                           "set_grad_ready_hook(nullptr)");
+      throw Error(PL_ERR_INVALID_ARGUMENT,
+                  "this module's backward reported a gradient to a trainer that was destroyed; "
+                  "attach the module to a live trainer (fit/validate/test) or unhook it with "
+                  "set_grad_ready_hook(nullptr)");
     Impl& t = **live;
     auto it = t.param_index.find(&p);
     if (it != t.param_index.end()) t.strategy.on_grad_ready(it->second);
@@ -241,7 +248,8 @@ void Trainer::Impl::distribute(DataLoader& loader, const char* stage) {
   loader.distribute(world, rank);
   if (std::string(stage) != "train" && loader.sampler() && loader.sampler()->padding() > 0 && rank == 0)
     warn(std::string("the ") + stage + " loader uses a DistributedSampler that repeats " +
-         std::to_string(loader.sampler()->padding()) + " sample(s) so every rank gets the same count; the duplicates "
+         std::to_string(loader.sampler()->padding()) +
+         " sample(s) so every rank gets the same count; the duplicates "
          "can skew the metrics. For exact numbers evaluate with devices=1 and num_nodes=1.");
 }
 
@@ -286,7 +294,8 @@ void Trainer::Impl::fit_here(LightningModule& m, DataLoader& train, DataLoader* 
     if (o.enable_checkpointing) save_checkpoint(log_dir.empty() ? "" : log_dir + "/checkpoints/last");
   }
   m.on_fit_end();
-  if (o.enable_checkpointing && resume_batches > 0) save_checkpoint(log_dir.empty() ? "" : log_dir + "/checkpoints/last");
+  if (o.enable_checkpointing && resume_batches > 0)
+    save_checkpoint(log_dir.empty() ? "" : log_dir + "/checkpoints/last");
   csv.flush();
 }
 
@@ -316,14 +325,17 @@ void Trainer::Impl::train_epoch(DataLoader& train) {
     if (!staging) {
       batch = to_device(train.batch(b));
     } else if (!staging->next(batch)) {
-      throw Error(PL_ERR_INTERNAL, "the staging loader ended at batch " + std::to_string(b) + " of " + std::to_string(n));
+      throw Error(PL_ERR_INTERNAL,
+                  "the staging loader ended at batch " + std::to_string(b) + " of " + std::to_string(n));
     }
     batch_size = batch.empty() || batch[0].dim() == 0 ? 1 : batch[0].size(0);
     bool boundary = (b + 1) % acc_n == 0 || b + 1 == n;
     if (boundary != sync_on) strategy.set_grad_sync(sync_on = boundary);
     const double loss = training_step(batch, b);
     strategy.after_backward();
-    if (!std::isfinite(loss)) warn("training_step returned a non-finite loss at epoch " + std::to_string(epoch) + ", batch " + std::to_string(b));
+    if (!std::isfinite(loss))
+      warn("training_step returned a non-finite loss at epoch " + std::to_string(epoch) + ", batch " +
+           std::to_string(b));
     if (boundary) {
       optimizer_step();
       ++step;
@@ -384,7 +396,8 @@ Trainer::Impl::~Impl() {
 }
 
 void Trainer::Impl::adopt(LightningModule& m) {
-  if (prepared && module != &m) throw Error(PL_ERR_INVALID_ARGUMENT, "this trainer already drives another module; make a new Trainer");
+  if (prepared && module != &m)
+    throw Error(PL_ERR_INVALID_ARGUMENT, "this trainer already drives another module; make a new Trainer");
   if (m.trainer_ != nullptr && m.trainer_ != self) m.trainer_->impl_->forget_module(&m);
   m.trainer_ = self;
   adopted = &m;
@@ -407,8 +420,9 @@ void Trainer::fit(LightningModule& module, DataLoader& train, DataLoader* val, c
 
 std::map<std::string, double> Trainer::validate(LightningModule& module, DataLoader& loader) {
   if (impl_->job.launch_mode == PL_LAUNCH_SPAWN && !impl_->spawned_worker && impl_->world > 1)
-    throw Error(PL_ERR_UNSUPPORTED, "validate with ddp_spawn runs in this process only after fit; use strategy 'ddp' "
-                                    "under plrun for distributed validation");
+    throw Error(PL_ERR_UNSUPPORTED,
+                "validate with ddp_spawn runs in this process only after fit; use strategy 'ddp' "
+                "under plrun for distributed validation");
   impl_->adopt(module);
   impl_->prepare(module);
   impl_->distribute(loader, "validation");
@@ -417,8 +431,9 @@ std::map<std::string, double> Trainer::validate(LightningModule& module, DataLoa
 
 std::map<std::string, double> Trainer::test(LightningModule& module, DataLoader& loader) {
   if (impl_->job.launch_mode == PL_LAUNCH_SPAWN && !impl_->spawned_worker && impl_->world > 1)
-    throw Error(PL_ERR_UNSUPPORTED, "test with ddp_spawn runs in this process only after fit; use strategy 'ddp' "
-                                    "under plrun for distributed testing");
+    throw Error(PL_ERR_UNSUPPORTED,
+                "test with ddp_spawn runs in this process only after fit; use strategy 'ddp' "
+                "under plrun for distributed testing");
   impl_->adopt(module);
   impl_->prepare(module);
   impl_->distribute(loader, "test");

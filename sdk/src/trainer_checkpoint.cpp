@@ -11,16 +11,14 @@
 // all succeeded; a failed or dead rank leaves the previous checkpoint whole (the staging folder
 // is removed).  Every rank loads the same folder (a shared file system across nodes); the
 // strategy's load_state runs before any of the trainer's state changes.
-#include "trainer_impl.hpp"
-
+#include <cstdio>
+#include <filesystem>
+#include <nlohmann/json.hpp>
 #include <plrt/sdk/atomic_file.hpp>
 #include <plrt/sdk/random.hpp>
 #include <plrt/sdk/safetensors.hpp>
 
-#include <nlohmann/json.hpp>
-
-#include <cstdio>
-#include <filesystem>
+#include "trainer_impl.hpp"
 
 namespace pl {
 
@@ -47,9 +45,11 @@ void Trainer::Impl::save_checkpoint(const std::string& path) {
   const PL_StrategyStateInfo sinfo = strategy.state_info();
   const bool strategy_files = sinfo.has_state != 0;
   if (strategy_files && world > 1 && c.world_size() == 1)
-    throw Error(PL_ERR_UNSUPPORTED, "save_checkpoint: strategy '" + job.strategy + "' keeps state of its own but has "
-                                    "neither a process group nor all_gather, so its " + std::to_string(world) +
-                                    " ranks cannot be told the checkpoint's staging folder");
+    throw Error(PL_ERR_UNSUPPORTED, "save_checkpoint: strategy '" + job.strategy +
+                                        "' keeps state of its own but has "
+                                        "neither a process group nor all_gather, so its " +
+                                        std::to_string(world) +
+                                        " ranks cannot be told the checkpoint's staging folder");
   if (rank != 0 && !strategy_files) return;
 
   std::unique_ptr<AtomicDir> dir;
@@ -60,7 +60,8 @@ void Trainer::Impl::save_checkpoint(const std::string& path) {
       std::error_code ec;
       auto parent = std::filesystem::path(path).parent_path();
       if (!parent.empty()) std::filesystem::create_directories(parent, ec);
-      if (ec) throw Error(PL_ERR_RUNTIME, "cannot create the checkpoint folder " + parent.string() + ": " + ec.message());
+      if (ec)
+        throw Error(PL_ERR_RUNTIME, "cannot create the checkpoint folder " + parent.string() + ": " + ec.message());
       clean_atomic_leftovers(path);
       dir = std::make_unique<AtomicDir>(path);
     } catch (const std::exception& e) {
@@ -91,7 +92,8 @@ void Trainer::Impl::save_checkpoint(const std::string& path) {
     for (size_t r = 0; r < outcomes.size(); ++r)
       if (!outcomes[r].empty())
         throw Error(PL_ERR_RUNTIME, "save_checkpoint: rank " + std::to_string(r) + " could not save strategy '" +
-                                        job.strategy + "''s state (" + outcomes[r] + "); the previous checkpoint is kept");
+                                        job.strategy + "''s state (" + outcomes[r] +
+                                        "); the previous checkpoint is kept");
     if (rank != 0) return;
   }
 
@@ -136,7 +138,8 @@ void Trainer::Impl::load_checkpoint(const std::string& path) {
   if (j.value("format", "") != kFormat || j.value("version", 0) != kVersion)
     throw Error(PL_ERR_INVALID_ARGUMENT, "checkpoint " + path + " is not a " + kFormat + " version " +
                                              std::to_string(kVersion) + " folder (trainer.json says format '" +
-                                             j.value("format", "") + "', version " + std::to_string(j.value("version", 0)) + ")");
+                                             j.value("format", "") + "', version " +
+                                             std::to_string(j.value("version", 0)) + ")");
   auto model = safetensors::load(path + "/model.safetensors");
   auto opt = safetensors::load(path + "/optimizer.safetensors");
   std::string saved_opt = opt.metadata.count("optimizer") ? opt.metadata.at("optimizer") : "";
@@ -151,7 +154,8 @@ void Trainer::Impl::load_checkpoint(const std::string& path) {
   try {
     saved_world_size = j.at("world_size").get<int>();
   } catch (const nlohmann::json::exception& e) {
-    throw Error(PL_ERR_INVALID_ARGUMENT, "checkpoint " + path + "/trainer.json lacks a field or has a wrong type: " + e.what());
+    throw Error(PL_ERR_INVALID_ARGUMENT,
+                "checkpoint " + path + "/trainer.json lacks a field or has a wrong type: " + e.what());
   }
   if (saved_state && sinfo.has_state) {
     strategy.load_state(path, saved_world_size);
@@ -187,9 +191,11 @@ void Trainer::Impl::load_checkpoint(const std::string& path) {
     for (auto& [k, v] : j.at("callback_metrics").items()) callback[k] = v.get<double>();
     // The loss scale continues where it was (a 32-true or bf16 checkpoint starts at the default).
     if (scaler && j.contains("grad_scaler"))
-      scaler->load(j.at("grad_scaler").at("scale").get<double>(), j.at("grad_scaler").at("growth_tracker").get<int64_t>());
+      scaler->load(j.at("grad_scaler").at("scale").get<double>(),
+                   j.at("grad_scaler").at("growth_tracker").get<int64_t>());
   } catch (const nlohmann::json::exception& e) {
-    throw Error(PL_ERR_INVALID_ARGUMENT, "checkpoint " + path + "/trainer.json lacks a field or has a wrong type: " + e.what());
+    throw Error(PL_ERR_INVALID_ARGUMENT,
+                "checkpoint " + path + "/trainer.json lacks a field or has a wrong type: " + e.what());
   }
   info("resumed from " + path + " at epoch " + std::to_string(epoch) + ", step " + std::to_string(step));
 }

@@ -2,17 +2,16 @@
 // and trainer_spawn.cpp (ddp_spawn's forked workers).
 #pragma once
 
-#include "metrics.hpp"
-#include "strategy_handle.hpp"
-
+#include <memory>
 #include <plrt/sdk/amp.hpp>
 #include <plrt/sdk/store.hpp>
 #include <plrt/sdk/trainer.hpp>
-
-#include <memory>
 #include <string>
 #include <unordered_map>
 #include <vector>
+
+#include "metrics.hpp"
+#include "strategy_handle.hpp"
 
 namespace pl {
 

@@ -5,14 +5,6 @@
 // fork, not exec: the workers start from the parent's module, data and options exactly, with no
 // re-parsing of the command line.  The parent must not have initialised CUDA before fit (CUDA does
 // not survive fork); the store server is started only after the fork, so no thread is forked.
-#include "trainer_impl.hpp"
-
-#include <plrt/sdk/atomic_file.hpp>
-#include <plrt/sdk/random.hpp>
-#include <plrt/sdk/safetensors.hpp>
-
-#include <nlohmann/json.hpp>
-
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -25,8 +17,14 @@
 #include <cstring>
 #include <filesystem>
 #include <iostream>
+#include <nlohmann/json.hpp>
+#include <plrt/sdk/atomic_file.hpp>
+#include <plrt/sdk/random.hpp>
+#include <plrt/sdk/safetensors.hpp>
 #include <random>
 #include <thread>
+
+#include "trainer_impl.hpp"
 
 namespace pl {
 
@@ -66,15 +64,18 @@ void Trainer::Impl::fit_spawn(LightningModule& m, DataLoader& train, DataLoader*
   // The workers are forked, and a forked child cannot use CUDA once its parent initialised it
   // (counting the devices while resolving the job did): say so rather than fail in the workers.
   if (job.device_type == PL_DEVICE_CUDA)
-    throw Error(PL_ERR_UNSUPPORTED, "strategy '" + job.strategy + "' forks its workers from this process, which has "
-                                    "already initialised CUDA (to count the devices), and a forked child cannot use "
-                                    "CUDA; use strategy 'ddp' under a launcher: plrun --strategy ddp --devices " +
-                                    std::to_string(local_world) + " -- <program>");
+    throw Error(PL_ERR_UNSUPPORTED,
+                "strategy '" + job.strategy +
+                    "' forks its workers from this process, which has "
+                    "already initialised CUDA (to count the devices), and a forked child cannot use "
+                    "CUDA; use strategy 'ddp' under a launcher: plrun --strategy ddp --devices " +
+                    std::to_string(local_world) + " -- <program>");
   const int n = local_world;
   const bool serve = node_rank == 0 && !env.agent_store;
   if (serve && env.token.empty()) env.token = random_hex(16);
   char tmpl[] = "/tmp/plrt-spawn-XXXXXX";
-  if (!mkdtemp(tmpl)) throw Error(PL_ERR_RUNTIME, std::string("ddp_spawn: cannot create a temporary folder: ") + std::strerror(errno));
+  if (!mkdtemp(tmpl))
+    throw Error(PL_ERR_RUNTIME, std::string("ddp_spawn: cannot create a temporary folder: ") + std::strerror(errno));
   const std::string results = tmpl;
   std::vector<int> port_pipes;
   std::vector<pid_t> pids;
@@ -95,7 +96,8 @@ void Trainer::Impl::fit_spawn(LightningModule& m, DataLoader& train, DataLoader*
         if (serve) {
           close(fds[1]);
           spawn_store_port = read_port(fds[0], std::chrono::seconds(60));
-          if (spawn_store_port <= 0) throw Error(PL_ERR_TIMEOUT, "ddp_spawn: the parent did not start the store within 60 s");
+          if (spawn_store_port <= 0)
+            throw Error(PL_ERR_TIMEOUT, "ddp_spawn: the parent did not start the store within 60 s");
         } else {
           spawn_store_port = env.master_port;
         }
@@ -153,7 +155,8 @@ void Trainer::Impl::fit_spawn(LightningModule& m, DataLoader& train, DataLoader*
       store = std::make_unique<Store>(*rt, so);
       int port = store->port();
       for (int fd : port_pipes) {
-        if (write(fd, &port, sizeof port) != static_cast<ssize_t>(sizeof port)) { /* the worker died: seen below */ }
+        if (write(fd, &port, sizeof port) != static_cast<ssize_t>(sizeof port)) { /* the worker died: seen below */
+        }
         close(fd);
       }
       port_pipes.clear();

@@ -10,13 +10,13 @@
 //
 // Replicas split the batch as torch.nn.parallel.scatter does: chunks of ceil(B / replicas) rows,
 // so the last replicas may get fewer rows, or none (their gradients are zeros).
-#include "trainer_impl.hpp"
-
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <map>
+
+#include "trainer_impl.hpp"
 
 namespace pl {
 
@@ -27,7 +27,8 @@ std::vector<PL_Parameter> detail::parameter_views(Module& m, std::vector<std::st
     PL_Parameter cp{};
     cp.struct_size = sizeof cp;
     cp.value = p->value.view();
-    cp.grad = p->grad.defined() ? p->grad.view() : PL_Tensor{sizeof(PL_Tensor), nullptr, p->value.dtype(), p->value.device(), 0, 0, {0}};
+    cp.grad = p->grad.defined() ? p->grad.view()
+                                : PL_Tensor{sizeof(PL_Tensor), nullptr, p->value.dtype(), p->value.device(), 0, 0, {0}};
     cp.requires_grad = p->requires_grad ? 1 : 0;
     cp.kind = p->requires_grad ? PL_PARAM_TRAINABLE : PL_PARAM_FROZEN;  // frozen: requires_grad false
     names.push_back(name);
@@ -95,9 +96,11 @@ void Trainer::Impl::attach_replicas(LightningModule& m) {
     std::vector<std::string> names;
     std::vector<PL_Parameter> params = detail::parameter_views(*rep, names);
     if (names != param_names)
-      throw Error(PL_ERR_INVALID_ARGUMENT, "replicate() returned a module whose parameters and buffers differ from the "
-                                           "original's (" + std::to_string(names.size()) + " entries vs " +
-                                           std::to_string(param_names.size()) + "); it must build the same architecture");
+      throw Error(PL_ERR_INVALID_ARGUMENT,
+                  "replicate() returned a module whose parameters and buffers differ from the "
+                  "original's (" +
+                      std::to_string(names.size()) + " entries vs " + std::to_string(param_names.size()) +
+                      "); it must build the same architecture");
     for (size_t i = 0; i < params.size(); ++i) params[i].name = param_names[i].c_str();
     strategy.setup_replica(r, params);
     replicas.push_back(std::move(rep));
@@ -166,15 +169,17 @@ double Trainer::Impl::training_step(const Batch& batch, int64_t b) {
   // two-phase: the whole batch's loss on the root, then backward on every replica
   for (auto& out : outputs) {
     if (!out.output.defined())
-      throw Error(PL_ERR_INVALID_ARGUMENT, "forward_step of replica " + std::to_string(out.replica) + " returned an undefined tensor");
+      throw Error(PL_ERR_INVALID_ARGUMENT,
+                  "forward_step of replica " + std::to_string(out.replica) + " returned an undefined tensor");
     out.output = out.output.to(acc, device);
   }
   const double loss = m.training_step_end(outputs);
   for (const auto& out : outputs)
     if (!out.output_grad.defined() || out.output_grad.shape() != out.output.shape())
-      throw Error(PL_ERR_INVALID_ARGUMENT, "training_step_end must set outputs[" + std::to_string(out.replica) +
-                                               "].output_grad to d(loss)/d(output), shaped " + shape_text(out.output.shape()) +
-                                               (out.output_grad.defined() ? "; it is " + shape_text(out.output_grad.shape()) : ""));
+      throw Error(PL_ERR_INVALID_ARGUMENT,
+                  "training_step_end must set outputs[" + std::to_string(out.replica) +
+                      "].output_grad to d(loss)/d(output), shaped " + shape_text(out.output.shape()) +
+                      (out.output_grad.defined() ? "; it is " + shape_text(out.output_grad.shape()) : ""));
   strategy.run_step([&](int r, int, PL_Device) {
     ReplicaScope scope(n > 1 ? r : -1);
     amp::Autocast ac(precision.compute_dtype, loss_scale);
@@ -212,10 +217,10 @@ void Trainer::Impl::merge_replica_logs(const std::vector<int64_t>& batch_sizes) 
   replica_logs.clear();
   for (const auto& name : order) {
     const Merged& g = merged[name];
-    double v = g.options.reduce_fx == Reduce::Sum ? g.sum
-             : g.options.reduce_fx == Reduce::Min ? g.min
-             : g.options.reduce_fx == Reduce::Max ? g.max
-                                                   : g.weighted / g.weight;
+    double v = g.options.reduce_fx == Reduce::Sum   ? g.sum
+               : g.options.reduce_fx == Reduce::Min ? g.min
+               : g.options.reduce_fx == Reduce::Max ? g.max
+                                                    : g.weighted / g.weight;
     metrics.log(name, v, g.options, g.rows, true, rank, collectives());
   }
 }
@@ -238,8 +243,10 @@ void Trainer::Impl::optimizer_step() {
     const double before = scaler->scale();
     scaler->update(skip);
     if (skip)
-      rt->log(PL_LOG_DEBUG, "16-mixed: inf/NaN gradients at step " + std::to_string(step) + ", optimizer step skipped, "
-                            "loss scale " + std::to_string(before) + " -> " + std::to_string(scaler->scale()));
+      rt->log(PL_LOG_DEBUG, "16-mixed: inf/NaN gradients at step " + std::to_string(step) +
+                                ", optimizer step skipped, "
+                                "loss scale " +
+                                std::to_string(before) + " -> " + std::to_string(scaler->scale()));
   }
   if (!skip && strategy.has_optimizer_step())
     strategy.optimizer_step([this](const PL_ParamRange* r, size_t n) { step_ranges(r, n); });
@@ -263,12 +270,12 @@ void Trainer::Impl::step_ranges(const PL_ParamRange* ranges, size_t n) {
     const PL_ParamRange& r = ranges[k];
     const std::string what = "strategy '" + job.strategy + "': optimizer_step range " + std::to_string(k);
     if (!PL_HAS_FIELD(PL_ParamRange, &r, end))
-      throw Error(PL_ERR_VERSION, what + " has struct_size " + std::to_string(r.struct_size) + ", smaller than ABI 1.4's " +
-                                      std::to_string(PL_STRUCT_SIZE(PL_ParamRange, end)));
+      throw Error(PL_ERR_VERSION, what + " has struct_size " + std::to_string(r.struct_size) +
+                                      ", smaller than ABI 1.4's " + std::to_string(PL_STRUCT_SIZE(PL_ParamRange, end)));
     if (r.param_index >= c_params.size())
-      throw Error(PL_ERR_INVALID_ARGUMENT, what + " names entry " + std::to_string(r.param_index) + " but setup registered " +
-                                               std::to_string(c_params.size()) + " (valid: 0 to " +
-                                               std::to_string(c_params.size()) + " - 1)");
+      throw Error(PL_ERR_INVALID_ARGUMENT, what + " names entry " + std::to_string(r.param_index) +
+                                               " but setup registered " + std::to_string(c_params.size()) +
+                                               " (valid: 0 to " + std::to_string(c_params.size()) + " - 1)");
     const PL_ParamKind kind = pl_parameter_kind(&c_params[r.param_index]);
     if (kind != PL_PARAM_TRAINABLE)
       throw Error(PL_ERR_INVALID_ARGUMENT, what + " names '" + param_names[r.param_index] + "', a " +
@@ -288,15 +295,14 @@ void Trainer::Impl::report_effective_batch(const DataLoader& train) {
   const bool split_batch = job.launch_mode == PL_LAUNCH_SINGLE_PROCESS && job.devices.size() > 1;
   effective_batch = per * (split_batch ? 1 : job.processes_per_node) * job.num_nodes;
   if (rank != 0 || !o.enable_progress) return;
-  std::string how = split_batch
-      ? std::to_string(per) + " per batch split over " + std::to_string(job.devices.size()) + " device(s) x " +
-            std::to_string(job.num_nodes) + " node(s)"
-      : std::to_string(per) + " per device x " + std::to_string(job.processes_per_node) + " device(s) x " +
-            std::to_string(job.num_nodes) + " node(s)";
+  std::string how = split_batch ? std::to_string(per) + " per batch split over " + std::to_string(job.devices.size()) +
+                                      " device(s) x " + std::to_string(job.num_nodes) + " node(s)"
+                                : std::to_string(per) + " per device x " + std::to_string(job.processes_per_node) +
+                                      " device(s) x " + std::to_string(job.num_nodes) + " node(s)";
   std::string msg = "effective batch size " + std::to_string(effective_batch) + " (" + how + ")";
   if (o.accumulate_grad_batches > 1)
-    msg += ", " + std::to_string(effective_batch * o.accumulate_grad_batches) + " per optimizer step with accumulate_grad_batches=" +
-           std::to_string(o.accumulate_grad_batches);
+    msg += ", " + std::to_string(effective_batch * o.accumulate_grad_batches) +
+           " per optimizer step with accumulate_grad_batches=" + std::to_string(o.accumulate_grad_batches);
   if (precision.compute_dtype != PL_DTYPE_INVALID) msg += "; precision " + precision.name;
   info(msg);
 }

@@ -45,8 +45,10 @@ std::vector<std::string> make_environment(const ProcessSpec& spec) {
   std::vector<std::pair<std::string, std::string>> last;
   for (const auto& kv : spec.env) {
     auto it = std::find_if(last.begin(), last.end(), [&](const auto& p) { return p.first == kv.first; });
-    if (it != last.end()) it->second = kv.second;
-    else last.push_back(kv);
+    if (it != last.end())
+      it->second = kv.second;
+    else
+      last.push_back(kv);
   }
   for (const auto& kv : last) out.push_back(kv.first + "=" + kv.second);
   return out;
@@ -63,9 +65,12 @@ std::vector<char*> c_array(std::vector<std::string>& strings) {
 
 std::string ProcessResult::status() const {
   std::string s;
-  if (exited) s = "exit " + std::to_string(exit_code);
-  else if (term_signal) s = "killed by signal " + std::to_string(term_signal) + " (" + strsignal(term_signal) + ")";
-  else s = "not ended";
+  if (exited)
+    s = "exit " + std::to_string(exit_code);
+  else if (term_signal)
+    s = "killed by signal " + std::to_string(term_signal) + " (" + strsignal(term_signal) + ")";
+  else
+    s = "not ended";
   if (timed_out) s += ", still running at the deadline";
   return s;
 }
@@ -135,7 +140,8 @@ void Job::start(const ProcessSpec& spec, size_t index) {
   if (spec.argv.empty()) throw std::invalid_argument("plrt_test::Job: " + p.result.label + " has an empty argv");
 
   int fds[2] = {-1, -1};
-  if (spec.capture_output && ::pipe2(fds, O_CLOEXEC) != 0) throw std::system_error(errno, std::generic_category(), "pipe2");
+  if (spec.capture_output && ::pipe2(fds, O_CLOEXEC) != 0)
+    throw std::system_error(errno, std::generic_category(), "pipe2");
 
   posix_spawn_file_actions_t actions;
   posix_spawnattr_t attr;
@@ -287,16 +293,17 @@ std::vector<ProcessSpec> dist_job(const DistJobOptions& o) {
     ProcessSpec s;
     s.argv = o.argv;
     s.label = "rank " + std::to_string(r);
-    s.env = {{"RANK", std::to_string(r)},
-             {"WORLD_SIZE", std::to_string(o.world_size)},
-             {"LOCAL_RANK", std::to_string(r)},
-             {"LOCAL_WORLD_SIZE", std::to_string(o.world_size)},
-             {"MASTER_ADDR", o.master_addr},
-             {"MASTER_PORT", std::to_string(o.master_port)}};
-    if (o.agent_store) s.env.emplace_back("PL_USE_AGENT_STORE", "1");
-    else s.unset_env.push_back("PL_USE_AGENT_STORE");
-    if (!o.token.empty()) s.env.emplace_back("PL_JOB_TOKEN", o.token);
-    else s.unset_env.push_back("PL_JOB_TOKEN");
+    s.env = {{"RANK", std::to_string(r)},       {"WORLD_SIZE", std::to_string(o.world_size)},
+             {"LOCAL_RANK", std::to_string(r)}, {"LOCAL_WORLD_SIZE", std::to_string(o.world_size)},
+             {"MASTER_ADDR", o.master_addr},    {"MASTER_PORT", std::to_string(o.master_port)}};
+    if (o.agent_store)
+      s.env.emplace_back("PL_USE_AGENT_STORE", "1");
+    else
+      s.unset_env.push_back("PL_USE_AGENT_STORE");
+    if (!o.token.empty())
+      s.env.emplace_back("PL_JOB_TOKEN", o.token);
+    else
+      s.unset_env.push_back("PL_JOB_TOKEN");
     s.env.insert(s.env.end(), o.env.begin(), o.env.end());
     specs.push_back(std::move(s));
   }

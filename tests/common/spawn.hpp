@@ -21,8 +21,8 @@ namespace plrt_test {
 using EnvVars = std::vector<std::pair<std::string, std::string>>;
 
 struct ProcessSpec {
-  std::vector<std::string> argv;  // argv[0]: the program (a path, or a name looked up in PATH)
-  EnvVars env;                    // set on top of this process's environment (later entries win)
+  std::vector<std::string> argv;       // argv[0]: the program (a path, or a name looked up in PATH)
+  EnvVars env;                         // set on top of this process's environment (later entries win)
   std::vector<std::string> unset_env;  // removed from the inherited environment
   std::optional<std::string> cwd;      // working directory; default: this process's
   std::string label;                   // how reports name it; default "process <index>"
@@ -32,11 +32,11 @@ struct ProcessSpec {
 struct ProcessResult {
   std::string label;
   pid_t pid = -1;
-  bool exited = false;       // ended by exit(): exit_code is valid
+  bool exited = false;  // ended by exit(): exit_code is valid
   int exit_code = -1;
-  int term_signal = 0;       // ended by this signal (0: it exited)
-  bool timed_out = false;    // still running at the deadline; then stopped by SIGTERM/SIGKILL
-  std::string output;        // stdout and stderr, interleaved as written
+  int term_signal = 0;     // ended by this signal (0: it exited)
+  bool timed_out = false;  // still running at the deadline; then stopped by SIGTERM/SIGKILL
+  std::string output;      // stdout and stderr, interleaved as written
   bool output_truncated = false;
   std::chrono::milliseconds elapsed{0};  // from the job's start until this process ended
 
@@ -58,9 +58,9 @@ struct JobResult {
 };
 
 struct WaitOptions {
-  std::chrono::milliseconds deadline{60000};      // from the job's start
-  std::chrono::milliseconds kill_grace{3000};     // between SIGTERM and SIGKILL
-  size_t max_output_bytes = 8u << 20;             // per process; the rest is read and dropped
+  std::chrono::milliseconds deadline{60000};   // from the job's start
+  std::chrono::milliseconds kill_grace{3000};  // between SIGTERM and SIGKILL
+  size_t max_output_bytes = 8u << 20;          // per process; the rest is read and dropped
 };
 
 // A running job.  The destructor kills (SIGKILL) and reaps whatever is still running.
@@ -112,9 +112,9 @@ struct DistJobOptions {
   int world_size = 1;
   std::string master_addr = "127.0.0.1";
   int master_port = 0;
-  std::string token;              // PL_JOB_TOKEN; empty: not set (and removed if inherited)
-  bool agent_store = true;        // PL_USE_AGENT_STORE=1: the launcher (the test) serves the store
-  EnvVars env;                    // for every rank, set after the per-rank variables
+  std::string token;        // PL_JOB_TOKEN; empty: not set (and removed if inherited)
+  bool agent_store = true;  // PL_USE_AGENT_STORE=1: the launcher (the test) serves the store
+  EnvVars env;              // for every rank, set after the per-rank variables
 };
 
 // One spec per rank with RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT,

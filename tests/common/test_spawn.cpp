@@ -1,12 +1,12 @@
 // The multi-process launcher used by the process-group and plrun tests: exit codes, captured
 // output (large, from many processes at once), environment, deadline with SIGTERM then SIGKILL.
-#include "spawn.hpp"
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <csignal>
 #include <system_error>
+
+#include "spawn.hpp"
 
 using ::testing::HasSubstr;
 using namespace std::chrono_literals;

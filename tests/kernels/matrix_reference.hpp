@@ -4,13 +4,13 @@
 // dependent lookup would make ambiguous with these.
 #pragma once
 
-#include "reference.hpp"
-
 #include <cmath>
 #include <cstdint>
 #include <initializer_list>
 #include <random>
 #include <vector>
+
+#include "reference.hpp"
 
 namespace ref {
 

@@ -6,14 +6,14 @@
 #include <gtest/gtest.h>
 #include <plrt/pl_tensor.h>
 
-#include "plugin_support.hpp"
-
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <initializer_list>
 #include <string>
 #include <vector>
+
+#include "plugin_support.hpp"
 
 namespace ref {
 
@@ -64,7 +64,10 @@ inline uint16_t round_to(double x, Format f) {
   uint32_t lo = 0, hi = f.inf_bits();  // magnitude(lo) <= a < magnitude(hi)
   while (hi - lo > 1) {
     const uint32_t mid = (lo + hi) / 2;
-    if (magnitude(static_cast<uint16_t>(mid), f) <= a) lo = mid; else hi = mid;
+    if (magnitude(static_cast<uint16_t>(mid), f) <= a)
+      lo = mid;
+    else
+      hi = mid;
   }
   // Both differences are exact: a and the neighbours lie within one unit of the format.
   const double below = a - magnitude(static_cast<uint16_t>(lo), f);
@@ -74,8 +77,16 @@ inline uint16_t round_to(double x, Format f) {
   return static_cast<uint16_t>(sign | p);
 }
 
-inline uint32_t bits(float f) { uint32_t u; std::memcpy(&u, &f, 4); return u; }
-inline float from_bits(uint32_t u) { float f; std::memcpy(&f, &u, 4); return f; }
+inline uint32_t bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+inline float from_bits(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
 
 // ---- a tensor over owned storage ---------------------------------------------------------------
 
@@ -106,41 +117,71 @@ struct Buf {
   double at(int64_t i) const {
     const void* p = storage.data();
     switch (t.dtype) {
-      case PL_F32: return static_cast<const float*>(p)[i];
-      case PL_F64: return static_cast<const double*>(p)[i];
-      case PL_F16: return decode(static_cast<const uint16_t*>(p)[i], kF16);
-      case PL_BF16: return decode(static_cast<const uint16_t*>(p)[i], kBF16);
-      case PL_I32: return static_cast<const int32_t*>(p)[i];
-      case PL_I64: return static_cast<double>(static_cast<const int64_t*>(p)[i]);
-      case PL_U8: return static_cast<const uint8_t*>(p)[i];
-      default: ADD_FAILURE() << "bad dtype"; return 0;
+      case PL_F32:
+        return static_cast<const float*>(p)[i];
+      case PL_F64:
+        return static_cast<const double*>(p)[i];
+      case PL_F16:
+        return decode(static_cast<const uint16_t*>(p)[i], kF16);
+      case PL_BF16:
+        return decode(static_cast<const uint16_t*>(p)[i], kBF16);
+      case PL_I32:
+        return static_cast<const int32_t*>(p)[i];
+      case PL_I64:
+        return static_cast<double>(static_cast<const int64_t*>(p)[i]);
+      case PL_U8:
+        return static_cast<const uint8_t*>(p)[i];
+      default:
+        ADD_FAILURE() << "bad dtype";
+        return 0;
     }
   }
   // Stores v rounded once to the dtype (integers: v must already be representable).
   void set(int64_t i, double v) {
     void* p = storage.data();
     switch (t.dtype) {
-      case PL_F32: static_cast<float*>(p)[i] = static_cast<float>(v); break;
-      case PL_F64: static_cast<double*>(p)[i] = v; break;
-      case PL_F16: static_cast<uint16_t*>(p)[i] = round_to(v, kF16); break;
-      case PL_BF16: static_cast<uint16_t*>(p)[i] = round_to(v, kBF16); break;
-      case PL_I32: static_cast<int32_t*>(p)[i] = static_cast<int32_t>(v); break;
-      case PL_I64: static_cast<int64_t*>(p)[i] = static_cast<int64_t>(v); break;
-      case PL_U8: static_cast<uint8_t*>(p)[i] = static_cast<uint8_t>(v); break;
-      default: ADD_FAILURE() << "bad dtype";
+      case PL_F32:
+        static_cast<float*>(p)[i] = static_cast<float>(v);
+        break;
+      case PL_F64:
+        static_cast<double*>(p)[i] = v;
+        break;
+      case PL_F16:
+        static_cast<uint16_t*>(p)[i] = round_to(v, kF16);
+        break;
+      case PL_BF16:
+        static_cast<uint16_t*>(p)[i] = round_to(v, kBF16);
+        break;
+      case PL_I32:
+        static_cast<int32_t*>(p)[i] = static_cast<int32_t>(v);
+        break;
+      case PL_I64:
+        static_cast<int64_t*>(p)[i] = static_cast<int64_t>(v);
+        break;
+      case PL_U8:
+        static_cast<uint8_t*>(p)[i] = static_cast<uint8_t>(v);
+        break;
+      default:
+        ADD_FAILURE() << "bad dtype";
     }
   }
   template <class T>
-  T* as() { return reinterpret_cast<T*>(storage.data()); }
+  T* as() {
+    return reinterpret_cast<T*>(storage.data());
+  }
 };
 
 // Rounds a float-computed value to the dtype the way a store does (f64: no rounding).
 inline double round_store(double v, PL_DType dtype) {
   switch (dtype) {
-    case PL_F32: return static_cast<float>(v);
-    case PL_F16: return decode(round_to(v, kF16), kF16);
-    case PL_BF16: return decode(round_to(v, kBF16), kBF16);
-    default: return v;
+    case PL_F32:
+      return static_cast<float>(v);
+    case PL_F16:
+      return decode(round_to(v, kF16), kF16);
+    case PL_BF16:
+      return decode(round_to(v, kBF16), kBF16);
+    default:
+      return v;
   }
 }
 
@@ -154,7 +195,8 @@ void expect_failure(F&& f, PL_ErrorCode code, std::initializer_list<std::string>
     ADD_FAILURE() << "expected a Failure with code " << code << ", but the call succeeded";
   } catch (const plrt::plugin::Failure& e) {
     EXPECT_EQ(e.code, code) << e.message;
-    for (const auto& n : needles) EXPECT_NE(e.message.find(n), std::string::npos) << "'" << n << "' not in: " << e.message;
+    for (const auto& n : needles)
+      EXPECT_NE(e.message.find(n), std::string::npos) << "'" << n << "' not in: " << e.message;
   }
 }
 

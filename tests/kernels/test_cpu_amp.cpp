@@ -1,10 +1,6 @@
 // ABI 1.3 on the cpu kernels: f16/bf16 layer math (f32 accumulation, rounded once) and
 // unscale_check, against reference loops that widen to double and round once (reference.hpp's
 // rounding, written independently of half.hpp); and both entries through the plugin's C table.
-#include "kernels.hpp"
-#include "matrix_reference.hpp"
-#include "reference.hpp"
-
 #include <dlfcn.h>
 #include <unistd.h>
 
@@ -13,6 +9,10 @@
 #include <random>
 #include <string>
 #include <vector>
+
+#include "kernels.hpp"
+#include "matrix_reference.hpp"
+#include "reference.hpp"
 
 using ref::Buf;
 using ref::expect_failure;
@@ -53,10 +53,11 @@ TEST(AmpGemm, HalvesMatchDoubleWithinHalfAnUlpForEveryTranspose) {
       const double alpha = 1.5, beta = -0.75;  // exact in float: alpha, beta add no rounding
       ref::RandomGemm g(d, ta, tb, m, n, k, alpha, beta, rng);
       plrt::cpu::gemm(ta, tb, alpha, g.a.get(), g.b.get(), beta, g.c.get());
-      const std::string where = "ta=" + std::to_string(ta) + " tb=" + std::to_string(tb) + " m=" +
-                                std::to_string(m) + " n=" + std::to_string(n) + " k=" + std::to_string(k);
+      const std::string where = "ta=" + std::to_string(ta) + " tb=" + std::to_string(tb) + " m=" + std::to_string(m) +
+                                " n=" + std::to_string(n) + " k=" + std::to_string(k);
       for (int64_t i = 0; i < g.c.n(); ++i)
-        expect_half_ulp(g.c.at(i), g.want[i], (k + 2) * 0x1p-23 * g.bound[i], d, where + " [" + std::to_string(i) + "]");
+        expect_half_ulp(g.c.at(i), g.want[i], (k + 2) * 0x1p-23 * g.bound[i], d,
+                        where + " [" + std::to_string(i) + "]");
       return !HasFailure();  // one failing case says enough
     });
     if (HasFailure()) return;
@@ -183,7 +184,8 @@ TEST(AmpSumRows, FloatSumsInRowOrderRoundedOnce) {
           bound += std::fabs(x.at(i * cols + j));
         }
         const float r = beta == 0 ? fa * s : fa * s + fb * static_cast<float>(out0[j]);
-        EXPECT_EQ(bits16(out, j), ref::round_to(r, format_of(d))) << ref::dtype_name(d) << " beta " << beta << " [" << j << "]";
+        EXPECT_EQ(bits16(out, j), ref::round_to(r, format_of(d)))
+            << ref::dtype_name(d) << " beta " << beta << " [" << j << "]";
         // And within half an ulp of the exact double result, plus float's accumulation error.
         const double want = static_cast<double>(fa) * exact + (beta == 0 ? 0 : static_cast<double>(fb) * out0[j]);
         const double err = (rows + 3) * 0x1p-24 * (std::fabs(fa) * bound + (beta == 0 ? 0 : std::fabs(fb * out0[j])));
@@ -191,7 +193,8 @@ TEST(AmpSumRows, FloatSumsInRowOrderRoundedOnce) {
       }
     }
   Buf x = mat(PL_BF16, 4, 3), o = mat(PL_F16, 3), o4 = mat(PL_BF16, 4);
-  expect_failure([&] { plrt::cpu::sum_rows(1, x.get(), 0, o.get()); }, PL_ERR_INVALID_ARGUMENT, {"bfloat16", "float16"});
+  expect_failure([&] { plrt::cpu::sum_rows(1, x.get(), 0, o.get()); }, PL_ERR_INVALID_ARGUMENT,
+                 {"bfloat16", "float16"});
   expect_failure([&] { plrt::cpu::sum_rows(1, x.get(), 0, o4.get()); }, PL_ERR_INVALID_ARGUMENT, {"[4, 3]", "[4]"});
 }
 
@@ -209,7 +212,7 @@ TEST(AmpRelu, CopiesValuesAsStoredAndZeroesNegatives) {
     x.set(1, kNaN);
     x.set(2, -INFINITY);
     x.set(3, INFINITY);
-    x.set(4, std::ldexp(1.0, d == PL_F16 ? -24 : -133));   // the smallest subnormal
+    x.set(4, std::ldexp(1.0, d == PL_F16 ? -24 : -133));  // the smallest subnormal
     x.set(5, -std::ldexp(1.0, d == PL_F16 ? -24 : -133));
     dy.set(7, kNaN);
     plrt::cpu::relu(x.get(), y.get());
@@ -283,8 +286,8 @@ TEST(AmpUnscaleCheck, OneInfOrNaNAnywhereSetsTheFlagAndLaterCallsNeverClearIt) {
   for (PL_DType d : kAllFloats)
     for (double bad : {double(INFINITY), -double(INFINITY), kNaN})
       for (int64_t at : {int64_t{0}, int64_t{16}, int64_t{32}}) {
-        const std::string where = std::string(ref::dtype_name(d)) + " bad " + std::to_string(bad) + " at " +
-                                  std::to_string(at);
+        const std::string where =
+            std::string(ref::dtype_name(d)) + " bad " + std::to_string(bad) + " at " + std::to_string(at);
         Buf x = mat(d, 33), found = flag(0);
         for (int64_t i = 0; i < x.n(); ++i) x.set(i, i - 10.0);
         x.set(at, bad);
@@ -378,8 +381,8 @@ std::string cpu_plugin_file() {
   const ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
   if (len <= 0) return "";
   std::string dir(exe, static_cast<size_t>(len));
-  dir = dir.substr(0, dir.find_last_of('/'));           // <build>/bin
-  dir = dir.substr(0, dir.find_last_of('/'));           // <build>
+  dir = dir.substr(0, dir.find_last_of('/'));  // <build>/bin
+  dir = dir.substr(0, dir.find_last_of('/'));  // <build>
   return dir + "/lib/plrt/plugins/libplrt_accelerator_cpu.so";
 }
 

@@ -1,9 +1,6 @@
 // fill, scale, axpy, cast of the CPU kernels, every dtype they take, against reference loops
 // written here (conversions from reference.hpp, integer wrap-around with 128-bit arithmetic), and
 // their error cases.
-#include "kernels.hpp"
-#include "reference.hpp"
-
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -11,6 +8,9 @@
 #include <random>
 #include <string>
 #include <vector>
+
+#include "kernels.hpp"
+#include "reference.hpp"
 
 using ref::Buf;
 using ref::expect_failure;
@@ -31,10 +31,18 @@ void randomize(Buf& b, uint64_t seed) {
   for (int64_t i = 0; i < b.n(); ++i) {
     const uint64_t r = rng();
     switch (b.t.dtype) {
-      case PL_I32: b.as<int32_t>()[i] = static_cast<int32_t>(static_cast<uint32_t>(r)); break;
-      case PL_I64: b.as<int64_t>()[i] = static_cast<int64_t>(r); break;
-      case PL_U8: b.as<uint8_t>()[i] = static_cast<uint8_t>(r); break;
-      default: b.set(i, real(rng)); break;
+      case PL_I32:
+        b.as<int32_t>()[i] = static_cast<int32_t>(static_cast<uint32_t>(r));
+        break;
+      case PL_I64:
+        b.as<int64_t>()[i] = static_cast<int64_t>(r);
+        break;
+      case PL_U8:
+        b.as<uint8_t>()[i] = static_cast<uint8_t>(r);
+        break;
+      default:
+        b.set(i, real(rng));
+        break;
     }
   }
 }
@@ -42,9 +50,12 @@ void randomize(Buf& b, uint64_t seed) {
 // An integer element as a signed 128-bit value.
 __int128 int_at(Buf& b, int64_t i) {
   switch (b.t.dtype) {
-    case PL_I32: return b.as<int32_t>()[i];
-    case PL_I64: return b.as<int64_t>()[i];
-    default: return b.as<uint8_t>()[i];
+    case PL_I32:
+      return b.as<int32_t>()[i];
+    case PL_I64:
+      return b.as<int64_t>()[i];
+    default:
+      return b.as<uint8_t>()[i];
   }
 }
 
@@ -102,7 +113,8 @@ TEST(CpuFill, FloatDtypesRoundOnceFromDouble) {
         Buf x(d, n);
         randomize(x, 1);
         plrt::cpu::fill(x.get(), v);
-        expect_elements(x, [&](int64_t) { return ref::round_store(v, d); }, "fill " + label(d, n));
+        expect_elements(
+            x, [&](int64_t) { return ref::round_store(v, d); }, "fill " + label(d, n));
         if (d == PL_F16 && v == 1e6 && n > 0) {
           EXPECT_TRUE(std::isinf(x.at(0)));
         }
@@ -110,16 +122,20 @@ TEST(CpuFill, FloatDtypesRoundOnceFromDouble) {
 }
 
 TEST(CpuFill, IntegerDtypes) {
-  struct Case { PL_DType d; double v; };
-  const Case cases[] = {{PL_I32, 0}, {PL_I32, -7}, {PL_I32, 2147483647.0}, {PL_I32, -2147483648.0},
-                        {PL_I64, -0x1p63}, {PL_I64, 0x1p62}, {PL_I64, 123456789012.0},
-                        {PL_U8, 0}, {PL_U8, 255}, {PL_U8, 17}};
+  struct Case {
+    PL_DType d;
+    double v;
+  };
+  const Case cases[] = {{PL_I32, 0},       {PL_I32, -7},     {PL_I32, 2147483647.0},   {PL_I32, -2147483648.0},
+                        {PL_I64, -0x1p63}, {PL_I64, 0x1p62}, {PL_I64, 123456789012.0}, {PL_U8, 0},
+                        {PL_U8, 255},      {PL_U8, 17}};
   for (const Case& c : cases)
     for (int64_t n : kSizes) {
       Buf x(c.d, n);
       randomize(x, 2);
       plrt::cpu::fill(x.get(), c.v);
-      expect_elements(x, [&](int64_t) { return static_cast<__int128>(c.v); }, "fill " + label(c.d, n));
+      expect_elements(
+          x, [&](int64_t) { return static_cast<__int128>(c.v); }, "fill " + label(c.d, n));
     }
 }
 
@@ -134,8 +150,8 @@ TEST(CpuScale, FloatDtypes) {
         std::vector<double> before(static_cast<size_t>(n));
         for (int64_t i = 0; i < n; ++i) before[i] = x.at(i);
         plrt::cpu::scale(x.get(), alpha);
-        expect_elements(x, [&](int64_t i) { return ref::round_store(mul_c(before[i], alpha, d), d); },
-                        "scale " + label(d, n));
+        expect_elements(
+            x, [&](int64_t i) { return ref::round_store(mul_c(before[i], alpha, d), d); }, "scale " + label(d, n));
       }
 }
 
@@ -149,7 +165,8 @@ TEST(CpuScale, IntegerDtypesWrap) {
         for (int64_t i = 0; i < n; ++i) before[i] = int_at(x, i);
         plrt::cpu::scale(x.get(), alpha);
         const __int128 a = static_cast<__int128>(alpha);
-        expect_elements(x, [&](int64_t i) { return wrap(before[i] * a, d); }, "scale " + label(d, n));
+        expect_elements(
+            x, [&](int64_t i) { return wrap(before[i] * a, d); }, "scale " + label(d, n));
       }
 }
 
@@ -180,8 +197,9 @@ TEST(CpuAxpy, FloatDtypes) {
         std::vector<double> before(static_cast<size_t>(n));
         for (int64_t i = 0; i < n; ++i) before[i] = y.at(i);
         plrt::cpu::axpy(y.get(), alpha, x.get());
-        expect_elements(y, [&](int64_t i) { return ref::round_store(axpy_c(before[i], alpha, x.at(i), d), d); },
-                        "axpy " + label(d, n));
+        expect_elements(
+            y, [&](int64_t i) { return ref::round_store(axpy_c(before[i], alpha, x.at(i), d), d); },
+            "axpy " + label(d, n));
       }
 }
 
@@ -196,7 +214,8 @@ TEST(CpuAxpy, IntegerDtypesWrap) {
         for (int64_t i = 0; i < n; ++i) before[i] = int_at(y, i);
         plrt::cpu::axpy(y.get(), alpha, x.get());
         const __int128 a = static_cast<__int128>(alpha);
-        expect_elements(y, [&](int64_t i) { return wrap(before[i] + a * int_at(x, i), d); }, "axpy " + label(d, n));
+        expect_elements(
+            y, [&](int64_t i) { return wrap(before[i] + a * int_at(x, i), d); }, "axpy " + label(d, n));
       }
 }
 
@@ -211,12 +230,22 @@ TEST(CpuCast, AllFloatPairsRoundOnce) {
         std::mt19937_64 rng(10);
         // Sprinkle special values: huge, tiny, signed zero, NaN, inf, and (for f64) doubles just off
         // f16/bf16 ties that rounding through f32 would get wrong.
-        const double specials[] = {1e5, -7e4, 3e-6, -1e-40, -0.0, std::nan(""), -INFINITY,
-                                   1.0 + 0x1p-11 + 0x1p-40, 1.0 + 0x1p-8 + 0x1p-40, 65520.0, 3.3e38};
+        const double specials[] = {1e5,
+                                   -7e4,
+                                   3e-6,
+                                   -1e-40,
+                                   -0.0,
+                                   std::nan(""),
+                                   -INFINITY,
+                                   1.0 + 0x1p-11 + 0x1p-40,
+                                   1.0 + 0x1p-8 + 0x1p-40,
+                                   65520.0,
+                                   3.3e38};
         for (int64_t i = 0; i < n; i += 3) src.set(i, specials[rng() % std::size(specials)]);
         plrt::cpu::cast(dst.get(), src.get());
-        expect_elements(dst, [&](int64_t i) { return ref::round_store(src.at(i), d); },
-                        std::string("cast ") + pl_dtype_name(s) + " -> " + label(d, n));
+        expect_elements(
+            dst, [&](int64_t i) { return ref::round_store(src.at(i), d); },
+            std::string("cast ") + pl_dtype_name(s) + " -> " + label(d, n));
         for (int64_t i = 0; i < n; ++i)
           if (src.at(i) == 0 && !std::signbit(src.at(i)) != !std::signbit(dst.at(i)))
             ADD_FAILURE() << "cast lost the sign of zero at " << i;
@@ -245,7 +274,8 @@ TEST(CpuElementwiseErrors, IntegralScalarRule) {
   expect_failure([&] { plrt::cpu::fill(i64.get(), 0x1p63); }, PL_ERR_INVALID_ARGUMENT,
                  {"9223372036854775808", "int64", "out of range"});
   expect_failure([&] { plrt::cpu::fill(i32.get(), std::nan("")); }, PL_ERR_INVALID_ARGUMENT, {"nan", "int32"});
-  expect_failure([&] { plrt::cpu::scale(i64.get(), 0.5); }, PL_ERR_INVALID_ARGUMENT, {"alpha 0.5", "int64", "integral"});
+  expect_failure([&] { plrt::cpu::scale(i64.get(), 0.5); }, PL_ERR_INVALID_ARGUMENT,
+                 {"alpha 0.5", "int64", "integral"});
   expect_failure([&] { plrt::cpu::scale(i32.get(), 1e30); }, PL_ERR_INVALID_ARGUMENT, {"1e+30", "out of range"});
   expect_failure([&] { plrt::cpu::scale(u8.get(), INFINITY); }, PL_ERR_INVALID_ARGUMENT, {"inf", "uint8"});
   Buf x8(PL_U8, 4);

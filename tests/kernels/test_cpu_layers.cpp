@@ -2,10 +2,6 @@
 // combination and odd sizes, and add_bias, sum_rows, relu, relu_backward, cross_entropy and
 // argmax_rows against plain reference loops; aliasing, NaN handling, and every error they name.
 // (Their float16/bfloat16 forms, ABI 1.3, are in test_cpu_amp.cpp.)
-#include "kernels.hpp"
-#include "matrix_reference.hpp"
-#include "reference.hpp"
-
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -13,6 +9,10 @@
 #include <random>
 #include <string>
 #include <vector>
+
+#include "kernels.hpp"
+#include "matrix_reference.hpp"
+#include "reference.hpp"
 
 using ref::Buf;
 using ref::expect_failure;
@@ -39,8 +39,8 @@ TEST(Gemm, MatchesNaiveLoopsForEveryTransposeAndOddSizes) {
       int bad = 0;
       for (int64_t i = 0; i < g.c.n() && bad < 3; ++i)
         if (!(std::fabs(g.c.at(i) - g.want[i]) <= 4 * eps(d) * (k + 2) * g.bound[i])) {
-          ADD_FAILURE() << ref::dtype_name(d) << " ta=" << ta << " tb=" << tb << " m=" << m << " n=" << n
-                        << " k=" << k << " [" << i << "]: got " << g.c.at(i) << ", want " << g.want[i];
+          ADD_FAILURE() << ref::dtype_name(d) << " ta=" << ta << " tb=" << tb << " m=" << m << " n=" << n << " k=" << k
+                        << " [" << i << "]: got " << g.c.at(i) << ", want " << g.want[i];
           ++bad;
         }
       return true;
@@ -282,8 +282,8 @@ TEST(CrossEntropy, BadLabelNamesRowValueAndClassesAndWritesNothing) {
                  PL_ERR_INVALID_ARGUMENT, {"label 4", "row 2", "[0, 4)"});
   EXPECT_EQ(values(loss), (std::vector<double>{-7, -7, -7}));
   Buf neg = labels_buf({0, -1, 0});
-  expect_failure([&] { plrt::cpu::cross_entropy(x.get(), neg.get(), loss.get(), nullptr, 1); },
-                 PL_ERR_INVALID_ARGUMENT, {"label -1", "row 1"});
+  expect_failure([&] { plrt::cpu::cross_entropy(x.get(), neg.get(), loss.get(), nullptr, 1); }, PL_ERR_INVALID_ARGUMENT,
+                 {"label -1", "row 1"});
 }
 
 TEST(CrossEntropy, ShapeAndDtypeErrors) {
@@ -306,10 +306,10 @@ TEST(CrossEntropy, ShapeAndDtypeErrors) {
 TEST(ArgmaxRows, FirstMaximumWinsAndNaNIsTheMaximum) {
   for (PL_DType d : kDtypes) {
     const double nan = std::numeric_limits<double>::quiet_NaN();
-    const std::vector<double> in = {1, 3, 3, 2,  //
-                                    -1, -1, -1, -1,  //
-                                    0, nan, 5, nan,  //
-                                    -INFINITY, -2, 7, 7};
+    const std::vector<double> in = {1,         3,   3,  2,    //
+                                    -1,        -1,  -1, -1,   //
+                                    0,         nan, 5,  nan,  //
+                                    -INFINITY, -2,  7,  7};
     Buf x = mat(d, 4, 4), out = mat(PL_I64, 4);
     for (int i = 0; i < 16; ++i) x.set(i, in[i]);
     plrt::cpu::argmax_rows(x.get(), out.get());

@@ -1,15 +1,15 @@
 // sgd_step and adam_step against (1) torch.optim's formulas in double precision over several steps,
 // within a per-dtype tolerance, and (2) the documented compute-type arithmetic, bit for bit; plus
 // their error cases.
-#include "kernels.hpp"
-#include "reference.hpp"
-
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <random>
 #include <string>
 #include <vector>
+
+#include "kernels.hpp"
+#include "reference.hpp"
 
 using ref::Buf;
 using ref::expect_failure;
@@ -23,10 +23,14 @@ constexpr int kSteps = 5;
 // |got - want| <= tol * max(1, |want|): the stored rounding accumulates over the steps.
 double tolerance(PL_DType d) {
   switch (d) {
-    case PL_F64: return 1e-12;
-    case PL_F32: return 2e-5;
-    case PL_F16: return 1e-2;
-    default: return 4e-2;  // bfloat16: 8 significant bits
+    case PL_F64:
+      return 1e-12;
+    case PL_F32:
+      return 2e-5;
+    case PL_F16:
+      return 1e-2;
+    default:
+      return 4e-2;  // bfloat16: 8 significant bits
   }
 }
 
@@ -74,7 +78,9 @@ struct Calc {
   double sub(double a, double b) const { return c(a - b); }
   double mul(double a, double b) const { return c(a * b); }
   double div(double a, double b) const { return c(a / b); }
-  double sqrt(double a) const { return d == PL_F64 ? std::sqrt(a) : static_cast<double>(std::sqrt(static_cast<float>(a))); }
+  double sqrt(double a) const {
+    return d == PL_F64 ? std::sqrt(a) : static_cast<double>(std::sqrt(static_cast<float>(a)));
+  }
 };
 
 PL_SgdParams sgd(double lr, double momentum, double dampening, double wd, bool nesterov) {
@@ -108,8 +114,8 @@ std::string label(PL_DType d, int64_t n) { return std::string(pl_dtype_name(d)) 
 
 TEST(CpuSgd, MatchesTorchFormulasOverSteps) {
   const PL_SgdParams configs[] = {
-      sgd(0.1, 0.0, 0.0, 0.0, false),   sgd(0.1, 0.0, 0.0, 0.05, false), sgd(0.1, 0.9, 0.0, 0.0, false),
-      sgd(0.1, 0.9, 0.3, 0.0, false),   sgd(0.1, 0.9, 0.0, 0.0, true),   sgd(0.05, 0.8, 0.0, 0.01, true),
+      sgd(0.1, 0.0, 0.0, 0.0, false), sgd(0.1, 0.0, 0.0, 0.05, false), sgd(0.1, 0.9, 0.0, 0.0, false),
+      sgd(0.1, 0.9, 0.3, 0.0, false), sgd(0.1, 0.9, 0.0, 0.0, true),   sgd(0.05, 0.8, 0.0, 0.01, true),
       sgd(0.2, 0.5, 0.5, 0.1, false),
   };
   for (const PL_SgdParams& cfg0 : configs)
@@ -119,7 +125,7 @@ TEST(CpuSgd, MatchesTorchFormulasOverSteps) {
         Buf p(d, n), g(d, n), buf(d, n);
         fill_random(p, rng, -1, 1);
         std::vector<double> rp = values(p), rbuf(static_cast<size_t>(n), 0.0);  // double reference
-        std::vector<double> xp = rp, xbuf = rbuf;                                // compute-type reference
+        std::vector<double> xp = rp, xbuf = rbuf;                               // compute-type reference
         const Calc k{d};
         for (int step = 0; step < kSteps; ++step) {
           fill_random(g, rng, -1, 1);
@@ -139,8 +145,8 @@ TEST(CpuSgd, MatchesTorchFormulasOverSteps) {
             double e = gi;
             if (cfg.weight_decay != 0) e = k.add(e, k.mul(k.c(cfg.weight_decay), xp[i]));
             if (cfg.momentum != 0) {
-              const double b = step == 0 ? e
-                                         : k.add(k.mul(k.c(cfg.momentum), xbuf[i]), k.mul(k.c(1 - cfg.dampening), e));
+              const double b =
+                  step == 0 ? e : k.add(k.mul(k.c(cfg.momentum), xbuf[i]), k.mul(k.c(1 - cfg.dampening), e));
               xbuf[i] = ref::round_store(b, d);
               e = cfg.nesterov ? k.add(e, k.mul(k.c(cfg.momentum), b)) : b;
             }
@@ -181,36 +187,52 @@ TEST(CpuSgdErrors, All) {
   expect_failure([&] { plrt::cpu::sgd_step(p.get(), g.get(), b.get(), &cfg); }, PL_ERR_INVALID_ARGUMENT,
                  {"nesterov", "dampening 0.1"});
   cfg = sgd(-0.1, 0.0, 0.0, 0.0, false);
-  expect_failure([&] { plrt::cpu::sgd_step(p.get(), g.get(), b.get(), &cfg); }, PL_ERR_INVALID_ARGUMENT, {"lr -0.1", ">= 0"});
+  expect_failure([&] { plrt::cpu::sgd_step(p.get(), g.get(), b.get(), &cfg); }, PL_ERR_INVALID_ARGUMENT,
+                 {"lr -0.1", ">= 0"});
   cfg = sgd(0.1, -0.5, 0.0, 0.0, false);
-  expect_failure([&] { plrt::cpu::sgd_step(p.get(), g.get(), b.get(), &cfg); }, PL_ERR_INVALID_ARGUMENT, {"momentum -0.5"});
+  expect_failure([&] { plrt::cpu::sgd_step(p.get(), g.get(), b.get(), &cfg); }, PL_ERR_INVALID_ARGUMENT,
+                 {"momentum -0.5"});
   cfg = sgd(0.1, 0.0, 0.0, std::nan(""), false);
-  expect_failure([&] { plrt::cpu::sgd_step(p.get(), g.get(), b.get(), &cfg); }, PL_ERR_INVALID_ARGUMENT, {"weight_decay nan"});
+  expect_failure([&] { plrt::cpu::sgd_step(p.get(), g.get(), b.get(), &cfg); }, PL_ERR_INVALID_ARGUMENT,
+                 {"weight_decay nan"});
   cfg = sgd(0.1, 0.9, 0.0, 0.0, false);
   expect_failure([&] { plrt::cpu::sgd_step(p.get(), g.get(), nullptr, &cfg); }, PL_ERR_INVALID_ARGUMENT,
                  {"momentum_buf is NULL", "0.9"});
-  expect_failure([&] { plrt::cpu::sgd_step(p.get(), g5.get(), b.get(), &cfg); }, PL_ERR_INVALID_ARGUMENT, {"4", "5", "grad"});
-  expect_failure([&] { plrt::cpu::sgd_step(p.get(), gd.get(), b.get(), &cfg); }, PL_ERR_INVALID_ARGUMENT, {"float32", "float64"});
-  expect_failure([&] { plrt::cpu::sgd_step(p.get(), g.get(), g5.get(), &cfg); }, PL_ERR_INVALID_ARGUMENT, {"momentum_buf", "5"});
-  expect_failure([&] { plrt::cpu::sgd_step(pi.get(), gi.get(), nullptr, &cfg); }, PL_ERR_UNSUPPORTED, {"int32", "float32"});
-  expect_failure([&] { plrt::cpu::sgd_step(p.get(), g.get(), b.get(), nullptr); }, PL_ERR_INVALID_ARGUMENT, {"params is NULL"});
+  expect_failure([&] { plrt::cpu::sgd_step(p.get(), g5.get(), b.get(), &cfg); }, PL_ERR_INVALID_ARGUMENT,
+                 {"4", "5", "grad"});
+  expect_failure([&] { plrt::cpu::sgd_step(p.get(), gd.get(), b.get(), &cfg); }, PL_ERR_INVALID_ARGUMENT,
+                 {"float32", "float64"});
+  expect_failure([&] { plrt::cpu::sgd_step(p.get(), g.get(), g5.get(), &cfg); }, PL_ERR_INVALID_ARGUMENT,
+                 {"momentum_buf", "5"});
+  expect_failure([&] { plrt::cpu::sgd_step(pi.get(), gi.get(), nullptr, &cfg); }, PL_ERR_UNSUPPORTED,
+                 {"int32", "float32"});
+  expect_failure([&] { plrt::cpu::sgd_step(p.get(), g.get(), b.get(), nullptr); }, PL_ERR_INVALID_ARGUMENT,
+                 {"params is NULL"});
   PL_SgdParams small = cfg;
   small.struct_size = 16;
   expect_failure([&] { plrt::cpu::sgd_step(p.get(), g.get(), b.get(), &small); }, PL_ERR_VERSION, {"struct_size 16"});
   Buf nod(PL_F32, 4);
   nod.t.data = nullptr;
-  expect_failure([&] { plrt::cpu::sgd_step(p.get(), &nod.t, b.get(), &cfg); }, PL_ERR_INVALID_ARGUMENT, {"grad", "NULL"});
+  expect_failure([&] { plrt::cpu::sgd_step(p.get(), &nod.t, b.get(), &cfg); }, PL_ERR_INVALID_ARGUMENT,
+                 {"grad", "NULL"});
   nod.t.data = nod.raw();
   nod.t.device = PL_Device{PL_DEVICE_CUDA, 0};
-  expect_failure([&] { plrt::cpu::sgd_step(&nod.t, g.get(), b.get(), &cfg); }, PL_ERR_INVALID_ARGUMENT, {"param", "cuda:0"});
+  expect_failure([&] { plrt::cpu::sgd_step(&nod.t, g.get(), b.get(), &cfg); }, PL_ERR_INVALID_ARGUMENT,
+                 {"param", "cuda:0"});
 }
 
 // ---- Adam / AdamW ----
 
 TEST(CpuAdam, MatchesTorchFormulasOverSteps) {
-  struct Cfg { double lr, b1, b2, wd; bool decoupled; };
-  const Cfg configs[] = {{0.05, 0.9, 0.999, 0.0, false}, {0.05, 0.9, 0.999, 0.1, false}, {0.05, 0.9, 0.999, 0.1, true},
-                         {0.02, 0.0, 0.99, 0.0, true},   {0.1, 0.5, 0.0, 0.01, false}};
+  struct Cfg {
+    double lr, b1, b2, wd;
+    bool decoupled;
+  };
+  const Cfg configs[] = {{0.05, 0.9, 0.999, 0.0, false},
+                         {0.05, 0.9, 0.999, 0.1, false},
+                         {0.05, 0.9, 0.999, 0.1, true},
+                         {0.02, 0.0, 0.99, 0.0, true},
+                         {0.1, 0.5, 0.0, 0.01, false}};
   for (const Cfg& c : configs)
     for (PL_DType d : kFloatDtypes)
       for (int64_t n : kSizes) {
@@ -232,8 +254,10 @@ TEST(CpuAdam, MatchesTorchFormulasOverSteps) {
           for (int64_t i = 0; i < n; ++i) {
             // torch.optim.Adam / AdamW, in double.
             double gi = g.at(i);
-            if (c.decoupled) rp[i] *= 1 - c.lr * c.wd;
-            else if (c.wd != 0) gi += c.wd * rp[i];
+            if (c.decoupled)
+              rp[i] *= 1 - c.lr * c.wd;
+            else if (c.wd != 0)
+              gi += c.wd * rp[i];
             rm[i] = c.b1 * rm[i] + (1 - c.b1) * gi;
             rv[i] = c.b2 * rv[i] + (1 - c.b2) * gi * gi;
             rp[i] -= (c.lr / bc1) * rm[i] / (std::sqrt(rv[i]) / std::sqrt(bc2) + eps);
@@ -309,7 +333,8 @@ TEST(CpuAdamErrors, All) {
                  {"exp_avg_sq", "3", "4"});
   expect_failure([&] { plrt::cpu::adam_step(p.get(), g.get(), m.get(), vh.get(), &ok); }, PL_ERR_INVALID_ARGUMENT,
                  {"exp_avg_sq", "float16", "float32"});
-  expect_failure([&] { plrt::cpu::adam_step(pi.get(), pi.get(), pi.get(), pi.get(), &ok); }, PL_ERR_UNSUPPORTED, {"int64"});
+  expect_failure([&] { plrt::cpu::adam_step(pi.get(), pi.get(), pi.get(), pi.get(), &ok); }, PL_ERR_UNSUPPORTED,
+                 {"int64"});
   expect_failure([&] { plrt::cpu::adam_step(p.get(), g.get(), m.get(), v.get(), nullptr); }, PL_ERR_INVALID_ARGUMENT,
                  {"params is NULL"});
   expect_failure([&] { plrt::cpu::adam_step(p.get(), g.get(), nullptr, v.get(), &ok); }, PL_ERR_INVALID_ARGUMENT,

@@ -1,8 +1,5 @@
 // The cpu reference's pack and unpack (ABI 1.4): every dtype, parts at arbitrary offsets (gaps
 // left untouched), zero-element parts, and every argument error the rules name.
-#include "kernels.hpp"
-#include "plugin_support.hpp"
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -10,6 +7,9 @@
 #include <numeric>
 #include <string>
 #include <vector>
+
+#include "kernels.hpp"
+#include "plugin_support.hpp"
 
 namespace {
 
@@ -76,7 +76,8 @@ TEST(CpuPack, NamesEveryBadArgument) {
   PL_Tensor f = view(flat.data(), PL_F32, 8);
   std::vector<PL_Tensor> parts{view(a.data(), PL_F32, 4), view(b.data(), PL_F32, 4)};
   std::vector<int64_t> off{0, 4};
-  EXPECT_THAT(error_of([&] { plrt::cpu::pack(nullptr, 2, off.data(), &f); }), HasSubstr("pack: parts is NULL for 2 parts"));
+  EXPECT_THAT(error_of([&] { plrt::cpu::pack(nullptr, 2, off.data(), &f); }),
+              HasSubstr("pack: parts is NULL for 2 parts"));
   EXPECT_THAT(error_of([&] { plrt::cpu::pack(parts.data(), 2, nullptr, &f); }), HasSubstr("pack: offsets is NULL"));
   EXPECT_THAT(error_of([&] { plrt::cpu::pack(parts.data(), 2, off.data(), nullptr); }), HasSubstr("pack: flat"));
   std::vector<int64_t> past{0, 5};

@@ -1,8 +1,5 @@
 // quantize_u8 / dequantize_u8 against a reference written here (std::nearbyint for the rounding),
 // round-trip error bounds, and the error cases.
-#include "kernels.hpp"
-#include "reference.hpp"
-
 #include <gtest/gtest.h>
 
 #include <cfenv>
@@ -10,6 +7,9 @@
 #include <random>
 #include <string>
 #include <vector>
+
+#include "kernels.hpp"
+#include "reference.hpp"
 
 using ref::Buf;
 using ref::expect_failure;
@@ -86,11 +86,13 @@ TEST(CpuQuant, MatchesReferenceAndRoundTripBound) {
             const int64_t c = i / chunk;
             const float lo = r.minmax[2 * c], hi = r.minmax[2 * c + 1];
             const float x = lo + static_cast<float>(r.q[i]) * ((hi - lo) / 255.0f);
-            ASSERT_TRUE(ref::same_value(out.at(i), ref::round_store(x, dd))) << what << " -> " << pl_dtype_name(dd) << " " << i;
+            ASSERT_TRUE(ref::same_value(out.at(i), ref::round_store(x, dd)))
+                << what << " -> " << pl_dtype_name(dd) << " " << i;
             if (dd != PL_F32) continue;
             // Round trip within half a step, plus float slack.
             const double slack = 4 * std::ldexp(1.0, std::ilogb(std::max({std::fabs(lo), std::fabs(hi), 1e-30f})) - 23);
-            ASSERT_LE(std::fabs(out.at(i) - src.at(i)), (static_cast<double>(hi) - lo) / 510.0 + slack) << what << " " << i;
+            ASSERT_LE(std::fabs(out.at(i) - src.at(i)), (static_cast<double>(hi) - lo) / 510.0 + slack)
+                << what << " " << i;
           }
         }
         // The constant chunk: q 0, dequantised exactly.
@@ -159,9 +161,12 @@ TEST(CpuQuantErrors, All) {
                  {"minmax", "float64", "float32"});
   expect_failure([&] { plrt::cpu::quantize_u8(src.get(), q32.get(), mm.get(), 4); }, PL_ERR_INVALID_ARGUMENT,
                  {"q", "int32", "uint8"});
-  expect_failure([&] { plrt::cpu::quantize_u8(src64.get(), q.get(), mm.get(), 4); }, PL_ERR_UNSUPPORTED, {"src", "float64"});
-  expect_failure([&] { plrt::cpu::quantize_u8(src.get(), q9.get(), mm.get(), 4); }, PL_ERR_INVALID_ARGUMENT, {"10", "9"});
-  expect_failure([&] { plrt::cpu::dequantize_u8(q.get(), mm.get(), dst8.get(), 4); }, PL_ERR_UNSUPPORTED, {"dst", "uint8"});
+  expect_failure([&] { plrt::cpu::quantize_u8(src64.get(), q.get(), mm.get(), 4); }, PL_ERR_UNSUPPORTED,
+                 {"src", "float64"});
+  expect_failure([&] { plrt::cpu::quantize_u8(src.get(), q9.get(), mm.get(), 4); }, PL_ERR_INVALID_ARGUMENT,
+                 {"10", "9"});
+  expect_failure([&] { plrt::cpu::dequantize_u8(q.get(), mm.get(), dst8.get(), 4); }, PL_ERR_UNSUPPORTED,
+                 {"dst", "uint8"});
 
   src.set(5, std::nan(""));
   expect_failure([&] { quant(4); }, PL_ERR_INVALID_ARGUMENT, {"src[5]", "nan", "finite"});
@@ -170,7 +175,8 @@ TEST(CpuQuantErrors, All) {
   expect_failure([&] { quant(4); }, PL_ERR_INVALID_ARGUMENT, {"src[9]", "-inf"});
   Buf h(PL_F16, 3000), qh(PL_U8, 3000), mmh(PL_F32, 6);
   h.set(1500, INFINITY);
-  expect_failure([&] { plrt::cpu::quantize_u8(h.get(), qh.get(), mmh.get(), 1000); }, PL_ERR_INVALID_ARGUMENT, {"src[1500]", "inf"});
+  expect_failure([&] { plrt::cpu::quantize_u8(h.get(), qh.get(), mmh.get(), 1000); }, PL_ERR_INVALID_ARGUMENT,
+                 {"src[1500]", "inf"});
 
   // A chunk whose range overflows float.
   Buf big(PL_F32, 2), qb(PL_U8, 2), mmb(PL_F32, 2);
@@ -191,7 +197,9 @@ TEST(CpuQuantErrors, All) {
 
   Buf nod(PL_U8, 10);
   nod.t.data = nullptr;
-  expect_failure([&] { plrt::cpu::dequantize_u8(&nod.t, mm.get(), dst.get(), 4); }, PL_ERR_INVALID_ARGUMENT, {"q", "NULL"});
+  expect_failure([&] { plrt::cpu::dequantize_u8(&nod.t, mm.get(), dst.get(), 4); }, PL_ERR_INVALID_ARGUMENT,
+                 {"q", "NULL"});
   dst.t.device = PL_Device{PL_DEVICE_CUDA, 2};
-  expect_failure([&] { plrt::cpu::dequantize_u8(q.get(), mm.get(), &dst.t, 4); }, PL_ERR_INVALID_ARGUMENT, {"dst", "cuda:2"});
+  expect_failure([&] { plrt::cpu::dequantize_u8(q.get(), mm.get(), &dst.t, 4); }, PL_ERR_INVALID_ARGUMENT,
+                 {"dst", "cuda:2"});
 }

@@ -10,7 +10,9 @@ namespace {
 const PL_DType kAll[] = {PL_F32, PL_F64, PL_F16, PL_BF16, PL_I32, PL_I64, PL_U8};
 const PL_DType kFloats[] = {PL_F32, PL_F64, PL_F16, PL_BF16};
 
-std::vector<int64_t> offsets_for(int64_t n) { return n > 100000 ? std::vector<int64_t>{0} : std::vector<int64_t>{0, 1}; }
+std::vector<int64_t> offsets_for(int64_t n) {
+  return n > 100000 ? std::vector<int64_t>{0} : std::vector<int64_t>{0, 1};
+}
 
 // A stream of our own for some calls (the kernels must honour it), else the default stream.
 struct Stream {
@@ -43,14 +45,14 @@ void expect_same_inplace(const Host& input, int64_t offset, bool own_stream, Gpu
 TEST(CudaElementwise, FillMatchesCpu) {
   REQUIRE_GPU();
   for (PL_DType dt : kAll) {
-    const std::vector<double> values = is_float(dt) ? std::vector<double>{0.1, -3.5e38, 1e-8, 70000.5, NAN, -0.0}
+    const std::vector<double> values = is_float(dt)  ? std::vector<double>{0.1, -3.5e38, 1e-8, 70000.5, NAN, -0.0}
                                        : dt == PL_U8 ? std::vector<double>{0, 7, 255}
                                                      : std::vector<double>{-5, 0, 2147483647};
     for (int64_t n : sizes())
       for (int64_t off : offsets_for(n))
         for (double v : values) {
-          SCOPED_TRACE(std::string(pl_dtype_name(dt)) + " n=" + std::to_string(n) + " offset=" +
-                       std::to_string(off) + " value=" + std::to_string(v));
+          SCOPED_TRACE(std::string(pl_dtype_name(dt)) + " n=" + std::to_string(n) + " offset=" + std::to_string(off) +
+                       " value=" + std::to_string(v));
           expect_same_inplace(
               random_host(dt, n, 1), off, n == 1000,
               [&](PL_Tensor& t, PL_Stream* s) { return api()->fill(cuda().get(), &t, v, s); },
@@ -62,13 +64,13 @@ TEST(CudaElementwise, FillMatchesCpu) {
 TEST(CudaElementwise, ScaleMatchesCpu) {
   REQUIRE_GPU();
   for (PL_DType dt : kAll) {
-    const std::vector<double> alphas = is_float(dt) ? std::vector<double>{0.3, -2.5, 1e30}
-                                                    : std::vector<double>{3, -7, 0x1p40 + 1};
+    const std::vector<double> alphas =
+        is_float(dt) ? std::vector<double>{0.3, -2.5, 1e30} : std::vector<double>{3, -7, 0x1p40 + 1};
     for (int64_t n : sizes())
       for (int64_t off : offsets_for(n))
         for (double a : alphas) {
-          SCOPED_TRACE(std::string(pl_dtype_name(dt)) + " n=" + std::to_string(n) + " offset=" +
-                       std::to_string(off) + " alpha=" + std::to_string(a));
+          SCOPED_TRACE(std::string(pl_dtype_name(dt)) + " n=" + std::to_string(n) + " offset=" + std::to_string(off) +
+                       " alpha=" + std::to_string(a));
           Host x = random_host(dt, n, 2, -300, 300);
           plant_specials(x, true);
           expect_same_inplace(
@@ -144,8 +146,8 @@ TEST(CudaElementwise, UnscaleCheckMatchesCpuAndOnlySetsTheFlag) {
     for (int64_t n : sizes())
       for (int64_t off : offsets_for(n))
         for (int variant = 0; variant < 3; ++variant) {  // finite; one inf or NaN; finite with the flag already set
-          SCOPED_TRACE(std::string(pl_dtype_name(dt)) + " n=" + std::to_string(n) + " offset=" +
-                       std::to_string(off) + " variant=" + std::to_string(variant));
+          SCOPED_TRACE(std::string(pl_dtype_name(dt)) + " n=" + std::to_string(n) + " offset=" + std::to_string(off) +
+                       " variant=" + std::to_string(variant));
           Host x = random_host(dt, n, 7, -6e4, 6e4);
           plant_specials(x, false);
           if (variant == 1 && n > 0) set_value(x, n / 2, n % 2 ? NAN : -INFINITY);

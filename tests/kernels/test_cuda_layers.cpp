@@ -1,10 +1,10 @@
 // The dense layers' math on the GPU against the cpu reference: gemm (cuBLAS) and sum_rows bit for
 // bit on integer data (exact in any order) and within float rounding on reals, add_bias, relu,
-// relu_backward and argmax_rows bit for bit, cross_entropy within a few ulps (CUDA's exp/log against glibc's), and a bad label
-// reported by the cross_entropy call itself with the cpu's message and nothing written.
-#include "test_cuda_support.hpp"
-
+// relu_backward and argmax_rows bit for bit, cross_entropy within a few ulps (CUDA's exp/log against glibc's), and a
+// bad label reported by the cross_entropy call itself with the cpu's message and nothing written.
 #include <algorithm>
+
+#include "test_cuda_support.hpp"
 
 using namespace cuda_test;
 
@@ -187,8 +187,8 @@ TEST(CudaLayers, CrossEntropyMatchesCpu) {
   for (PL_DType dt : {PL_F32, PL_F64})
     for (const auto& [n, c] : shapes)
       for (int mode = 0; mode < 3; ++mode) {  // no grad; a separate grad; grad in place of the logits
-        SCOPED_TRACE(std::string(pl_dtype_name(dt)) + " " + std::to_string(n) + "x" + std::to_string(c) + " mode=" +
-                     std::to_string(mode));
+        SCOPED_TRACE(std::string(pl_dtype_name(dt)) + " " + std::to_string(n) + "x" + std::to_string(c) +
+                     " mode=" + std::to_string(mode));
         Host x = random_host(dt, n * c, 101, -20, 20);
         if (n > 1) set_value(x, c, 80.0);  // a large logit: the max must be subtracted
         Host labels(PL_I64, n);
@@ -255,10 +255,18 @@ TEST(CudaLayers, ArgmaxRowsMatchesCpu) {
       for (int64_t i = 0; i < rows; ++i) {
         const int64_t base = i * cols;
         switch (i % 4) {
-          case 0: for (int64_t j = 0; j < cols; ++j) set_value(x, base + j, std::floor(value_at(x, base + j))); break;
-          case 1: set_value(x, base + (cols * 2) / 3, NAN); set_value(x, base + cols - 1, NAN); break;
-          case 2: for (int64_t j = 0; j < cols; ++j) set_value(x, base + j, -INFINITY); break;
-          default: break;
+          case 0:
+            for (int64_t j = 0; j < cols; ++j) set_value(x, base + j, std::floor(value_at(x, base + j)));
+            break;
+          case 1:
+            set_value(x, base + (cols * 2) / 3, NAN);
+            set_value(x, base + cols - 1, NAN);
+            break;
+          case 2:
+            for (int64_t j = 0; j < cols; ++j) set_value(x, base + j, -INFINITY);
+            break;
+          default:
+            break;
         }
       }
       Host out(PL_I64, rows), want(PL_I64, rows);

@@ -8,7 +8,9 @@ namespace {
 
 const PL_DType kFloats[] = {PL_F32, PL_F64, PL_F16, PL_BF16};
 
-std::vector<int64_t> offsets_for(int64_t n) { return n > 100000 ? std::vector<int64_t>{0} : std::vector<int64_t>{0, 1}; }
+std::vector<int64_t> offsets_for(int64_t n) {
+  return n > 100000 ? std::vector<int64_t>{0} : std::vector<int64_t>{0, 1};
+}
 
 PL_SgdParams sgd(double lr, double momentum, double dampening, double wd, bool nesterov, bool first) {
   return {sizeof(PL_SgdParams), lr, momentum, dampening, wd, nesterov ? 1 : 0, first ? 1 : 0};
@@ -19,19 +21,19 @@ PL_SgdParams sgd(double lr, double momentum, double dampening, double wd, bool n
 TEST(CudaOptim, SgdMatchesCpu) {
   REQUIRE_GPU();
   const PL_SgdParams configs[] = {
-      sgd(0.1, 0, 0, 0, false, false),        // plain
-      sgd(0.05, 0, 0, 1e-2, false, false),    // weight decay, no momentum
-      sgd(0.1, 0.9, 0.1, 1e-3, false, true),  // momentum, first step (the buffer is only written)
-      sgd(0.1, 0.9, 0.1, 1e-3, false, false), // momentum, later step
-      sgd(0.01, 0.8, 0, 0, true, false),      // nesterov
+      sgd(0.1, 0, 0, 0, false, false),         // plain
+      sgd(0.05, 0, 0, 1e-2, false, false),     // weight decay, no momentum
+      sgd(0.1, 0.9, 0.1, 1e-3, false, true),   // momentum, first step (the buffer is only written)
+      sgd(0.1, 0.9, 0.1, 1e-3, false, false),  // momentum, later step
+      sgd(0.01, 0.8, 0, 0, true, false),       // nesterov
   };
   for (PL_DType dt : kFloats)
     for (const PL_SgdParams& p : configs)
       for (int64_t n : sizes())
         for (int64_t off : offsets_for(n)) {
-          SCOPED_TRACE(std::string(pl_dtype_name(dt)) + " n=" + std::to_string(n) + " offset=" +
-                       std::to_string(off) + " momentum=" + std::to_string(p.momentum) + " first=" +
-                       std::to_string(p.first_step) + " nesterov=" + std::to_string(p.nesterov));
+          SCOPED_TRACE(std::string(pl_dtype_name(dt)) + " n=" + std::to_string(n) + " offset=" + std::to_string(off) +
+                       " momentum=" + std::to_string(p.momentum) + " first=" + std::to_string(p.first_step) +
+                       " nesterov=" + std::to_string(p.nesterov));
           Host param = random_host(dt, n, 11), grad = random_host(dt, n, 12), buf = random_host(dt, n, 13);
           const bool momentum = p.momentum != 0;
           Dev dp(param, off), dg(grad, off), db(buf, off);
@@ -51,8 +53,8 @@ TEST(CudaOptim, AdamMatchesCpu) {
       for (double wd : {0.0, 0.01})
         for (int64_t n : sizes())
           for (int64_t off : offsets_for(n)) {
-            SCOPED_TRACE(std::string(pl_dtype_name(dt)) + " n=" + std::to_string(n) + " offset=" +
-                         std::to_string(off) + " decoupled=" + std::to_string(decoupled) + " wd=" + std::to_string(wd));
+            SCOPED_TRACE(std::string(pl_dtype_name(dt)) + " n=" + std::to_string(n) + " offset=" + std::to_string(off) +
+                         " decoupled=" + std::to_string(decoupled) + " wd=" + std::to_string(wd));
             PL_AdamParams p{sizeof(PL_AdamParams), 1e-3, 0.9, 0.999, 1e-8, wd, 3, decoupled};
             Host param = random_host(dt, n, 21), grad = random_host(dt, n, 22);
             Host m = random_host(dt, n, 23, -0.1, 0.1), v = random_host(dt, n, 24, 0.0, 0.5);

@@ -1,9 +1,9 @@
 // The cuda accelerator's pack and unpack (ABI 1.4) against the cpu reference: every dtype, parts
 // that are aligned (16-byte copies) and misaligned (an odd element offset: 4- or 1-byte copies),
 // more parts than one launch takes (kPackBatch), and the argument errors, message for message.
-#include "test_cuda_support.hpp"
-
 #include <memory>
+
+#include "test_cuda_support.hpp"
 
 namespace {
 

@@ -83,8 +83,18 @@ TEST(CudaQuant, DataErrorsAreReportedAtTheNextSynchronisation) {
   };
   const Bad bads[] = {
       {"inf", [](Host& h) { set_value(h, 1234, INFINITY); }},
-      {"nan before a range error", [](Host& h) { set_value(h, 2500, -1e38); set_value(h, 2501, 3e38); set_value(h, 1999, NAN); }},
-      {"range", [](Host& h) { set_value(h, 10, -3e38); set_value(h, 20, 3e38); set_value(h, 2999, -INFINITY); }},
+      {"nan before a range error",
+       [](Host& h) {
+         set_value(h, 2500, -1e38);
+         set_value(h, 2501, 3e38);
+         set_value(h, 1999, NAN);
+       }},
+      {"range",
+       [](Host& h) {
+         set_value(h, 10, -3e38);
+         set_value(h, 20, 3e38);
+         set_value(h, 2999, -INFINITY);
+       }},
   };
   for (const Bad& b : bads) {
     SCOPED_TRACE(b.name);

@@ -3,22 +3,21 @@
 // reference kernels (plrt::cpu, linked directly).
 #pragma once
 
-#include "half.hpp"
-#include "kernels.hpp"
-#include "plugin_support.hpp"
-
-#include <plrt/sdk/accelerator.hpp>
-#include <plrt/sdk/runtime.hpp>
-
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <plrt/sdk/accelerator.hpp>
+#include <plrt/sdk/runtime.hpp>
 #include <random>
 #include <string>
 #include <vector>
+
+#include "half.hpp"
+#include "kernels.hpp"
+#include "plugin_support.hpp"
 
 namespace cuda_test {
 
@@ -61,10 +60,10 @@ inline Outcome outcome(PL_Error* e) {
 
 inline bool gpu_available() { return cuda().device_count() > 0; }
 
-#define REQUIRE_GPU()                                                                                       \
-  do {                                                                                                      \
-    if (!cuda_test::gpu_available())                                                                        \
-      GTEST_SKIP() << "no usable CUDA device: " << cuda_test::cuda().unavailable_reason();                  \
+#define REQUIRE_GPU()                                                                      \
+  do {                                                                                     \
+    if (!cuda_test::gpu_available())                                                       \
+      GTEST_SKIP() << "no usable CUDA device: " << cuda_test::cuda().unavailable_reason(); \
   } while (0)
 
 constexpr PL_Device kGpu{PL_DEVICE_CUDA, 0};
@@ -97,7 +96,9 @@ struct Host {
   size_t size() const { return static_cast<size_t>(n) * pl_dtype_size(dtype); }
   void* data() { return bytes.data(); }
   template <class T>
-  T* as() { return reinterpret_cast<T*>(bytes.data()); }
+  T* as() {
+    return reinterpret_cast<T*>(bytes.data());
+  }
   PL_Tensor t(std::vector<int64_t> shape = {}) {
     if (shape.empty()) shape = {n};
     return tensor(n > 0 ? data() : nullptr, dtype, kHost, shape);
@@ -142,14 +143,40 @@ inline bool is_float(PL_DType d) { return d == PL_F32 || d == PL_F64 || d == PL_
 inline double value_at(const Host& h, int64_t i) {
   const uint8_t* p = h.bytes.data();
   switch (h.dtype) {
-    case PL_F32: { float v; std::memcpy(&v, p + 4 * i, 4); return v; }
-    case PL_F64: { double v; std::memcpy(&v, p + 8 * i, 8); return v; }
-    case PL_F16: { uint16_t b; std::memcpy(&b, p + 2 * i, 2); return plrt::cpu::f16_to_f32(b); }
-    case PL_BF16: { uint16_t b; std::memcpy(&b, p + 2 * i, 2); return plrt::cpu::bf16_to_f32(b); }
-    case PL_I32: { int32_t v; std::memcpy(&v, p + 4 * i, 4); return v; }
-    case PL_I64: { int64_t v; std::memcpy(&v, p + 8 * i, 8); return static_cast<double>(v); }
-    case PL_U8: return p[i];
-    default: return 0;
+    case PL_F32: {
+      float v;
+      std::memcpy(&v, p + 4 * i, 4);
+      return v;
+    }
+    case PL_F64: {
+      double v;
+      std::memcpy(&v, p + 8 * i, 8);
+      return v;
+    }
+    case PL_F16: {
+      uint16_t b;
+      std::memcpy(&b, p + 2 * i, 2);
+      return plrt::cpu::f16_to_f32(b);
+    }
+    case PL_BF16: {
+      uint16_t b;
+      std::memcpy(&b, p + 2 * i, 2);
+      return plrt::cpu::bf16_to_f32(b);
+    }
+    case PL_I32: {
+      int32_t v;
+      std::memcpy(&v, p + 4 * i, 4);
+      return v;
+    }
+    case PL_I64: {
+      int64_t v;
+      std::memcpy(&v, p + 8 * i, 8);
+      return static_cast<double>(v);
+    }
+    case PL_U8:
+      return p[i];
+    default:
+      return 0;
   }
 }
 
@@ -157,14 +184,39 @@ inline double value_at(const Host& h, int64_t i) {
 inline void set_value(Host& h, int64_t i, double v) {
   uint8_t* p = h.bytes.data();
   switch (h.dtype) {
-    case PL_F32: { const float f = static_cast<float>(v); std::memcpy(p + 4 * i, &f, 4); break; }
-    case PL_F64: std::memcpy(p + 8 * i, &v, 8); break;
-    case PL_F16: { const uint16_t b = plrt::cpu::f64_to_f16(v); std::memcpy(p + 2 * i, &b, 2); break; }
-    case PL_BF16: { const uint16_t b = plrt::cpu::f64_to_bf16(v); std::memcpy(p + 2 * i, &b, 2); break; }
-    case PL_I32: { const auto x = static_cast<int32_t>(v); std::memcpy(p + 4 * i, &x, 4); break; }
-    case PL_I64: { const auto x = static_cast<int64_t>(v); std::memcpy(p + 8 * i, &x, 8); break; }
-    case PL_U8: p[i] = static_cast<uint8_t>(v); break;
-    default: break;
+    case PL_F32: {
+      const float f = static_cast<float>(v);
+      std::memcpy(p + 4 * i, &f, 4);
+      break;
+    }
+    case PL_F64:
+      std::memcpy(p + 8 * i, &v, 8);
+      break;
+    case PL_F16: {
+      const uint16_t b = plrt::cpu::f64_to_f16(v);
+      std::memcpy(p + 2 * i, &b, 2);
+      break;
+    }
+    case PL_BF16: {
+      const uint16_t b = plrt::cpu::f64_to_bf16(v);
+      std::memcpy(p + 2 * i, &b, 2);
+      break;
+    }
+    case PL_I32: {
+      const auto x = static_cast<int32_t>(v);
+      std::memcpy(p + 4 * i, &x, 4);
+      break;
+    }
+    case PL_I64: {
+      const auto x = static_cast<int64_t>(v);
+      std::memcpy(p + 8 * i, &x, 8);
+      break;
+    }
+    case PL_U8:
+      p[i] = static_cast<uint8_t>(v);
+      break;
+    default:
+      break;
   }
 }
 
@@ -215,10 +267,10 @@ inline ::testing::AssertionResult same_elements(const Host& got, const Host& wan
   for (int64_t i = 0; i < got.n; ++i) {
     if (bits_at(got, i) == bits_at(want, i)) continue;
     if (is_float(got.dtype) && std::isnan(value_at(got, i)) && std::isnan(value_at(want, i))) continue;
-    return ::testing::AssertionFailure() << pl_dtype_name(got.dtype) << " element " << i << " of " << got.n
-                                         << ": got " << value_at(got, i) << " (bits 0x" << std::hex << bits_at(got, i)
-                                         << "), want " << std::dec << value_at(want, i) << " (bits 0x" << std::hex
-                                         << bits_at(want, i) << ")";
+    return ::testing::AssertionFailure() << pl_dtype_name(got.dtype) << " element " << i << " of " << got.n << ": got "
+                                         << value_at(got, i) << " (bits 0x" << std::hex << bits_at(got, i) << "), want "
+                                         << std::dec << value_at(want, i) << " (bits 0x" << std::hex << bits_at(want, i)
+                                         << ")";
   }
   return ::testing::AssertionSuccess();
 }
@@ -240,9 +292,9 @@ inline ::testing::AssertionResult close_elements(const Host& got, const Host& wa
     if (std::isnan(g) && std::isnan(w)) continue;
     if (g == w) continue;
     if (std::fabs(g - w) <= ulps * ulp_of(want.dtype, w) + abs_tol) continue;
-    return ::testing::AssertionFailure() << pl_dtype_name(got.dtype) << " element " << i << " of " << got.n
-                                         << ": got " << g << ", want " << w << " (tolerance " << ulps << " ulp + "
-                                         << abs_tol << ")";
+    return ::testing::AssertionFailure() << pl_dtype_name(got.dtype) << " element " << i << " of " << got.n << ": got "
+                                         << g << ", want " << w << " (tolerance " << ulps << " ulp + " << abs_tol
+                                         << ")";
   }
   return ::testing::AssertionSuccess();
 }

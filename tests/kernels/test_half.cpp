@@ -1,13 +1,13 @@
 // half.hpp: f16 and bf16 <-> f32/f64, against the independent references of reference.hpp (and,
 // where the compiler has _Float16, against its conversions too).
-#include "half.hpp"
-#include "reference.hpp"
-
 #include <gtest/gtest.h>
 
 #include <cfloat>
 #include <cmath>
 #include <random>
+
+#include "half.hpp"
+#include "reference.hpp"
 
 using namespace plrt::cpu;
 using ref::kBF16;
@@ -107,11 +107,11 @@ TEST(Half, OverflowToInfinity) {
 }
 
 TEST(Half, SubnormalsAndZero) {
-  EXPECT_EQ(f16_of(0x1p-24f), 0x0001u);           // smallest f16 subnormal
-  EXPECT_EQ(f16_of(0x1p-25f), 0x0000u);           // tie with 0: even
-  EXPECT_EQ(f16_of(0x1.000002p-25f), 0x0001u);    // just above the tie
-  EXPECT_EQ(f16_of(0x1.8p-24f), 0x0002u);         // 1.5 units: tie, to 2
-  EXPECT_EQ(f16_of(0x1.4p-23f), 0x0002u);         // 2.5 units: tie, to 2
+  EXPECT_EQ(f16_of(0x1p-24f), 0x0001u);             // smallest f16 subnormal
+  EXPECT_EQ(f16_of(0x1p-25f), 0x0000u);             // tie with 0: even
+  EXPECT_EQ(f16_of(0x1.000002p-25f), 0x0001u);      // just above the tie
+  EXPECT_EQ(f16_of(0x1.8p-24f), 0x0002u);           // 1.5 units: tie, to 2
+  EXPECT_EQ(f16_of(0x1.4p-23f), 0x0002u);           // 2.5 units: tie, to 2
   EXPECT_EQ(f16_of(0x1p-14f - 0x1p-25f), 0x0400u);  // tie 0x3FF/0x400: to the smallest normal
   EXPECT_EQ(f16_of(0x1p-14f), 0x0400u);
   EXPECT_EQ(f16_of(0x1.ff8p-15f), 0x03FFu);  // largest subnormal: 1023 * 2^-24
@@ -199,7 +199,7 @@ TEST(Half, F64RoundsDirectlyNotThroughF32) {
     for (uint32_t h = 0; h < fmt.inf_bits(); ++h) {
       const double lo = ref::decode(static_cast<uint16_t>(h), fmt);
       const double hi = ref::magnitude(static_cast<uint16_t>(h + 1), fmt);
-      const double tie = lo + (hi - lo) / 2;  // exact
+      const double tie = lo + (hi - lo) / 2;         // exact
       const auto up = static_cast<uint16_t>(h + 1);  // the inf pattern past the largest finite
       const uint16_t even = (h & 1u) ? up : static_cast<uint16_t>(h);
       ASSERT_EQ(narrow(tie), even) << std::hex << h;

@@ -14,10 +14,6 @@
 // Who it is: "rank-R" (RANK), else "node-N" (NODE_RANK: a process per node).  --out-dir gets
 // <who>.json (written atomically, so a test may poll for it) and <who>.sig-<N> for each stop
 // signal received with --record-signals.
-#include <plrt/sdk/store.hpp>
-
-#include <nlohmann/json.hpp>
-
 #include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
@@ -28,17 +24,32 @@
 #include <cstring>
 #include <fstream>
 #include <iostream>
+#include <nlohmann/json.hpp>
+#include <plrt/sdk/store.hpp>
 #include <string>
 #include <thread>
 #include <vector>
 
 namespace {
 
-const char* const kReported[] = {"RANK",          "WORLD_SIZE",          "LOCAL_RANK",         "LOCAL_WORLD_SIZE",
-                                 "NODE_RANK",     "GROUP_RANK",          "MASTER_ADDR",        "MASTER_PORT",
-                                 "PL_JOB_TOKEN",  "PL_USE_AGENT_STORE",  "PL_LAUNCH_MODE",     "PL_PLUGIN_PATH",
-                                 "PL_TRAINER_ACCELERATOR", "PL_TRAINER_DEVICES", "PL_TRAINER_STRATEGY",
-                                 "PL_TRAINER_NUM_NODES", "PL_TRAINER_PRECISION", "PL_TRAINER_PROCESS_GROUP_BACKEND"};
+const char* const kReported[] = {"RANK",
+                                 "WORLD_SIZE",
+                                 "LOCAL_RANK",
+                                 "LOCAL_WORLD_SIZE",
+                                 "NODE_RANK",
+                                 "GROUP_RANK",
+                                 "MASTER_ADDR",
+                                 "MASTER_PORT",
+                                 "PL_JOB_TOKEN",
+                                 "PL_USE_AGENT_STORE",
+                                 "PL_LAUNCH_MODE",
+                                 "PL_PLUGIN_PATH",
+                                 "PL_TRAINER_ACCELERATOR",
+                                 "PL_TRAINER_DEVICES",
+                                 "PL_TRAINER_STRATEGY",
+                                 "PL_TRAINER_NUM_NODES",
+                                 "PL_TRAINER_PRECISION",
+                                 "PL_TRAINER_PROCESS_GROUP_BACKEND"};
 
 struct Args {
   std::string out_dir, partial;
@@ -63,22 +74,38 @@ Args parse(int argc, char** argv) {
       return argv[++i];
     };
     auto number = [&]() { return std::stoi(value()); };
-    if (f == "--out-dir") a.out_dir = value();
-    else if (f == "--print") a.prints.emplace_back(1, value());
-    else if (f == "--eprint") a.prints.emplace_back(2, value());
-    else if (f == "--print-tagged") a.prints.emplace_back(3, value());
-    else if (f == "--print-logger") a.prints.emplace_back(4, value());
-    else if (f == "--partial") a.partial = value();
-    else if (f == "--flood-stderr") a.flood = number();
-    else if (f == "--store-check") a.store_check = true;
-    else if (f == "--record-signals") a.record_signals = true;
-    else if (f == "--ignore-sigterm") a.ignore_sigterm = true;
-    else if (f == "--fail-rank") a.fail_rank = number();
-    else if (f == "--exit-code") a.exit_code = number();
-    else if (f == "--kill-signal") a.kill_signal = number();
-    else if (f == "--delay-ms") a.delay_ms = number();
-    else if (f == "--sleep-ms") a.sleep_ms = number();
-    else usage("unknown flag " + f);
+    if (f == "--out-dir")
+      a.out_dir = value();
+    else if (f == "--print")
+      a.prints.emplace_back(1, value());
+    else if (f == "--eprint")
+      a.prints.emplace_back(2, value());
+    else if (f == "--print-tagged")
+      a.prints.emplace_back(3, value());
+    else if (f == "--print-logger")
+      a.prints.emplace_back(4, value());
+    else if (f == "--partial")
+      a.partial = value();
+    else if (f == "--flood-stderr")
+      a.flood = number();
+    else if (f == "--store-check")
+      a.store_check = true;
+    else if (f == "--record-signals")
+      a.record_signals = true;
+    else if (f == "--ignore-sigterm")
+      a.ignore_sigterm = true;
+    else if (f == "--fail-rank")
+      a.fail_rank = number();
+    else if (f == "--exit-code")
+      a.exit_code = number();
+    else if (f == "--kill-signal")
+      a.kill_signal = number();
+    else if (f == "--delay-ms")
+      a.delay_ms = number();
+    else if (f == "--sleep-ms")
+      a.sleep_ms = number();
+    else
+      usage("unknown flag " + f);
   }
   return a;
 }
@@ -106,7 +133,7 @@ void install_handlers(const Args& a, const std::string& who) {
     const int sigs[3] = {SIGINT, SIGTERM, SIGHUP};
     for (int k = 0; k < 3; ++k) {
       std::snprintf(g_marker[k], sizeof g_marker[k], "%s/%s.sig-%d", a.out_dir.c_str(), who.c_str(), sigs[k]);
-      struct sigaction sa{};
+      struct sigaction sa {};
       sa.sa_handler = on_stop_signal;
       sigemptyset(&sa.sa_mask);
       ::sigaction(sigs[k], &sa, nullptr);
@@ -150,7 +177,8 @@ int store_check(int rank) {
   if (rank == 0) return 0;
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   store.add("after_rank0", 1);
-  std::cout << "store ok: " << world << " ranks met; rank 0 gone, store still there: " << store.get("rank/0") << std::endl;
+  std::cout << "store ok: " << world << " ranks met; rank 0 gone, store still there: " << store.get("rank/0")
+            << std::endl;
   return 0;
 }
 
@@ -160,7 +188,8 @@ int main(int argc, char** argv) {
   Args a = parse(argc, argv);
   const bool has_rank = std::getenv("RANK") != nullptr;
   const int rank = has_rank ? std::stoi(env_or("RANK", "0")) : -1;
-  const std::string own_tag = has_rank ? "[rank " + std::to_string(rank) + "]" : "[node " + env_or("NODE_RANK", "?") + "]";
+  const std::string own_tag =
+      has_rank ? "[rank " + std::to_string(rank) + "]" : "[node " + env_or("NODE_RANK", "?") + "]";
   const std::string who = has_rank ? "rank-" + std::to_string(rank) : "node-" + env_or("NODE_RANK", "x");
   install_handlers(a, who);
   if (!a.out_dir.empty()) write_report(a, who);
@@ -188,8 +217,10 @@ int main(int argc, char** argv) {
     const int world = std::stoi(env_or("WORLD_SIZE", "1"));
     const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
     for (int r = 0; !a.out_dir.empty() && r < world && std::chrono::steady_clock::now() < until;)
-      if (::access((a.out_dir + "/rank-" + std::to_string(r) + ".json").c_str(), F_OK) == 0) ++r;
-      else std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      if (::access((a.out_dir + "/rank-" + std::to_string(r) + ".json").c_str(), F_OK) == 0)
+        ++r;
+      else
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(a.delay_ms));
   if (has_rank && rank == a.fail_rank) {

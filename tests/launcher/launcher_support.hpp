@@ -2,21 +2,20 @@
 // deadline (tests/common/spawn.hpp), the reports env_worker writes, and whether a process is gone.
 #pragma once
 
-#include "spawn.hpp"
-
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
-
 #include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "spawn.hpp"
 
 namespace launcher_test {
 
@@ -49,8 +48,9 @@ inline const std::string kWorker = ENV_WORKER_PATH;
 // independent_c launches one process per device), then `-- env_worker worker_args...`.
 inline std::vector<std::string> ppd_job(int devices, const std::vector<std::string>& plrun_flags,
                                         const std::vector<std::string>& worker_args) {
-  std::vector<std::string> argv = {kPlrun,       "--plugin-path", PLRT_TEST_PLUGIN_DIR, "--strategy", "independent_c",
-                                   "--accelerator", "cpu",        "--devices",          std::to_string(devices)};
+  std::vector<std::string> argv = {kPlrun,       "--plugin-path", PLRT_TEST_PLUGIN_DIR,
+                                   "--strategy", "independent_c", "--accelerator",
+                                   "cpu",        "--devices",     std::to_string(devices)};
   argv.insert(argv.end(), plrun_flags.begin(), plrun_flags.end());
   argv.push_back("--");
   argv.push_back(kWorker);
@@ -64,8 +64,8 @@ inline plrt_test::ProcessSpec plrun_spec(std::vector<std::string> argv, plrt_tes
   plrt_test::ProcessSpec s;
   s.argv = std::move(argv);
   s.env = std::move(env);
-  s.unset_env = {"PL_PLUGIN_PATH", "PL_JOB_TOKEN", "PL_LOG_LEVEL", "RANK", "WORLD_SIZE", "LOCAL_RANK",
-                 "MASTER_ADDR", "MASTER_PORT", "PL_USE_AGENT_STORE", "PL_LAUNCH_MODE"};
+  s.unset_env = {"PL_PLUGIN_PATH", "PL_JOB_TOKEN", "PL_LOG_LEVEL",       "RANK",          "WORLD_SIZE", "LOCAL_RANK",
+                 "MASTER_ADDR",    "MASTER_PORT",  "PL_USE_AGENT_STORE", "PL_LAUNCH_MODE"};
   s.label = "plrun";
   return s;
 }

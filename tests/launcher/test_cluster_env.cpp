@@ -1,10 +1,10 @@
 // pl::ClusterEnv::detect over environment maps: plrun, torchrun, SLURM, Open MPI, none, their
 // precedence, and malformed values (each error names the variable, its value and what is valid).
-#include <plrt/sdk/cluster_env.hpp>
-#include <plrt/sdk/error.hpp>
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <plrt/sdk/cluster_env.hpp>
+#include <plrt/sdk/error.hpp>
 
 using pl::ClusterEnv;
 using ::testing::HasSubstr;
@@ -24,20 +24,26 @@ std::string error_of(const Env& env) {
 }
 
 Env plrun_worker() {
-  return {{"RANK", "3"},         {"WORLD_SIZE", "4"},          {"LOCAL_RANK", "1"},         {"LOCAL_WORLD_SIZE", "2"},
-          {"NODE_RANK", "1"},    {"GROUP_RANK", "1"},          {"MASTER_ADDR", "node0"},    {"MASTER_PORT", "29500"},
+  return {{"RANK", "3"},         {"WORLD_SIZE", "4"},        {"LOCAL_RANK", "1"},      {"LOCAL_WORLD_SIZE", "2"},
+          {"NODE_RANK", "1"},    {"GROUP_RANK", "1"},        {"MASTER_ADDR", "node0"}, {"MASTER_PORT", "29500"},
           {"PL_JOB_TOKEN", "t"}, {"PL_USE_AGENT_STORE", "1"}};
 }
 
 Env slurm_task() {
-  return {{"SLURM_PROCID", "5"},        {"SLURM_NTASKS", "7"},    {"SLURM_LOCALID", "1"},
-          {"SLURM_NODEID", "2"},        {"SLURM_NNODES", "4"},    {"SLURM_TASKS_PER_NODE", "2(x3),1"},
-          {"SLURM_NODELIST", "gpu[007-010]"}, {"SLURM_JOB_ID", "1234567"}, {"SLURM_JOB_NAME", "train"}};
+  return {{"SLURM_PROCID", "5"},
+          {"SLURM_NTASKS", "7"},
+          {"SLURM_LOCALID", "1"},
+          {"SLURM_NODEID", "2"},
+          {"SLURM_NNODES", "4"},
+          {"SLURM_TASKS_PER_NODE", "2(x3),1"},
+          {"SLURM_NODELIST", "gpu[007-010]"},
+          {"SLURM_JOB_ID", "1234567"},
+          {"SLURM_JOB_NAME", "train"}};
 }
 
 Env ompi_process() {
-  return {{"OMPI_COMM_WORLD_RANK", "5"}, {"OMPI_COMM_WORLD_SIZE", "8"}, {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
-          {"OMPI_COMM_WORLD_LOCAL_SIZE", "4"}, {"MASTER_ADDR", "head"}, {"OMPI_MCA_ess_base_jobid", "4242"}};
+  return {{"OMPI_COMM_WORLD_RANK", "5"},       {"OMPI_COMM_WORLD_SIZE", "8"}, {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
+          {"OMPI_COMM_WORLD_LOCAL_SIZE", "4"}, {"MASTER_ADDR", "head"},       {"OMPI_MCA_ess_base_jobid", "4242"}};
 }
 
 }  // namespace
@@ -71,8 +77,9 @@ TEST(ClusterEnv, PlrunWorker) {
 }
 
 TEST(ClusterEnv, PlrunSpawnParentAndItsWorkers) {
-  Env e = {{"PL_LAUNCH_MODE", "spawn"}, {"WORLD_SIZE", "6"}, {"LOCAL_WORLD_SIZE", "3"}, {"NODE_RANK", "1"},
-           {"MASTER_ADDR", "h"},        {"MASTER_PORT", "4000"}, {"PL_JOB_TOKEN", "t"},   {"PL_USE_AGENT_STORE", "1"}};
+  Env e = {{"PL_LAUNCH_MODE", "spawn"}, {"WORLD_SIZE", "6"},        {"LOCAL_WORLD_SIZE", "3"},
+           {"NODE_RANK", "1"},          {"MASTER_ADDR", "h"},       {"MASTER_PORT", "4000"},
+           {"PL_JOB_TOKEN", "t"},       {"PL_USE_AGENT_STORE", "1"}};
   auto c = ClusterEnv::detect(e);
   EXPECT_EQ(c.source, "plrun");
   EXPECT_TRUE(c.spawn_parent);
@@ -98,8 +105,8 @@ TEST(ClusterEnv, PlrunSpawnParentAndItsWorkers) {
 }
 
 TEST(ClusterEnv, Torchrun) {
-  Env e = {{"RANK", "5"},       {"WORLD_SIZE", "8"},    {"LOCAL_RANK", "1"},      {"LOCAL_WORLD_SIZE", "4"},
-           {"GROUP_RANK", "1"}, {"MASTER_ADDR", "m"},   {"MASTER_PORT", "29400"}, {"TORCHELASTIC_RUN_ID", "abc"}};
+  Env e = {{"RANK", "5"},       {"WORLD_SIZE", "8"},  {"LOCAL_RANK", "1"},      {"LOCAL_WORLD_SIZE", "4"},
+           {"GROUP_RANK", "1"}, {"MASTER_ADDR", "m"}, {"MASTER_PORT", "29400"}, {"TORCHELASTIC_RUN_ID", "abc"}};
   auto c = ClusterEnv::detect(e);
   EXPECT_EQ(c.source, "torchrun");
   EXPECT_EQ(c.rank, 5);
@@ -125,8 +132,10 @@ TEST(ClusterEnv, Torchrun) {
 TEST(ClusterEnv, LauncherValuesAreChecked) {
   auto with = [](const std::string& k, const std::string& v) {
     Env e = plrun_worker();
-    if (v.empty()) e.erase(k);
-    else e[k] = v;
+    if (v.empty())
+      e.erase(k);
+    else
+      e[k] = v;
     return e;
   };
   EXPECT_THAT(error_of(with("RANK", "4")), HasSubstr("RANK='4' is not valid: it must be in [0, WORLD_SIZE=4)"));
@@ -134,11 +143,14 @@ TEST(ClusterEnv, LauncherValuesAreChecked) {
   EXPECT_THAT(error_of(with("RANK", "1 ")), HasSubstr("RANK='1 '"));
   EXPECT_THAT(error_of(with("WORLD_SIZE", "0")), HasSubstr("WORLD_SIZE='0' is not valid"));
   EXPECT_THAT(error_of(with("WORLD_SIZE", "99999999999999999999")), HasSubstr("expected an integer"));
-  EXPECT_THAT(error_of(with("LOCAL_RANK", "2")), HasSubstr("LOCAL_RANK='2' is not valid: it must be in [0, LOCAL_WORLD_SIZE=2)"));
+  EXPECT_THAT(error_of(with("LOCAL_RANK", "2")),
+              HasSubstr("LOCAL_RANK='2' is not valid: it must be in [0, LOCAL_WORLD_SIZE=2)"));
   EXPECT_THAT(error_of(with("LOCAL_WORLD_SIZE", "5")), HasSubstr("LOCAL_WORLD_SIZE='5'"));
-  EXPECT_THAT(error_of(with("NODE_RANK", "2")), HasSubstr("NODE_RANK='2' is not valid: it must be in [0, num_nodes=2)"));
+  EXPECT_THAT(error_of(with("NODE_RANK", "2")),
+              HasSubstr("NODE_RANK='2' is not valid: it must be in [0, num_nodes=2)"));
   EXPECT_THAT(error_of(with("GROUP_RANK", "0")), HasSubstr("GROUP_RANK='0' is not valid: it must equal NODE_RANK=1"));
-  EXPECT_THAT(error_of(with("MASTER_PORT", "70000")), HasSubstr("MASTER_PORT='70000' is not valid: it must be in [1, 65535]"));
+  EXPECT_THAT(error_of(with("MASTER_PORT", "70000")),
+              HasSubstr("MASTER_PORT='70000' is not valid: it must be in [1, 65535]"));
   EXPECT_THAT(error_of(with("MASTER_PORT", "")), HasSubstr("MASTER_PORT is not set"));
   EXPECT_THAT(error_of(with("PL_USE_AGENT_STORE", "yes")), HasSubstr("PL_USE_AGENT_STORE='yes'"));
   EXPECT_THAT(error_of({{"RANK", "0"}}), HasSubstr("WORLD_SIZE is not set"));
@@ -194,13 +206,17 @@ TEST(ClusterEnv, SlurmInteractiveAllocationIsIgnored) {
 TEST(ClusterEnv, SlurmValuesAreChecked) {
   auto with = [](const std::string& k, const std::string& v) {
     Env e = slurm_task();
-    if (v.empty()) e.erase(k);
-    else e[k] = v;
+    if (v.empty())
+      e.erase(k);
+    else
+      e[k] = v;
     return e;
   };
-  EXPECT_THAT(error_of(with("SLURM_PROCID", "7")), HasSubstr("SLURM_PROCID='7' is not valid: it must be in [0, SLURM_NTASKS=7)"));
+  EXPECT_THAT(error_of(with("SLURM_PROCID", "7")),
+              HasSubstr("SLURM_PROCID='7' is not valid: it must be in [0, SLURM_NTASKS=7)"));
   EXPECT_THAT(error_of(with("SLURM_NODEID", "4")), HasSubstr("SLURM_NODEID='4'"));
-  EXPECT_THAT(error_of(with("SLURM_LOCALID", "2")), HasSubstr("SLURM_LOCALID='2' is not valid: it must be in [0, tasks on this node=2)"));
+  EXPECT_THAT(error_of(with("SLURM_LOCALID", "2")),
+              HasSubstr("SLURM_LOCALID='2' is not valid: it must be in [0, tasks on this node=2)"));
   EXPECT_THAT(error_of(with("SLURM_LOCALID", "")), HasSubstr("SLURM_LOCALID is not set"));
   EXPECT_THAT(error_of(with("SLURM_NNODES", "")), HasSubstr("SLURM_NNODES (or SLURM_JOB_NUM_NODES) is not set"));
   EXPECT_THAT(error_of(with("SLURM_TASKS_PER_NODE", "2(x2")), HasSubstr("SLURM_TASKS_PER_NODE='2(x2' is not valid"));
@@ -208,7 +224,8 @@ TEST(ClusterEnv, SlurmValuesAreChecked) {
   EXPECT_THAT(error_of(with("SLURM_TASKS_PER_NODE", "2(x2)")), HasSubstr("it lists 2 node(s) but SLURM_NODEID=2"));
   EXPECT_THAT(error_of(with("SLURM_TASKS_PER_NODE", "")), HasSubstr("SLURM_TASKS_PER_NODE is not set"));
   EXPECT_THAT(error_of(with("SLURM_JOB_ID", "12ab")), HasSubstr("SLURM_JOB_ID='12ab'"));
-  EXPECT_THAT(error_of(with("SLURM_NODELIST", "gpu[1-")), HasSubstr("SLURM_NODELIST: the SLURM node list 'gpu[1-' is malformed"));
+  EXPECT_THAT(error_of(with("SLURM_NODELIST", "gpu[1-")),
+              HasSubstr("SLURM_NODELIST: the SLURM node list 'gpu[1-' is malformed"));
 }
 
 TEST(ClusterEnv, SlurmFirstHost) {
@@ -255,14 +272,19 @@ TEST(ClusterEnv, OpenMpi) {
   EXPECT_GE(port, 20000);
   EXPECT_LT(port, 30000);
   // One node: no MASTER_ADDR needed; num_nodes rounds up.
-  auto one = ClusterEnv::detect({{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "2"},
-                                 {"OMPI_COMM_WORLD_LOCAL_RANK", "0"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"},
+  auto one = ClusterEnv::detect({{"OMPI_COMM_WORLD_RANK", "0"},
+                                 {"OMPI_COMM_WORLD_SIZE", "2"},
+                                 {"OMPI_COMM_WORLD_LOCAL_RANK", "0"},
+                                 {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"},
                                  {"MASTER_PORT", "5000"}});
   EXPECT_EQ(one.master_addr, "127.0.0.1");
   EXPECT_EQ(one.num_nodes, 1);
-  auto uneven = ClusterEnv::detect({{"OMPI_COMM_WORLD_RANK", "4"}, {"OMPI_COMM_WORLD_SIZE", "5"},
-                                    {"OMPI_COMM_WORLD_LOCAL_RANK", "0"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"},
-                                    {"MASTER_ADDR", "h"}, {"MASTER_PORT", "5000"}});
+  auto uneven = ClusterEnv::detect({{"OMPI_COMM_WORLD_RANK", "4"},
+                                    {"OMPI_COMM_WORLD_SIZE", "5"},
+                                    {"OMPI_COMM_WORLD_LOCAL_RANK", "0"},
+                                    {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"},
+                                    {"MASTER_ADDR", "h"},
+                                    {"MASTER_PORT", "5000"}});
   EXPECT_EQ(uneven.num_nodes, 3);
   EXPECT_EQ(uneven.node_rank, 2);
 }
@@ -276,8 +298,9 @@ TEST(ClusterEnv, OpenMpiValuesAreChecked) {
   EXPECT_THAT(error_of(no_port), HasSubstr("MASTER_PORT is not set"));
   Env bad_local = ompi_process();
   bad_local["OMPI_COMM_WORLD_LOCAL_RANK"] = "4";
-  EXPECT_THAT(error_of(bad_local),
-              HasSubstr("OMPI_COMM_WORLD_LOCAL_RANK='4' is not valid: it must be in [0, OMPI_COMM_WORLD_LOCAL_SIZE=4)"));
+  EXPECT_THAT(
+      error_of(bad_local),
+      HasSubstr("OMPI_COMM_WORLD_LOCAL_RANK='4' is not valid: it must be in [0, OMPI_COMM_WORLD_LOCAL_SIZE=4)"));
   Env no_local = ompi_process();
   no_local.erase("OMPI_COMM_WORLD_LOCAL_SIZE");
   EXPECT_THAT(error_of(no_local), HasSubstr("OMPI_COMM_WORLD_LOCAL_SIZE is not set"));

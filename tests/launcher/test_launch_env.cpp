@@ -1,8 +1,8 @@
 // plrun launching jobs: what each worker gets (ranks, rendezvous, token, trainer flags) in each
 // launch mode and on several nodes, and the store node 0's plrun serves.
-#include "launcher_support.hpp"
-
 #include <gmock/gmock.h>
+
+#include "launcher_support.hpp"
 
 using namespace launcher_test;
 using ::testing::HasSubstr;
@@ -88,8 +88,8 @@ TEST(Launch, FreshTokenPerJobAndTokenFromTheEnvironment) {
 TEST(Launch, SingleProcessStrategyStartsOneProcessPerNode) {
   ScratchDir dir;
   // The default strategy for one device is single_device: one process drives the node.
-  auto p = run_plrun({kPlrun, "--accelerator", "cpu", "--devices", "1", "--", kWorker, "--out-dir", dir.str(), "--print",
-                      "hello"});
+  auto p = run_plrun(
+      {kPlrun, "--accelerator", "cpu", "--devices", "1", "--", kWorker, "--out-dir", dir.str(), "--print", "hello"});
   ASSERT_EQ(p.exit_code, 0) << p.output;
   auto j = report(dir, "rank-0");
   EXPECT_EQ(env_of(j, "RANK"), "0");
@@ -128,8 +128,9 @@ TEST(Launch, SecondNodeOfTwoPointsItsWorkersAtNodeZero) {
   ScratchDir dir;
   // Node 1 serves nothing: its workers get node 0's address, the given port and the shared token.
   // With no node 0 to report to, its exit barrier gives up after the timeout: a warning only.
-  auto p = run_plrun(ppd_job(2, {"--num-nodes", "2", "--node-rank", "1", "--master-addr", "127.0.0.1", "--master-port",
-                                 "29517", "--exit-barrier-timeout", "0.5"},
+  auto p = run_plrun(ppd_job(2,
+                             {"--num-nodes", "2", "--node-rank", "1", "--master-addr", "127.0.0.1", "--master-port",
+                              "29517", "--exit-barrier-timeout", "0.5"},
                              {"--out-dir", dir.str()}),
                      {{"PL_JOB_TOKEN", "shared-by-both-nodes"}});
   ASSERT_EQ(p.exit_code, 0) << p.output;
@@ -162,8 +163,9 @@ TEST(Launch, TwoNodesMeetThroughNodeZerosStore) {
   ScratchDir dir;
   const std::string port = std::to_string(plrt_test::free_tcp_port());
   auto node = [&](int rank) {
-    auto s = plrun_spec(ppd_job(2, {"--num-nodes", "2", "--node-rank", std::to_string(rank), "--master-addr", "127.0.0.1",
-                                    "--master-port", port},
+    auto s = plrun_spec(ppd_job(2,
+                                {"--num-nodes", "2", "--node-rank", std::to_string(rank), "--master-addr", "127.0.0.1",
+                                 "--master-port", port},
                                 {"--out-dir", dir.str(), "--store-check"}),
                         {{"PL_JOB_TOKEN", "two-node-token"}});
     s.label = "node " + std::to_string(rank);
@@ -182,8 +184,9 @@ TEST(Launch, NodeZeroServesTheStoreUntilEveryNodeIsDone) {
   ScratchDir dir;
   // Node 0's workers succeed at once; no other node ever reports: node 0 waits for the exit
   // barrier's timeout, then exits 0 with a warning.
-  auto p = run_plrun(ppd_job(1, {"--num-nodes", "2", "--master-addr", "127.0.0.1", "--master-port",
-                                 std::to_string(plrt_test::free_tcp_port()), "--exit-barrier-timeout", "1"},
+  auto p = run_plrun(ppd_job(1,
+                             {"--num-nodes", "2", "--master-addr", "127.0.0.1", "--master-port",
+                              std::to_string(plrt_test::free_tcp_port()), "--exit-barrier-timeout", "1"},
                              {"--out-dir", dir.str()}),
                      {{"PL_JOB_TOKEN", "t"}});
   EXPECT_EQ(p.exit_code, 0) << p.output;
@@ -195,8 +198,9 @@ TEST(Launch, NodeZeroServesTheStoreUntilEveryNodeIsDone) {
 
 TEST(Launch, SignalEndsNodeZerosExitBarrier) {
   ScratchDir dir;
-  plrt_test::Job job({plrun_spec(ppd_job(1, {"--num-nodes", "2", "--master-addr", "127.0.0.1", "--master-port",
-                                             std::to_string(plrt_test::free_tcp_port())},
+  plrt_test::Job job({plrun_spec(ppd_job(1,
+                                         {"--num-nodes", "2", "--master-addr", "127.0.0.1", "--master-port",
+                                          std::to_string(plrt_test::free_tcp_port())},
                                          {"--out-dir", dir.str()}),
                                  {{"PL_JOB_TOKEN", "t"}})});
   ASSERT_TRUE(wait_for_reports(dir, {"rank-0"}));
@@ -212,10 +216,11 @@ TEST(Launch, SignalEndsNodeZerosExitBarrier) {
 #ifdef DDP_WORKER_PATH
 TEST(Launch, RealDdpJobTrainsThroughPlrunsStore) {
   // tests/strategies' ddp worker: the ddp plugin over gloo, the store from PL_USE_AGENT_STORE.
-  auto p = run_plrun({kPlrun, "--accelerator", "cpu", "--devices", "3", "--strategy", "ddp", "--", DDP_WORKER_PATH, "train",
-                      "--steps", "3"},
+  auto p = run_plrun({kPlrun, "--accelerator", "cpu", "--devices", "3", "--strategy", "ddp", "--", DDP_WORKER_PATH,
+                      "train", "--steps", "3"},
                      {}, std::chrono::seconds(60));
   EXPECT_EQ(p.exit_code, 0) << p.output;
-  for (int r = 0; r < 3; ++r) EXPECT_THAT(p.output, HasSubstr("[rank " + std::to_string(r) + "] [rank " + std::to_string(r) + "/3] train: OK"));
+  for (int r = 0; r < 3; ++r)
+    EXPECT_THAT(p.output, HasSubstr("[rank " + std::to_string(r) + "] [rank " + std::to_string(r) + "/3] train: OK"));
 }
 #endif

@@ -2,13 +2,12 @@
 // SIGKILL after the grace period, plrun's own death takes the workers with it, output is prefixed
 // line by line, and bad input fails before anything starts.  Each test checks that no process of
 // the job is left.
-#include "launcher_support.hpp"
-
 #include <gmock/gmock.h>
-
 #include <sys/stat.h>
 
 #include <cstring>
+
+#include "launcher_support.hpp"
 
 using namespace launcher_test;
 using ::testing::HasSubstr;
@@ -20,8 +19,9 @@ long long ms(std::chrono::milliseconds d) { return d.count(); }
 
 // Starts plrun, waits for the workers' reports, sends `sig` to plrun's process group (as a
 // terminal's Ctrl-C does: the workers are in groups of their own) and waits for it.
-plrt_test::ProcessResult signal_job(const ScratchDir& dir, std::vector<std::string> argv, const std::vector<std::string>& whos,
-                                    int sig, std::chrono::milliseconds* after_signal) {
+plrt_test::ProcessResult signal_job(const ScratchDir& dir, std::vector<std::string> argv,
+                                    const std::vector<std::string>& whos, int sig,
+                                    std::chrono::milliseconds* after_signal) {
   plrt_test::Job job({plrun_spec(std::move(argv))});
   EXPECT_TRUE(wait_for_reports(dir, whos)) << "the workers did not start";
   for (const auto& w : whos) EXPECT_NE(report(dir, w)["pgid"].get<pid_t>(), job.process_group()) << w;
@@ -50,8 +50,9 @@ TEST(LaunchLifecycle, AllWorkersExitZeroSoPlrunExitsZero) {
 
 TEST(LaunchLifecycle, FailedWorkerStopsTheOthersAndGivesItsCode) {
   ScratchDir dir;
-  auto p = run_plrun(ppd_job(3, {}, {"--out-dir", dir.str(), "--record-signals", "--fail-rank", "1", "--exit-code", "3",
-                                     "--delay-ms", "200", "--sleep-ms", "30000"}));
+  auto p = run_plrun(ppd_job(3, {},
+                             {"--out-dir", dir.str(), "--record-signals", "--fail-rank", "1", "--exit-code", "3",
+                              "--delay-ms", "200", "--sleep-ms", "30000"}));
   EXPECT_EQ(p.exit_code, 3) << p.output;
   EXPECT_LT(ms(p.elapsed), 5000) << p.output;
   auto pid1 = report(dir, "rank-1")["pid"].get<int>();
@@ -65,8 +66,9 @@ TEST(LaunchLifecycle, FailedWorkerStopsTheOthersAndGivesItsCode) {
 
 TEST(LaunchLifecycle, WorkerKilledBySignalIsReportedAs128PlusSignal) {
   ScratchDir dir;
-  auto p = run_plrun(ppd_job(2, {}, {"--out-dir", dir.str(), "--fail-rank", "0", "--kill-signal", "9", "--delay-ms", "100",
-                                     "--sleep-ms", "30000"}));
+  auto p = run_plrun(ppd_job(
+      2, {},
+      {"--out-dir", dir.str(), "--fail-rank", "0", "--kill-signal", "9", "--delay-ms", "100", "--sleep-ms", "30000"}));
   EXPECT_EQ(p.exit_code, 128 + SIGKILL) << p.output;
   EXPECT_LT(ms(p.elapsed), 5000) << p.output;
   EXPECT_THAT(p.output, HasSubstr("plrun: rank 0 (pid " + std::to_string(report(dir, "rank-0")["pid"].get<int>()) +
@@ -77,8 +79,8 @@ TEST(LaunchLifecycle, WorkerKilledBySignalIsReportedAs128PlusSignal) {
 TEST(LaunchLifecycle, SigtermIsForwardedAndPlrunExits143) {
   ScratchDir dir;
   std::chrono::milliseconds took{};
-  auto p = signal_job(dir, ppd_job(2, {}, {"--out-dir", dir.str(), "--record-signals", "--sleep-ms", "30000"}), ranks(0, 2),
-                      SIGTERM, &took);
+  auto p = signal_job(dir, ppd_job(2, {}, {"--out-dir", dir.str(), "--record-signals", "--sleep-ms", "30000"}),
+                      ranks(0, 2), SIGTERM, &took);
   EXPECT_EQ(p.exit_code, 143) << p.output;
   EXPECT_LT(ms(took), 2000) << "workers that stop at once need no grace period";
   EXPECT_THAT(p.output, HasSubstr("plrun: got SIGTERM; passing it to 2 workers"));
@@ -92,8 +94,8 @@ TEST_P(ForwardedSignal, ReachesEveryWorkerAsItIs) {
   const int sig = GetParam();
   ScratchDir dir;
   std::chrono::milliseconds took{};
-  auto p = signal_job(dir, ppd_job(2, {}, {"--out-dir", dir.str(), "--record-signals", "--sleep-ms", "30000"}), ranks(0, 2),
-                      sig, &took);
+  auto p = signal_job(dir, ppd_job(2, {}, {"--out-dir", dir.str(), "--record-signals", "--sleep-ms", "30000"}),
+                      ranks(0, 2), sig, &took);
   EXPECT_EQ(p.exit_code, 128 + sig) << p.output;
   EXPECT_LT(ms(took), 2000) << p.output;
   for (const auto& w : ranks(0, 2)) {
@@ -124,8 +126,8 @@ TEST(LaunchLifecycle, WorkersIgnoringSigtermGetSigkillAfterTheGrace) {
 TEST(LaunchLifecycle, DefaultGraceStopsStubbornWorkersWithinFiveSeconds) {
   ScratchDir dir;
   std::chrono::milliseconds took{};
-  auto p = signal_job(dir, ppd_job(1, {}, {"--out-dir", dir.str(), "--ignore-sigterm", "--sleep-ms", "30000"}), ranks(0, 1),
-                      SIGTERM, &took);
+  auto p = signal_job(dir, ppd_job(1, {}, {"--out-dir", dir.str(), "--ignore-sigterm", "--sleep-ms", "30000"}),
+                      ranks(0, 1), SIGTERM, &took);
   EXPECT_EQ(p.exit_code, 143) << p.output;
   EXPECT_GE(ms(took), 2900);  // the default grace period is 3 s
   EXPECT_LT(ms(took), 5000);
@@ -134,7 +136,8 @@ TEST(LaunchLifecycle, DefaultGraceStopsStubbornWorkersWithinFiveSeconds) {
 
 TEST(LaunchLifecycle, ASecondSignalKillsAtOnce) {
   ScratchDir dir;
-  plrt_test::Job job({plrun_spec(ppd_job(2, {"--grace-period", "5"}, {"--out-dir", dir.str(), "--ignore-sigterm", "--sleep-ms", "30000"}))});
+  plrt_test::Job job({plrun_spec(
+      ppd_job(2, {"--grace-period", "5"}, {"--out-dir", dir.str(), "--ignore-sigterm", "--sleep-ms", "30000"}))});
   ASSERT_TRUE(wait_for_reports(dir, ranks(0, 2)));
   const auto sent = Clock::now();
   job.signal(SIGTERM);
@@ -160,9 +163,10 @@ TEST(LaunchLifecycle, WorkersDieWhenPlrunIsKilled) {
 
 TEST(LaunchLifecycle, OutputIsPrefixedOncePerLine) {
   ScratchDir dir;
-  auto p = run_plrun(ppd_job(2, {}, {"--out-dir", dir.str(), "--print", "hello there", "--eprint", "on stderr",
-                                     "--print-tagged", "tagged by itself", "--print-logger", "from the logger", "--partial",
-                                     "no newline at the end"}));
+  auto p = run_plrun(
+      ppd_job(2, {},
+              {"--out-dir", dir.str(), "--print", "hello there", "--eprint", "on stderr", "--print-tagged",
+               "tagged by itself", "--print-logger", "from the logger", "--partial", "no newline at the end"}));
   ASSERT_EQ(p.exit_code, 0) << p.output;
   for (int r = 0; r < 2; ++r) {
     const std::string tag = "[rank " + std::to_string(r) + "] ";
@@ -180,7 +184,8 @@ TEST(LaunchLifecycle, OutputIsPrefixedOncePerLine) {
 TEST(LaunchLifecycle, AFloodOnStderrDoesNotBlockStdout) {
   ScratchDir dir;
   const int lines = 20000;  // ~1 MB per worker: far more than a pipe holds
-  auto p = run_plrun(ppd_job(2, {}, {"--out-dir", dir.str(), "--flood-stderr", std::to_string(lines), "--print", "done"}));
+  auto p =
+      run_plrun(ppd_job(2, {}, {"--out-dir", dir.str(), "--flood-stderr", std::to_string(lines), "--print", "done"}));
   ASSERT_EQ(p.exit_code, 0) << p.output.substr(0, 2000);
   for (int r = 0; r < 2; ++r) {
     const std::string tag = "[rank " + std::to_string(r) + "] ";
@@ -209,7 +214,8 @@ TEST(LaunchLifecycle, ProgramThatIsNotExecutable) {
   EXPECT_THAT(p.output, HasSubstr("not executable"));
   // Executable but not a format exec knows (no #! line): exec itself fails; 127 as in a shell.
   const std::string garbage = (dir.path() / "garbage").string();
-  std::ofstream(garbage) << "\x7f" << "not an ELF file\n";
+  std::ofstream(garbage) << "\x7f"
+                         << "not an ELF file\n";
   ::chmod(garbage.c_str(), 0755);
   auto q = run_plrun({kPlrun, "--", garbage});
   EXPECT_EQ(q.exit_code, 127) << q.output;

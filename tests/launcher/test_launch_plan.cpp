@@ -1,15 +1,14 @@
 // plrun's pieces without processes: the launch plan (rendezvous, token, every launch mode's
 // environment), the worker environment, the program lookup and the line prefixer.
-#include "launch_plan.hpp"
-#include "line_prefixer.hpp"
-#include "worker_process.hpp"
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <map>
 
-#include <unistd.h>
+#include "launch_plan.hpp"
+#include "line_prefixer.hpp"
+#include "worker_process.hpp"
 
 using namespace plrt::launcher;
 using ::testing::HasSubstr;
@@ -79,7 +78,8 @@ TEST(LaunchPlan, ValidationNamesTheFlag) {
   o.num_nodes = 2;
   o.master_addr = "h";
   o.node_rank = 5;
-  EXPECT_THAT(error_of([&] { validate(o); }), HasSubstr("--node-rank 5 is out of range: with --num-nodes 2 it must be in [0, 1]"));
+  EXPECT_THAT(error_of([&] { validate(o); }),
+              HasSubstr("--node-rank 5 is out of range: with --num-nodes 2 it must be in [0, 1]"));
   o.node_rank = 0;
   o.master_port = -3;
   EXPECT_THAT(error_of([&] { validate(o); }), HasSubstr("--master-port -3"));

@@ -1,9 +1,9 @@
 // plrun --devices usable:N launching a job on a simulated machine (PL_CUDA_DEVICE_TABLE): plrun
 // finds the free devices once and every worker gets the explicit list in PL_TRAINER_DEVICES.
 // Needs the cuda plugin (built where nvcc is); no GPU is touched.
-#include "launcher_support.hpp"
-
 #include <gmock/gmock.h>
+
+#include "launcher_support.hpp"
 
 using namespace launcher_test;
 using ::testing::HasSubstr;
@@ -22,8 +22,10 @@ void write_table(const ScratchDir& dir) {
 }
 
 std::vector<std::string> usable_job(const ScratchDir& dir, const std::string& devices) {
-  return {kPlrun,          "--plugin-path", PLRT_TEST_PLUGIN_DIR, "--strategy", "independent_c", "--accelerator",
-          "cuda",          "--devices",     devices,              "--",         kWorker,         "--out-dir",
+  return {kPlrun,       "--plugin-path", PLRT_TEST_PLUGIN_DIR,
+          "--strategy", "independent_c", "--accelerator",
+          "cuda",       "--devices",     devices,
+          "--",         kWorker,         "--out-dir",
           dir.str()};
 }
 

@@ -2,15 +2,15 @@
 // error on stderr for every invalid input (launching jobs: test_launch_*.cpp beside this file).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <array>
 #include <cstdio>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
-#include <sys/wait.h>
-#include <unistd.h>
 
 using ::testing::HasSubstr;
 
@@ -27,7 +27,8 @@ Result plrun(const std::string& args, const std::string& env = "") {
   char err_path[] = "/tmp/plrun-test-XXXXXX";
   int fd = ::mkstemp(err_path);
   ::close(fd);
-  std::string cmd = "env -u PL_PLUGIN_PATH -u PL_LOG_LEVEL -u PL_JOB_TOKEN " + env + " " + PLRUN_PATH + " " + args + " 2>" + err_path;
+  std::string cmd =
+      "env -u PL_PLUGIN_PATH -u PL_LOG_LEVEL -u PL_JOB_TOKEN " + env + " " + PLRUN_PATH + " " + args + " 2>" + err_path;
   Result r;
   FILE* p = ::popen(cmd.c_str(), "r");
   std::array<char, 4096> buf{};
@@ -115,7 +116,8 @@ TEST(Plrun, DryRunDefaults) {
 }
 
 TEST(Plrun, DryRunCpuProcessesAndNodes) {
-  auto j = dry_run(kTestPlugins + " --accelerator cpu --devices 4 --num-nodes 2 --strategy independent_c --precision bf16");
+  auto j =
+      dry_run(kTestPlugins + " --accelerator cpu --devices 4 --num-nodes 2 --strategy independent_c --precision bf16");
   EXPECT_EQ(j["devices"], nlohmann::json::array({0, 1, 2, 3}));
   EXPECT_EQ(j["world_size"], 8);
   EXPECT_EQ(j["processes_per_node"], 4);
@@ -160,12 +162,14 @@ TEST(Plrun, LogLevelFromEnvironmentIsChecked) {
 #ifdef PLRT_HAVE_CUDA
 // The cuda plugin is built here (nvcc found); these hold with or without a GPU.
 TEST(Plrun, GpuJobValidatedWithAssumedDevices) {
-  auto j = dry_run(kTestPlugins + " --accelerator gpu --assume-device-count 8 --devices '1, 3' --strategy independent_c");
+  auto j =
+      dry_run(kTestPlugins + " --accelerator gpu --assume-device-count 8 --devices '1, 3' --strategy independent_c");
   EXPECT_EQ(j["accelerator"], "cuda");  // "gpu" is the cuda plugin's alias
   EXPECT_EQ(j["devices"], nlohmann::json::array({1, 3}));
   EXPECT_EQ(j["world_size"], 2);
   EXPECT_EQ(j["process_group_backend"], "nccl");  // Lightning's default on cuda
-  auto all = dry_run(kTestPlugins + " --accelerator cuda --assume-device-count 4 --devices -1 --strategy independent_c");
+  auto all =
+      dry_run(kTestPlugins + " --accelerator cuda --assume-device-count 4 --devices -1 --strategy independent_c");
   EXPECT_EQ(all["devices"], nlohmann::json::array({0, 1, 2, 3}));
   auto gloo = dry_run("--accelerator cuda --assume-device-count 3 --devices 2, --process-group-backend gloo");
   EXPECT_EQ(gloo["devices"], nlohmann::json::array({2}));  // "2," is index 2, not the first two

@@ -1,11 +1,11 @@
 // plrun's launch plan for devices="usable[:N]": resolved once by plrun, the workers get the list
 // (probing again, each would find its siblings' devices busy).  Other DEVICES values pass as given.
-#include "launch_plan.hpp"
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <map>
+
+#include "launch_plan.hpp"
 
 using namespace plrt::launcher;
 

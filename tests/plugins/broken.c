@@ -3,7 +3,6 @@
  * file and the reason for each.  Built several times by tests/plugins/CMakeLists.txt.
  */
 #include <plrt/pl_plugin.h>
-
 #include <stddef.h>
 
 static PL_Error* b_launch_info(const PL_OptionList* o, PL_LaunchInfo* out) {
@@ -12,14 +11,27 @@ static PL_Error* b_launch_info(const PL_OptionList* o, PL_LaunchInfo* out) {
   return NULL;
 }
 static PL_Error* b_create(const PL_Host* h, const PL_StrategyConfig* c, PL_Strategy** out) {
-  (void)h; (void)c;
+  (void)h;
+  (void)c;
   *out = NULL;
   return NULL;
 }
 static void b_destroy(PL_Strategy* s) { (void)s; }
-static PL_Error* b_setup(PL_Strategy* s, PL_Parameter* p, size_t n) { (void)s; (void)p; (void)n; return NULL; }
-static PL_Error* b_run_step(PL_Strategy* s, const PL_ReplicaStepFn* f) { (void)s; (void)f; return NULL; }
-static PL_Error* b_simple(PL_Strategy* s) { (void)s; return NULL; }
+static PL_Error* b_setup(PL_Strategy* s, PL_Parameter* p, size_t n) {
+  (void)s;
+  (void)p;
+  (void)n;
+  return NULL;
+}
+static PL_Error* b_run_step(PL_Strategy* s, const PL_ReplicaStepFn* f) {
+  (void)s;
+  (void)f;
+  return NULL;
+}
+static PL_Error* b_simple(PL_Strategy* s) {
+  (void)s;
+  return NULL;
+}
 
 static const PL_StrategyApi kApi = {
 #if defined(BROKEN_SMALL_TABLE)
@@ -33,8 +45,26 @@ static const PL_StrategyApi kApi = {
 #else
     b_create,
 #endif
-    b_destroy, b_setup, b_run_step, b_simple, b_simple, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-    NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+    b_destroy,
+    b_setup,
+    b_run_step,
+    b_simple,
+    b_simple,
+    NULL,
+    NULL,
+    NULL,
+    NULL,
+    NULL,
+    NULL,
+    NULL,
+    NULL,
+    NULL,
+    NULL,
+    NULL,
+    NULL,
+    NULL,
+    NULL,
+    NULL};
 
 #if defined(BROKEN_WRONG_NAME)
 #define PLUGIN_NAME "othername"
@@ -42,8 +72,16 @@ static const PL_StrategyApi kApi = {
 #define PLUGIN_NAME BROKEN_FILE_NAME
 #endif
 
-static const PL_Plugin kPlugin = {sizeof(PL_Plugin), PL_ABI_MAJOR, PL_ABI_MINOR, PL_PLUGIN_STRATEGY,
-                                  PLUGIN_NAME, "0.0.1", "broken on purpose", NULL, 0, &kApi};
+static const PL_Plugin kPlugin = {sizeof(PL_Plugin),
+                                  PL_ABI_MAJOR,
+                                  PL_ABI_MINOR,
+                                  PL_PLUGIN_STRATEGY,
+                                  PLUGIN_NAME,
+                                  "0.0.1",
+                                  "broken on purpose",
+                                  NULL,
+                                  0,
+                                  &kApi};
 
 #if defined(BROKEN_NO_ENTRY)
 /* Exports something, but not the entry symbol. */

@@ -49,9 +49,12 @@ static PL_Error* parse_launch(const PL_OptionList* options, PL_LaunchMode* mode)
   for (i = 0; i < options->count; ++i) {
     const char* v = options->items[i].value;
     if (strcmp(options->items[i].key, "launch") != 0) continue;
-    if (strcmp(v, "process_per_device") == 0) *mode = PL_LAUNCH_PROCESS_PER_DEVICE;
-    else if (strcmp(v, "spawn") == 0) *mode = PL_LAUNCH_SPAWN;
-    else if (strcmp(v, "single_process") == 0) *mode = PL_LAUNCH_SINGLE_PROCESS;
+    if (strcmp(v, "process_per_device") == 0)
+      *mode = PL_LAUNCH_PROCESS_PER_DEVICE;
+    else if (strcmp(v, "spawn") == 0)
+      *mode = PL_LAUNCH_SPAWN;
+    else if (strcmp(v, "single_process") == 0)
+      *mode = PL_LAUNCH_SINGLE_PROCESS;
   }
   return NULL;
 }
@@ -89,21 +92,29 @@ static PL_Error* ic_create(const PL_Host* host, const PL_StrategyConfig* config,
         return host->error_new(PL_ERR_INVALID_ARGUMENT, msg);
       }
     } else if (strcmp(o->key, "step") == 0) {
-      if (strcmp(o->value, "whole") == 0) s->step_mode = STEP_WHOLE;
-      else if (strcmp(o->value, "first_half") == 0) s->step_mode = STEP_FIRST_HALF;
-      else if (strcmp(o->value, "frozen") == 0) s->step_mode = STEP_FROZEN;
-      else if (strcmp(o->value, "bad_index") == 0) s->step_mode = STEP_BAD_INDEX;
-      else if (strcmp(o->value, "none") == 0) s->step_mode = STEP_NONE;
-      else if (strcmp(o->value, "twice") == 0) s->step_mode = STEP_TWICE;
+      if (strcmp(o->value, "whole") == 0)
+        s->step_mode = STEP_WHOLE;
+      else if (strcmp(o->value, "first_half") == 0)
+        s->step_mode = STEP_FIRST_HALF;
+      else if (strcmp(o->value, "frozen") == 0)
+        s->step_mode = STEP_FROZEN;
+      else if (strcmp(o->value, "bad_index") == 0)
+        s->step_mode = STEP_BAD_INDEX;
+      else if (strcmp(o->value, "none") == 0)
+        s->step_mode = STEP_NONE;
+      else if (strcmp(o->value, "twice") == 0)
+        s->step_mode = STEP_TWICE;
       else {
-        snprintf(msg, sizeof msg, IC_NAME ": step='%s' is not valid (whole, first_half, frozen, bad_index, none, twice)",
-                 o->value);
+        snprintf(msg, sizeof msg,
+                 IC_NAME ": step='%s' is not valid (whole, first_half, frozen, bad_index, none, twice)", o->value);
         free(s);
         return host->error_new(PL_ERR_INVALID_ARGUMENT, msg);
       }
     } else if (strcmp(o->key, "skip") == 0) {
-      if (strcmp(o->value, "agree") == 0) s->skip_always = 0;
-      else if (strcmp(o->value, "always") == 0) s->skip_always = 1;
+      if (strcmp(o->value, "agree") == 0)
+        s->skip_always = 0;
+      else if (strcmp(o->value, "always") == 0)
+        s->skip_always = 1;
       else {
         snprintf(msg, sizeof msg, IC_NAME ": skip='%s' is not valid (agree, always)", o->value);
         free(s);
@@ -117,8 +128,10 @@ static PL_Error* ic_create(const PL_Host* host, const PL_StrategyConfig* config,
         free(s);
         return host->error_new(PL_ERR_INVALID_ARGUMENT, msg);
       }
-      if (o->key[10] == 'r') s->fail_save_rank = (int32_t)v;
-      else s->fail_save_after = (int64_t)v;
+      if (o->key[10] == 'r')
+        s->fail_save_rank = (int32_t)v;
+      else
+        s->fail_save_after = (int64_t)v;
     } else if (strcmp(o->key, "launch") != 0) {
       snprintf(msg, sizeof msg,
                IC_NAME ": unknown option '%s' (valid: grad_scale, launch, step, skip, fail_save_rank, fail_save_after)",
@@ -188,17 +201,28 @@ static PL_Error* ic_set_grad_sync(PL_Strategy* s, int32_t enabled) {
 
 static PL_Error* ic_get_stat(PL_Strategy* s, const char* name, double* out) {
   char msg[256];
-  if (strcmp(name, "run_steps") == 0) *out = (double)s->steps;
-  else if (strcmp(name, "optimizer_steps") == 0) *out = (double)s->optimizer_steps;
-  else if (strcmp(name, "ranges_stepped") == 0) *out = (double)s->ranges_stepped;
-  else if (strcmp(name, "agree_skip_calls") == 0) *out = (double)s->agree_calls;
-  else if (strcmp(name, "skips") == 0) *out = (double)s->skips;
-  else if (strcmp(name, "reduce_calls") == 0) *out = (double)s->reduce_calls;
-  else if (strcmp(name, "all_gather_calls") == 0) *out = (double)s->gather_calls;
-  else if (strcmp(name, "restored") == 0) *out = (double)s->restored;
+  if (strcmp(name, "run_steps") == 0)
+    *out = (double)s->steps;
+  else if (strcmp(name, "optimizer_steps") == 0)
+    *out = (double)s->optimizer_steps;
+  else if (strcmp(name, "ranges_stepped") == 0)
+    *out = (double)s->ranges_stepped;
+  else if (strcmp(name, "agree_skip_calls") == 0)
+    *out = (double)s->agree_calls;
+  else if (strcmp(name, "skips") == 0)
+    *out = (double)s->skips;
+  else if (strcmp(name, "reduce_calls") == 0)
+    *out = (double)s->reduce_calls;
+  else if (strcmp(name, "all_gather_calls") == 0)
+    *out = (double)s->gather_calls;
+  else if (strcmp(name, "restored") == 0)
+    *out = (double)s->restored;
   else {
-    snprintf(msg, sizeof msg, IC_NAME ": no statistic '%s' (known: run_steps, optimizer_steps, ranges_stepped, "
-             "agree_skip_calls, skips, reduce_calls, all_gather_calls, restored)", name);
+    snprintf(msg, sizeof msg,
+             IC_NAME
+             ": no statistic '%s' (known: run_steps, optimizer_steps, ranges_stepped, "
+             "agree_skip_calls, skips, reduce_calls, all_gather_calls, restored)",
+             name);
     return ic_fail(s, PL_ERR_NOT_FOUND, msg);
   }
   return NULL;
@@ -235,7 +259,6 @@ static PL_Error* ic_optimizer_step(PL_Strategy* s, const PL_OptimizerFn* fn) {
   }
   return e; /* independent replicas: nothing to share after the step */
 }
-
 
 static PL_Error* ic_state_info(PL_Strategy* s, PL_StrategyStateInfo* out) {
   (void)s;
@@ -290,8 +313,11 @@ static PL_Error* ic_load_state(PL_Strategy* s, const char* dir, int32_t saved_wo
   unsigned long long sum = 0;
   const char* tail;
   if (saved_world_size != s->world_size) {
-    snprintf(msg, sizeof msg, IC_NAME ": the checkpoint was saved by %d processes and this run has %d; its per-rank "
-             "state loads only at the same world size", (int)saved_world_size, (int)s->world_size);
+    snprintf(msg, sizeof msg,
+             IC_NAME
+             ": the checkpoint was saved by %d processes and this run has %d; its per-rank "
+             "state loads only at the same world size",
+             (int)saved_world_size, (int)s->world_size);
     return ic_fail(s, PL_ERR_INVALID_ARGUMENT, msg);
   }
   state_path(s, dir, path, sizeof path);
@@ -319,39 +345,66 @@ static PL_Error* ic_load_state(PL_Strategy* s, const char* dir, int32_t saved_wo
 
 #define IC_ABI_MINOR PL_ABI_MINOR
 #define IC_TABLE_SIZE sizeof(PL_StrategyApi)
-#define IC_14_ENTRIES ic_optimizer_step, ic_agree_skip, ic_reduce, ic_all_gather, ic_state_info, ic_save_state, ic_load_state
+#define IC_14_ENTRIES \
+  ic_optimizer_step, ic_agree_skip, ic_reduce, ic_all_gather, ic_state_info, ic_save_state, ic_load_state
 
 #else /* IC_ABI_1_3: what lies past the table's struct_size must never be called */
 
-static PL_Error* never_optimizer_step(PL_Strategy* s, const PL_OptimizerFn* fn) { (void)s, (void)fn; abort(); }
-static PL_Error* never_agree_skip(PL_Strategy* s, int32_t f, int32_t* o) { (void)s, (void)f, (void)o; abort(); }
-static PL_Error* never_reduce(PL_Strategy* s, PL_Tensor* t, PL_ReduceOp op) { (void)s, (void)t, (void)op; abort(); }
+static PL_Error* never_optimizer_step(PL_Strategy* s, const PL_OptimizerFn* fn) {
+  (void)s, (void)fn;
+  abort();
+}
+static PL_Error* never_agree_skip(PL_Strategy* s, int32_t f, int32_t* o) {
+  (void)s, (void)f, (void)o;
+  abort();
+}
+static PL_Error* never_reduce(PL_Strategy* s, PL_Tensor* t, PL_ReduceOp op) {
+  (void)s, (void)t, (void)op;
+  abort();
+}
 static PL_Error* never_all_gather(PL_Strategy* s, const PL_Tensor* i, PL_Tensor* o, size_t n) {
   (void)s, (void)i, (void)o, (void)n;
   abort();
 }
-static PL_Error* never_state_info(PL_Strategy* s, PL_StrategyStateInfo* o) { (void)s, (void)o; abort(); }
-static PL_Error* never_save_state(PL_Strategy* s, const char* d) { (void)s, (void)d; abort(); }
-static PL_Error* never_load_state(PL_Strategy* s, const char* d, int32_t w) { (void)s, (void)d, (void)w; abort(); }
+static PL_Error* never_state_info(PL_Strategy* s, PL_StrategyStateInfo* o) {
+  (void)s, (void)o;
+  abort();
+}
+static PL_Error* never_save_state(PL_Strategy* s, const char* d) {
+  (void)s, (void)d;
+  abort();
+}
+static PL_Error* never_load_state(PL_Strategy* s, const char* d, int32_t w) {
+  (void)s, (void)d, (void)w;
+  abort();
+}
 
 #define IC_ABI_MINOR 3
 #define IC_TABLE_SIZE PL_STRUCT_SIZE(PL_StrategyApi, setup_replica)
-#define IC_14_ENTRIES never_optimizer_step, never_agree_skip, never_reduce, never_all_gather, never_state_info, \
-                      never_save_state, never_load_state
+#define IC_14_ENTRIES                                                                                         \
+  never_optimizer_step, never_agree_skip, never_reduce, never_all_gather, never_state_info, never_save_state, \
+      never_load_state
 
 #endif
 
 static const PL_StrategyApi kApi = {
-    IC_TABLE_SIZE, ic_launch_info, ic_create, ic_destroy, ic_setup, ic_run_step,
-    ic_after_backward, ic_teardown, NULL, ic_set_grad_sync, NULL, NULL, NULL, ic_get_stat, NULL, NULL,
-    IC_14_ENTRIES};
+    IC_TABLE_SIZE, ic_launch_info, ic_create,        ic_destroy, ic_setup, ic_run_step, ic_after_backward,
+    ic_teardown,   NULL,           ic_set_grad_sync, NULL,       NULL,     NULL,        ic_get_stat,
+    NULL,          NULL,           IC_14_ENTRIES};
 
 static const PL_Option kHalf[] = {{sizeof(PL_Option), "grad_scale", "0.5"}};
 static const PL_Alias kAliases[] = {
     {sizeof(PL_Alias), IC_NAME "_half", IC_NAME " with grad_scale=0.5", {sizeof(PL_OptionList), kHalf, 1}}};
 
-static const PL_Plugin kPlugin = {sizeof(PL_Plugin), PL_ABI_MAJOR, IC_ABI_MINOR, PL_PLUGIN_STRATEGY,
-                                  IC_NAME, "1.2.3", "Example C strategy: independent replicas",
-                                  kAliases, 1, &kApi};
+static const PL_Plugin kPlugin = {sizeof(PL_Plugin),
+                                  PL_ABI_MAJOR,
+                                  IC_ABI_MINOR,
+                                  PL_PLUGIN_STRATEGY,
+                                  IC_NAME,
+                                  "1.2.3",
+                                  "Example C strategy: independent replicas",
+                                  kAliases,
+                                  1,
+                                  &kApi};
 
 PL_DEFINE_PLUGIN(kPlugin)

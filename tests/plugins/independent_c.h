@@ -7,7 +7,6 @@
 #define PLRT_TEST_INDEPENDENT_C_H_
 
 #include <plrt/pl_plugin.h>
-
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,7 +17,14 @@
 #define IC_NAME "independent_c"
 #endif
 
-enum { STEP_WHOLE = 0, STEP_FIRST_HALF = 1, STEP_FROZEN = 2, STEP_BAD_INDEX = 3, STEP_NONE = 4, STEP_TWICE = 5 };
+enum {
+  STEP_WHOLE = 0,
+  STEP_FIRST_HALF = 1,
+  STEP_FROZEN = 2,
+  STEP_BAD_INDEX = 3,
+  STEP_NONE = 4,
+  STEP_TWICE = 5
+};
 
 struct PL_Strategy {
   const PL_Host* host;

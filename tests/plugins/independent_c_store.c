@@ -2,11 +2,11 @@
  * independent_c's agree_skip, reduce and all_gather: through the rendezvous store, since it has no
  * process group (see independent_c.c).  Plain C99.
  */
-#include "independent_c.h"
-
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "independent_c.h"
 
 /* Every rank's `bytes` (in rank order, into all[r], each `sizes[r]` long) through the store.
  * all[r] owned by the caller, freed with bytes_free. */
@@ -64,25 +64,37 @@ static PL_Error* check_host_memory(PL_Strategy* s, const PL_Tensor* t, const cha
   return ic_fail(s, PL_ERR_UNSUPPORTED, msg);
 }
 
-#define IC_REDUCE_LOOP(T)                                                    \
-  do {                                                                       \
-    T* acc = (T*)out;                                                        \
-    const T* x = (const T*)in;                                               \
-    for (j = 0; j < numel; ++j) {                                            \
-      if (op == PL_REDUCE_MIN) acc[j] = x[j] < acc[j] ? x[j] : acc[j];       \
-      else if (op == PL_REDUCE_MAX) acc[j] = x[j] > acc[j] ? x[j] : acc[j];  \
-      else if (op == PL_REDUCE_PRODUCT) acc[j] = (T)(acc[j] * x[j]);         \
-      else acc[j] = (T)(acc[j] + x[j]);                                      \
-    }                                                                        \
+#define IC_REDUCE_LOOP(T)                       \
+  do {                                          \
+    T* acc = (T*)out;                           \
+    const T* x = (const T*)in;                  \
+    for (j = 0; j < numel; ++j) {               \
+      if (op == PL_REDUCE_MIN)                  \
+        acc[j] = x[j] < acc[j] ? x[j] : acc[j]; \
+      else if (op == PL_REDUCE_MAX)             \
+        acc[j] = x[j] > acc[j] ? x[j] : acc[j]; \
+      else if (op == PL_REDUCE_PRODUCT)         \
+        acc[j] = (T)(acc[j] * x[j]);            \
+      else                                      \
+        acc[j] = (T)(acc[j] + x[j]);            \
+    }                                           \
   } while (0)
 
 static void combine(PL_DType dtype, PL_ReduceOp op, void* out, const void* in, int64_t numel) {
   int64_t j;
   switch (dtype) {
-    case PL_F64: IC_REDUCE_LOOP(double); break;
-    case PL_F32: IC_REDUCE_LOOP(float); break;
-    case PL_I64: IC_REDUCE_LOOP(int64_t); break;
-    default: IC_REDUCE_LOOP(int32_t); break;
+    case PL_F64:
+      IC_REDUCE_LOOP(double);
+      break;
+    case PL_F32:
+      IC_REDUCE_LOOP(float);
+      break;
+    case PL_I64:
+      IC_REDUCE_LOOP(int64_t);
+      break;
+    default:
+      IC_REDUCE_LOOP(int32_t);
+      break;
   }
 }
 
@@ -124,10 +136,14 @@ PL_Error* ic_reduce(PL_Strategy* s, PL_Tensor* tensor, PL_ReduceOp op) {
     for (r = 1; r < s->world_size; ++r) combine(tensor->dtype, op, tensor->data, all[r].data, tensor->numel);
     if (op == PL_REDUCE_AVG) {
       for (j = 0; j < tensor->numel; ++j) {
-        if (tensor->dtype == PL_F64) ((double*)tensor->data)[j] /= s->world_size;
-        else if (tensor->dtype == PL_F32) ((float*)tensor->data)[j] /= (float)s->world_size;
-        else if (tensor->dtype == PL_I64) ((int64_t*)tensor->data)[j] /= s->world_size;
-        else ((int32_t*)tensor->data)[j] /= s->world_size;
+        if (tensor->dtype == PL_F64)
+          ((double*)tensor->data)[j] /= s->world_size;
+        else if (tensor->dtype == PL_F32)
+          ((float*)tensor->data)[j] /= (float)s->world_size;
+        else if (tensor->dtype == PL_I64)
+          ((int64_t*)tensor->data)[j] /= s->world_size;
+        else
+          ((int32_t*)tensor->data)[j] /= s->world_size;
       }
     }
   }
@@ -154,7 +170,8 @@ PL_Error* ic_all_gather(PL_Strategy* s, const PL_Tensor* input, PL_Tensor* outpu
     if ((e = check_host_memory(s, &outputs[r], "all_gather")) != NULL) return e;
   if (world == 1) {
     if (outputs[0].numel != input->numel || outputs[0].dtype != input->dtype)
-      return ic_fail(s, PL_ERR_INVALID_ARGUMENT, IC_NAME ": all_gather's output differs from its input in size or dtype");
+      return ic_fail(s, PL_ERR_INVALID_ARGUMENT,
+                     IC_NAME ": all_gather's output differs from its input in size or dtype");
     if (input->device.type != PL_DEVICE_CPU || outputs[0].device.type != PL_DEVICE_CPU)
       return ic_fail(s, PL_ERR_UNSUPPORTED, IC_NAME ": all_gather takes host memory");
     if (outputs[0].data != input->data)

@@ -24,7 +24,9 @@ PL_Error* err(PL_Accelerator* a, PL_ErrorCode code, const std::string& m) {
 }
 
 std::string name(PL_Device d) {
-  return std::string(d.type == PL_DEVICE_CPU ? "cpu:" : d.type == PL_DEVICE_CUDA ? "cuda:" : "type?:") +
+  return std::string(d.type == PL_DEVICE_CPU    ? "cpu:"
+                     : d.type == PL_DEVICE_CUDA ? "cuda:"
+                                                : "type?:") +
          std::to_string(d.index);
 }
 
@@ -40,7 +42,8 @@ PL_Error* e_availability(PL_Accelerator*, PL_DeviceAvailability* out) {
 }
 
 PL_Error* e_device_info(PL_Accelerator* a, int32_t index, PL_DeviceInfo* out) {
-  if (index < 0 || index >= Device::kDevices) return err(a, PL_ERR_INVALID_ARGUMENT, "no device " + std::to_string(index));
+  if (index < 0 || index >= Device::kDevices)
+    return err(a, PL_ERR_INVALID_ARGUMENT, "no device " + std::to_string(index));
   std::snprintf(out->name, sizeof out->name, "emulated device %d", index);
   return nullptr;
 }
@@ -82,17 +85,21 @@ PL_Error* e_copy(PL_Accelerator* a, void* dst, PL_Device dd, const void* src, PL
     return err(a, PL_ERR_UNSUPPORTED, "copy " + name(sd) + " -> " + name(dd) + ": only host <-> device is emulated");
   const PL_Device dev = dd.type == PL_DEVICE_CUDA ? dd : sd;
   if (dev.index != tl_bound)
-    return err(a, PL_ERR_RUNTIME, "a copy touching " + name(dev) + " from a thread bound to " +
-                                      (tl_bound < 0 ? std::string("no device") : "cuda:" + std::to_string(tl_bound)) +
-                                      " (call set_device first)");
+    return err(a, PL_ERR_RUNTIME,
+               "a copy touching " + name(dev) + " from a thread bound to " +
+                   (tl_bound < 0 ? std::string("no device") : "cuda:" + std::to_string(tl_bound)) +
+                   " (call set_device first)");
   const void* dev_ptr = dd.type == PL_DEVICE_CUDA ? dst : src;
   const void* host_ptr = dd.type == PL_DEVICE_CUDA ? src : dst;
   uint8_t* b = a->dev->backing(dev_ptr, bytes, dev.index);
-  if (b == nullptr) return err(a, PL_ERR_INVALID_ARGUMENT, std::to_string(bytes) + " bytes are not memory of " + name(dev));
+  if (b == nullptr)
+    return err(a, PL_ERR_INVALID_ARGUMENT, std::to_string(bytes) + " bytes are not memory of " + name(dev));
   if (!a->dev->pinned_range(host_ptr, bytes))
     return err(a, PL_ERR_INVALID_ARGUMENT, "the host side of a copy is not inside a page-locked block from alloc_host");
-  if (dd.type == PL_DEVICE_CUDA) a->dev->enqueue({b, static_cast<const uint8_t*>(src), bytes});
-  else a->dev->enqueue({static_cast<uint8_t*>(dst), b, bytes});
+  if (dd.type == PL_DEVICE_CUDA)
+    a->dev->enqueue({b, static_cast<const uint8_t*>(src), bytes});
+  else
+    a->dev->enqueue({static_cast<uint8_t*>(dst), b, bytes});
   return nullptr;
 }
 

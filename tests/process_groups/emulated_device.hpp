@@ -64,7 +64,7 @@ class Device {
   uint8_t* store_[kDevices] = {};     // read-write: where the bytes are
   size_t used_[kDevices] = {};
   mutable std::mutex m_;
-  std::mutex run_m_;  // synchronize()
+  std::mutex run_m_;                    // synchronize()
   std::map<uintptr_t, size_t> pinned_;  // start -> size
   std::vector<Copy> queue_;             // the default stream's pending copies
   std::vector<PL_Accelerator*> instances_;

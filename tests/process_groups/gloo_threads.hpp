@@ -4,12 +4,6 @@
 // thread that throws records the failure instead of leaving the others waiting forever.
 #pragma once
 
-#include <plrt/sdk/process_group.hpp>
-#include <plrt/sdk/runtime.hpp>
-#include <plrt/sdk/store.hpp>
-
-#include "half.hpp"  // plugins/common: bit-exact f16/bf16 conversions
-
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -19,16 +13,20 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <plrt/sdk/process_group.hpp>
+#include <plrt/sdk/runtime.hpp>
+#include <plrt/sdk/store.hpp>
 #include <string>
 #include <thread>
 #include <utility>
 #include <vector>
 
+#include "half.hpp"  // plugins/common: bit-exact f16/bf16 conversions
+
 namespace gloo_threads {
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
-
 
 inline pl::RuntimeOptions runtime_options() {
   pl::RuntimeOptions o;
@@ -139,27 +137,50 @@ inline const std::vector<PL_DType>& all_dtypes() {
 
 inline void put(PL_DType dt, void* base, size_t i, double v) {
   switch (dt) {
-    case PL_F32: static_cast<float*>(base)[i] = static_cast<float>(v); break;
-    case PL_F64: static_cast<double*>(base)[i] = v; break;
-    case PL_F16: static_cast<uint16_t*>(base)[i] = plrt::cpu::f64_to_f16(v); break;
-    case PL_BF16: static_cast<uint16_t*>(base)[i] = plrt::cpu::f64_to_bf16(v); break;
-    case PL_I32: static_cast<int32_t*>(base)[i] = static_cast<int32_t>(v); break;
-    case PL_I64: static_cast<int64_t*>(base)[i] = static_cast<int64_t>(v); break;
-    case PL_U8: static_cast<uint8_t*>(base)[i] = static_cast<uint8_t>(v); break;
-    default: break;
+    case PL_F32:
+      static_cast<float*>(base)[i] = static_cast<float>(v);
+      break;
+    case PL_F64:
+      static_cast<double*>(base)[i] = v;
+      break;
+    case PL_F16:
+      static_cast<uint16_t*>(base)[i] = plrt::cpu::f64_to_f16(v);
+      break;
+    case PL_BF16:
+      static_cast<uint16_t*>(base)[i] = plrt::cpu::f64_to_bf16(v);
+      break;
+    case PL_I32:
+      static_cast<int32_t*>(base)[i] = static_cast<int32_t>(v);
+      break;
+    case PL_I64:
+      static_cast<int64_t*>(base)[i] = static_cast<int64_t>(v);
+      break;
+    case PL_U8:
+      static_cast<uint8_t*>(base)[i] = static_cast<uint8_t>(v);
+      break;
+    default:
+      break;
   }
 }
 
 inline double get(PL_DType dt, const void* base, size_t i) {
   switch (dt) {
-    case PL_F32: return static_cast<const float*>(base)[i];
-    case PL_F64: return static_cast<const double*>(base)[i];
-    case PL_F16: return plrt::cpu::f16_to_f64(static_cast<const uint16_t*>(base)[i]);
-    case PL_BF16: return plrt::cpu::bf16_to_f64(static_cast<const uint16_t*>(base)[i]);
-    case PL_I32: return static_cast<const int32_t*>(base)[i];
-    case PL_I64: return static_cast<double>(static_cast<const int64_t*>(base)[i]);
-    case PL_U8: return static_cast<const uint8_t*>(base)[i];
-    default: return 0;
+    case PL_F32:
+      return static_cast<const float*>(base)[i];
+    case PL_F64:
+      return static_cast<const double*>(base)[i];
+    case PL_F16:
+      return plrt::cpu::f16_to_f64(static_cast<const uint16_t*>(base)[i]);
+    case PL_BF16:
+      return plrt::cpu::bf16_to_f64(static_cast<const uint16_t*>(base)[i]);
+    case PL_I32:
+      return static_cast<const int32_t*>(base)[i];
+    case PL_I64:
+      return static_cast<double>(static_cast<const int64_t*>(base)[i]);
+    case PL_U8:
+      return static_cast<const uint8_t*>(base)[i];
+    default:
+      return 0;
   }
 }
 
@@ -207,15 +228,24 @@ inline double reduced(PL_DType dt, PL_ReduceOp op, int world, size_t i) {
     const double v = value(dt, r, i, op);
     switch (op) {
       case PL_REDUCE_SUM:
-      case PL_REDUCE_AVG: acc += v; break;
-      case PL_REDUCE_PRODUCT: acc *= v; break;
-      case PL_REDUCE_MIN: acc = std::min(acc, v); break;
-      case PL_REDUCE_MAX: acc = std::max(acc, v); break;
-      default: break;
+      case PL_REDUCE_AVG:
+        acc += v;
+        break;
+      case PL_REDUCE_PRODUCT:
+        acc *= v;
+        break;
+      case PL_REDUCE_MIN:
+        acc = std::min(acc, v);
+        break;
+      case PL_REDUCE_MAX:
+        acc = std::max(acc, v);
+        break;
+      default:
+        break;
     }
   }
   if (op != PL_REDUCE_AVG) return acc;
-  if (is_float(dt)) return acc / world;  // put() rounds it once, as the plugin does
+  if (is_float(dt)) return acc / world;                           // put() rounds it once, as the plugin does
   return static_cast<double>(static_cast<int64_t>(acc) / world);  // toward zero
 }
 

@@ -12,16 +12,16 @@
 // Exit codes: 0 passed, 1 a check failed, 2 bad usage or setup, 3 an unexpected error.
 #include "pg_worker.hpp"
 
-#include <plrt/sdk/process_group.hpp>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <plrt/sdk/process_group.hpp>
 #include <regex>
 #include <sstream>
 #include <thread>
-#include <unistd.h>
 
 #ifdef PLRT_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -41,9 +41,7 @@ long long Options::get_int(const std::string& name, long long fallback) const {
   return v;
 }
 
-std::string Ctx::tag() const {
-  return "[rank " + std::to_string(rank()) + "/" + std::to_string(world()) + "] ";
-}
+std::string Ctx::tag() const { return "[rank " + std::to_string(rank()) + "/" + std::to_string(world()) + "] "; }
 
 void Ctx::make_group(milliseconds timeout) {
   pl::ProcessGroupOptions o;
@@ -59,7 +57,8 @@ Buffer::Buffer(PL_Device device, size_t bytes) : device_(device), bytes_(bytes),
   if (device_.type == PL_DEVICE_CUDA) {
 #ifdef PLRT_HAVE_CUDA
     if (cudaSetDevice(device_.index) != cudaSuccess || cudaMalloc(&dev_, host_.size()) != cudaSuccess)
-      throw std::runtime_error("cudaMalloc of " + std::to_string(bytes) + " bytes on cuda:" + std::to_string(device_.index) + " failed");
+      throw std::runtime_error("cudaMalloc of " + std::to_string(bytes) +
+                               " bytes on cuda:" + std::to_string(device_.index) + " failed");
 #else
     throw std::runtime_error("--device cuda: pg_worker was built without CUDA");
 #endif
@@ -103,15 +102,14 @@ int cuda_device_count() {
 
 namespace {
 
-long long ms_since(Clock::time_point t0) {
-  return std::chrono::duration_cast<milliseconds>(Clock::now() - t0).count();
-}
+long long ms_since(Clock::time_point t0) { return std::chrono::duration_cast<milliseconds>(Clock::now() - t0).count(); }
 
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 // "rank 2", "ranks [0, 2]", "missing ranks: 1, 2" ... name rank r.
 bool names_rank(const std::string& msg, int r) {
-  std::regex re("ranks?[^0-9a-zA-Z]{0,4}([0-9]+[^0-9a-zA-Z]{1,3})*" + std::to_string(r) + "([^0-9]|$)", std::regex::icase);
+  std::regex re("ranks?[^0-9a-zA-Z]{0,4}([0-9]+[^0-9a-zA-Z]{1,3})*" + std::to_string(r) + "([^0-9]|$)",
+                std::regex::icase);
   return std::regex_search(msg, re);
 }
 
@@ -132,7 +130,8 @@ void good_allreduce(Ctx& ctx) {
   ctx.pg->allreduce(x, PL_REDUCE_SUM);
   const float want = ctx.world() * (ctx.world() + 1) / 2.0f;
   for (float v : x)
-    if (v != want) throw std::runtime_error("warm-up allreduce: expected " + std::to_string(want) + " got " + std::to_string(v));
+    if (v != want)
+      throw std::runtime_error("warm-up allreduce: expected " + std::to_string(want) + " got " + std::to_string(v));
 }
 
 int run_missing(Ctx& ctx) {
@@ -144,7 +143,8 @@ int run_missing(Ctx& ctx) {
   const int absent = ctx.world() - 1;
   const std::string done_key = ctx.group + "/missing/done/";
   if (ctx.rank() == absent) {
-    std::cout << ctx.tag() << "absent rank: " << (mode == "exit" ? "exiting" : "staying idle") << " instead of allreduce #3" << std::endl;
+    std::cout << ctx.tag() << "absent rank: " << (mode == "exit" ? "exiting" : "staying idle")
+              << " instead of allreduce #3" << std::endl;
     if (mode == "exit") ::_exit(0);  // as a crash would: no clean shutdown
     // Alive and connected, but never calling: until the others have had their errors.
     std::vector<std::string> keys;
@@ -163,8 +163,10 @@ int run_missing(Ctx& ctx) {
     const std::string msg = e.what();
     std::cout << ctx.tag() << "error after " << took << " ms (code " << e.code() << "): " << msg << std::endl;
     if (mode == "sleep") {
-      c.expect(e.code() == PL_ERR_TIMEOUT, "expected code PL_ERR_TIMEOUT (" + std::to_string(PL_ERR_TIMEOUT) + "), got " + std::to_string(e.code()));
-      c.expect(took >= timeout.count() * 8 / 10, "the error came after " + std::to_string(took) + " ms, before the " + std::to_string(timeout.count()) + " ms timeout");
+      c.expect(e.code() == PL_ERR_TIMEOUT, "expected code PL_ERR_TIMEOUT (" + std::to_string(PL_ERR_TIMEOUT) +
+                                               "), got " + std::to_string(e.code()));
+      c.expect(took >= timeout.count() * 8 / 10, "the error came after " + std::to_string(took) + " ms, before the " +
+                                                     std::to_string(timeout.count()) + " ms timeout");
     }
     c.expect(took <= timeout.count() + 15000, "the error came only after " + std::to_string(took) + " ms");
     c.expect(contains(msg, "allreduce"), "the message does not name the operation 'allreduce'");
@@ -189,7 +191,8 @@ int run_mismatch(Ctx& ctx) {
   if (variant == "op") {
     must_name = {{"allgather"}, {"allreduce"}};
   } else if (variant == "size") {
-    for (int q = 0; q < W; ++q) must_name.push_back({std::to_string(numel_of_rank(q)), std::to_string(numel_of_rank(q) * 4)});
+    for (int q = 0; q < W; ++q)
+      must_name.push_back({std::to_string(numel_of_rank(q)), std::to_string(numel_of_rank(q) * 4)});
   } else if (variant == "dtype") {
     for (int q = 0; q < W; ++q) must_name.push_back({pl_dtype_name(dtype_of_rank(q))});
   } else if (variant == "all_to_all") {  // rank 0 calls all_to_all, the others allreduce
@@ -197,7 +200,8 @@ int run_mismatch(Ctx& ctx) {
   } else if (variant == "counts") {  // all_to_all, rank 1 expecting 9 elements from rank 0, which sends 8
     must_name = {{"rank 0 sends 8 elements to rank 1"}, {"rank 1 expects 9 elements from rank 0"}};
   } else {
-    std::cout << ctx.tag() << "unknown --variant '" << variant << "' (op, size, dtype, all_to_all, counts)" << std::endl;
+    std::cout << ctx.tag() << "unknown --variant '" << variant << "' (op, size, dtype, all_to_all, counts)"
+              << std::endl;
     return 2;
   }
   const PL_DType dt = variant == "dtype" ? dtype_of_rank(r) : PL_F32;
@@ -215,9 +219,12 @@ int run_mismatch(Ctx& ctx) {
       std::vector<float> a(8 * static_cast<size_t>(W)), b(8 * static_cast<size_t>(W) + 1);
       PL_Tensor ti = pl::tensor_view(a.data(), PL_F32, 8 * W);
       PL_Tensor to = pl::tensor_view(b.data(), PL_F32, 8 * W + (variant == "counts" && r == 1 ? 1 : 0));
-      if (variant == "counts") ctx.pg->all_to_all(ti, to, send, recv);
-      else if (r == 0) ctx.pg->all_to_all(ti, to);
-      else ctx.pg->allreduce(ti, PL_REDUCE_SUM);
+      if (variant == "counts")
+        ctx.pg->all_to_all(ti, to, send, recv);
+      else if (r == 0)
+        ctx.pg->all_to_all(ti, to);
+      else
+        ctx.pg->allreduce(ti, PL_REDUCE_SUM);
     } else if (variant == "op" && r == 0) {
       ctx.pg->allgather(t, outs);  // the is_global_zero guard mistake
     } else {
@@ -229,11 +236,13 @@ int run_mismatch(Ctx& ctx) {
     const long long took = ms_since(t0);
     const std::string msg = e.what();
     std::cout << ctx.tag() << "error after " << took << " ms (code " << e.code() << "): " << msg << std::endl;
-    c.expect(took <= within, "the error came after " + std::to_string(took) + " ms, not within " + std::to_string(within) + " ms");
+    c.expect(took <= within,
+             "the error came after " + std::to_string(took) + " ms, not within " + std::to_string(within) + " ms");
     c.expect(e.code() != PL_ERR_TIMEOUT, "a mismatch must be reported as such, not as a timeout");
     c.expect(contains(msg, "#2"), "the message does not name the sequence number '#2'");
     for (const auto& alternatives : must_name) {
-      bool any = std::any_of(alternatives.begin(), alternatives.end(), [&](const std::string& s) { return contains(msg, s); });
+      bool any =
+          std::any_of(alternatives.begin(), alternatives.end(), [&](const std::string& s) { return contains(msg, s); });
       c.expect(any, "the message does not name '" + alternatives.front() + "'");
     }
   }
@@ -278,9 +287,12 @@ Options parse(int argc, char** argv) {
     std::string a = argv[i];
     if (a.rfind("--", 0) != 0) throw std::invalid_argument("unexpected argument '" + a + "'");
     a = a.substr(2);
-    if (auto eq = a.find('='); eq != std::string::npos) o.flags[a.substr(0, eq)] = a.substr(eq + 1);
-    else if (i + 1 < argc && std::string(argv[i + 1]).rfind("--", 0) != 0) o.flags[a] = argv[++i];
-    else o.flags[a] = "1";
+    if (auto eq = a.find('='); eq != std::string::npos)
+      o.flags[a.substr(0, eq)] = a.substr(eq + 1);
+    else if (i + 1 < argc && std::string(argv[i + 1]).rfind("--", 0) != 0)
+      o.flags[a] = argv[++i];
+    else
+      o.flags[a] = "1";
   }
   return o;
 }
@@ -297,8 +309,10 @@ int main_impl(int argc, char** argv) {
     ctx.backend = ctx.opt.get("backend", "gloo");
     ctx.group = ctx.opt.get("group", "pg_worker");
     const std::string dev = ctx.opt.get("device", "cpu");
-    if (dev == "cuda") ctx.device = {PL_DEVICE_CUDA, ctx.env.local_rank};
-    else if (dev != "cpu") throw std::invalid_argument("--device '" + dev + "': cpu or cuda");
+    if (dev == "cuda")
+      ctx.device = {PL_DEVICE_CUDA, ctx.env.local_rank};
+    else if (dev != "cpu")
+      throw std::invalid_argument("--device '" + dev + "': cpu or cuda");
     pl::RuntimeOptions ro;
     if (!std::getenv("PL_LOG_LEVEL")) ro.log_level = "warn";
     ctx.rt = std::make_unique<pl::Runtime>(ro);

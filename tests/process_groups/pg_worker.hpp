@@ -2,14 +2,13 @@
 // buffer that lives on the group's device (cudaMalloc for --device cuda) with a host mirror.
 #pragma once
 
-#include <plrt/sdk/process_group.hpp>
-#include <plrt/sdk/runtime.hpp>
-#include <plrt/sdk/store.hpp>
-
 #include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <plrt/sdk/process_group.hpp>
+#include <plrt/sdk/runtime.hpp>
+#include <plrt/sdk/store.hpp>
 #include <string>
 #include <vector>
 
@@ -32,7 +31,7 @@ struct Ctx {
   pl::DistEnv env;
   std::string backend;  // --backend, default gloo
   PL_Device device{PL_DEVICE_CPU, 0};
-  std::string group;    // --group: the prefix of this job's store keys
+  std::string group;  // --group: the prefix of this job's store keys
   std::unique_ptr<pl::Runtime> rt;
   std::unique_ptr<pl::Store> store;
   std::unique_ptr<pl::ProcessGroup> pg;
@@ -54,7 +53,10 @@ class Buffer {
   Buffer& operator=(const Buffer&) = delete;
 
   uint8_t* host() { return host_.data(); }
-  template <class T> T* as() { return reinterpret_cast<T*>(host_.data()); }
+  template <class T>
+  T* as() {
+    return reinterpret_cast<T*>(host_.data());
+  }
   size_t bytes() const { return bytes_; }
   // A tensor over the device memory: `numel` elements from element `offset`.
   PL_Tensor tensor(PL_DType dtype, int64_t numel, int64_t offset = 0);

@@ -12,15 +12,15 @@
 //                                 ranks (each rank's part: size / W), not each rank's part
 //   --verbose                     rank 0 prints each case's time
 //   --p2p async,blocking          the send/recv rings: isend+irecv then wait, and blocking calls
-#include "pg_values.hpp"
-#include "pg_worker.hpp"
-
 #include <algorithm>
 #include <cmath>
 #include <iostream>
 #include <set>
 #include <sstream>
 #include <thread>
+
+#include "pg_values.hpp"
+#include "pg_worker.hpp"
 
 namespace pgtest {
 namespace {
@@ -47,16 +47,20 @@ SizeSpec parse_size(const std::string& s) {
   long long v = std::stoll(s, &pos);
   const std::string unit = s.substr(pos);
   SizeSpec out{v, !unit.empty(), s};
-  if (unit == "KiB") out.value <<= 10;
-  else if (unit == "MiB") out.value <<= 20;
-  else if (unit == "GiB") out.value <<= 30;
-  else if (!unit.empty()) throw std::invalid_argument("--sizes: '" + s + "' (use a count, or KiB/MiB/GiB)");
+  if (unit == "KiB")
+    out.value <<= 10;
+  else if (unit == "MiB")
+    out.value <<= 20;
+  else if (unit == "GiB")
+    out.value <<= 30;
+  else if (!unit.empty())
+    throw std::invalid_argument("--sizes: '" + s + "' (use a count, or KiB/MiB/GiB)");
   if (v < 0) throw std::invalid_argument("--sizes: '" + s + "' is negative");
   return out;
 }
 
 PL_DType parse_dtype(const std::string& s) {
-  static const std::pair<const char*, PL_DType> names[] = {{"f32", PL_F32}, {"f64", PL_F64}, {"f16", PL_F16},
+  static const std::pair<const char*, PL_DType> names[] = {{"f32", PL_F32},   {"f64", PL_F64}, {"f16", PL_F16},
                                                            {"bf16", PL_BF16}, {"i32", PL_I32}, {"i64", PL_I64},
                                                            {"u8", PL_U8}};
   for (const auto& [name, dt] : names)
@@ -75,7 +79,8 @@ class Matrix {
   explicit Matrix(Ctx& ctx) : ctx_(ctx), r_(ctx.rank()), W_(ctx.world()) {
     const auto& o = ctx.opt;
     for (const auto& s : split(o.get("sizes", "0,1,7,1048576"))) sizes_.push_back(parse_size(s));
-    for (const auto& s : split(o.get("ops", "allreduce,broadcast,allgather,allgatherv,reduce_scatter,all_to_all,barrier,sendrecv,async")))
+    for (const auto& s : split(
+             o.get("ops", "allreduce,broadcast,allgather,allgatherv,reduce_scatter,all_to_all,barrier,sendrecv,async")))
       ops_.insert(s);
     for (const auto& s : split(o.get("dtypes", "f32,f64,f16,bf16,i32,i64,u8"))) dtypes_.push_back(parse_dtype(s));
     for (const auto& s : split(o.get("reduce-ops", "sum,avg,min,max,product"))) rops_.push_back(parse_reduce(s));
@@ -104,7 +109,8 @@ class Matrix {
       std::cout << ctx_.tag() << "ERROR in " << case_ << ": " << e.what() << std::endl;
       return 3;
     }
-    std::cout << ctx_.tag() << "matrix: " << checks_ << " checks, " << failed_ << " failed, " << secs(t0) << " s" << std::endl;
+    std::cout << ctx_.tag() << "matrix: " << checks_ << " checks, " << failed_ << " failed, " << secs(t0) << " s"
+              << std::endl;
     return failed_ ? 1 : 0;
   }
 
@@ -136,7 +142,8 @@ class Matrix {
         if (tolerant && !ok) ok = std::fabs(g - e) <= std::fabs(e) * Traits<T>::ulp;
       if (ok) continue;
       if (++bad <= 5)
-        std::cout << ctx_.tag() << "FAIL " << case_ << " index=" << i << " expected=" << show(e) << " got=" << show(g) << "\n";
+        std::cout << ctx_.tag() << "FAIL " << case_ << " index=" << i << " expected=" << show(e) << " got=" << show(g)
+                  << "\n";
     }
     if (bad > 5) std::cout << ctx_.tag() << "FAIL " << case_ << ": " << bad << " of " << n << " elements wrong\n";
     std::cout.flush();
@@ -183,15 +190,18 @@ class Matrix {
         PL_Tensor t = b.tensor(dt, n);
         pg.allreduce(t, op);
         b.download();
-        check<T>(b, 0, n, [&](int64_t i) { return expected<T>(op, W_, i); }, op == PL_REDUCE_AVG);
+        check<T>(
+            b, 0, n, [&](int64_t i) { return expected<T>(op, W_, i); }, op == PL_REDUCE_AVG);
       }
 
     if (ops_.count("broadcast"))
       for (int root : roots_) {
         label("broadcast", dt, n, " root=" + std::to_string(root));
         Buffer b(ctx_.device, bytes);
-        if (r_ == root) fill<T>(b, 0, n, plain(root));
-        else fill_not<T>(b, 0, n, plain(root));
+        if (r_ == root)
+          fill<T>(b, 0, n, plain(root));
+        else
+          fill_not<T>(b, 0, n, plain(root));
         b.upload();
         PL_Tensor t = b.tensor(dt, n);
         pg.broadcast(t, root);
@@ -211,9 +221,9 @@ class Matrix {
       for (int q = 0; q < W_; ++q) total += count(q);
       Buffer out(ctx_.device, total * sizeof(T));
       std::vector<PL_Tensor> outs;
-      for (int64_t q = 0, off = 0; q < W_; off += count(q), ++q) fill_not<T>(out, off, count(q), plain(static_cast<int>(q)));
       for (int64_t q = 0, off = 0; q < W_; off += count(q), ++q)
-        outs.push_back(out.tensor(dt, count(q), off));
+        fill_not<T>(out, off, count(q), plain(static_cast<int>(q)));
+      for (int64_t q = 0, off = 0; q < W_; off += count(q), ++q) outs.push_back(out.tensor(dt, count(q), off));
       in.upload();
       out.upload();
       pg.allgather(in.tensor(dt, count(r_)), outs);
@@ -232,14 +242,14 @@ class Matrix {
         fill<T>(in, 0, W_ * c, [&](int64_t i) { return input<T>(kind_of(op), r_, W_, i); });  // chunk q: indices q*c..
         fill_not<T>(out, 0, c, [&](int64_t i) { return expected<T>(op, W_, r_ * c + i); });
         std::vector<PL_Tensor> ins;
-        for (int q = 0; q < W_; ++q)
-          ins.push_back(in.tensor(dt, c, q * c));
+        for (int q = 0; q < W_; ++q) ins.push_back(in.tensor(dt, c, q * c));
         in.upload();
         out.upload();
         PL_Tensor t = out.tensor(dt, c);
         pg.reduce_scatter(ins, t, op);
         out.download();
-        check<T>(out, 0, c, [&](int64_t i) { return expected<T>(op, W_, r_ * c + i); }, op == PL_REDUCE_AVG);
+        check<T>(
+            out, 0, c, [&](int64_t i) { return expected<T>(op, W_, r_ * c + i); }, op == PL_REDUCE_AVG);
       }
 
     if (ops_.count("all_to_all"))
@@ -280,8 +290,10 @@ class Matrix {
     in.upload();
     out.upload();
     PL_Tensor ti = in.tensor(dt, n_in), to = out.tensor(dt, n_out);
-    if (uneven) ctx_.pg->all_to_all(ti, to, send, recv);
-    else ctx_.pg->all_to_all(ti, to);
+    if (uneven)
+      ctx_.pg->all_to_all(ti, to, send, recv);
+    else
+      ctx_.pg->all_to_all(ti, to);
     out.download();
     for (int p = 0; p < W_; ++p) {
       const int64_t from = offset(p, r_);
@@ -300,7 +312,8 @@ class Matrix {
     auto from_prev = [&](int64_t i) { return input<T>(Kind::Plain, prev, W_, i); };
     for (bool blocking : {false, true}) {
       if (!p2p_modes_.count(blocking ? "blocking" : "async")) continue;
-      label(blocking ? "send/recv(blocking ring)" : "send/recv(async ring)", dt, n, " from_rank=" + std::to_string(prev));
+      label(blocking ? "send/recv(blocking ring)" : "send/recv(async ring)", dt, n,
+            " from_rank=" + std::to_string(prev));
       Buffer s(ctx_.device, n * sizeof(T)), rcv(ctx_.device, n * sizeof(T));
       fill<T>(s, 0, n, [&](int64_t i) { return input<T>(Kind::Plain, r_, W_, i); });
       fill_not<T>(rcv, 0, n, from_prev);

@@ -6,22 +6,24 @@
 // made through the plugin's C table here.
 #pragma once
 
-#include "emulated_device.hpp"
-#include "gloo_threads.hpp"
-
-#include <plrt/sdk/accelerator.hpp>
-
 #include <functional>
 #include <memory>
+#include <plrt/sdk/accelerator.hpp>
 #include <string>
 #include <vector>
+
+#include "emulated_device.hpp"
+#include "gloo_threads.hpp"
 
 namespace staged {
 
 using namespace std::chrono_literals;
 using gloo_threads::Buf;
 
-enum class Kind { kEmulated, kCuda };
+enum class Kind {
+  kEmulated,
+  kCuda
+};
 inline const char* kind_name(Kind k) { return k == Kind::kCuda ? "cuda" : "emulated"; }
 
 // "" when the cuda accelerator plugin is built and sees a GPU; otherwise why not.
@@ -50,7 +52,8 @@ std::unique_ptr<RankDevice> make_device(Kind kind, pl::Runtime& rt, emulated::De
 
 // Device memory for n elements of dt, with a host mirror (a gloo_threads::Buf).
 struct DevBuf {
-  DevBuf(RankDevice& d, PL_DType dt, size_t n) : dev(d), host(dt, n), ptr(d.alloc(std::max<size_t>(n, 1) * pl_dtype_size(dt))) {}
+  DevBuf(RankDevice& d, PL_DType dt, size_t n)
+      : dev(d), host(dt, n), ptr(d.alloc(std::max<size_t>(n, 1) * pl_dtype_size(dt))) {}
   PL_Tensor tensor() { return tensor_at(0, host.n); }
   PL_Tensor tensor_at(size_t first, size_t count) {
     return pl::tensor_view(static_cast<uint8_t*>(ptr) + first * pl_dtype_size(host.dt), host.dt,
@@ -76,11 +79,15 @@ class Group {
   Group(const Group&) = delete;
   Group& operator=(const Group&) = delete;
 
-  void allreduce(PL_Tensor t, PL_ReduceOp op) { call([&](PL_Work** w) { return api_->allreduce(pg_, &t, op, w); }); }
+  void allreduce(PL_Tensor t, PL_ReduceOp op) {
+    call([&](PL_Work** w) { return api_->allreduce(pg_, &t, op, w); });
+  }
   pl::Work allreduce_async(PL_Tensor t, PL_ReduceOp op) {
     return start([&](PL_Work** w) { return api_->allreduce(pg_, &t, op, w); });
   }
-  void broadcast(PL_Tensor t, int root) { call([&](PL_Work** w) { return api_->broadcast(pg_, &t, root, w); }); }
+  void broadcast(PL_Tensor t, int root) {
+    call([&](PL_Work** w) { return api_->broadcast(pg_, &t, root, w); });
+  }
   void allgather(PL_Tensor in, std::vector<PL_Tensor> outs) {
     call([&](PL_Work** w) { return api_->allgather(pg_, &in, outs.data(), outs.size(), w); });
   }
@@ -88,25 +95,34 @@ class Group {
     call([&](PL_Work** w) { return api_->reduce_scatter(pg_, ins.data(), ins.size(), &out, op, w); });
   }
   // Empty counts: NULL (equal chunks).
-  void all_to_all(PL_Tensor in, PL_Tensor out, std::vector<int64_t> in_counts = {}, std::vector<int64_t> out_counts = {}) {
+  void all_to_all(PL_Tensor in, PL_Tensor out, std::vector<int64_t> in_counts = {},
+                  std::vector<int64_t> out_counts = {}) {
     call([&](PL_Work** w) {
       return api_->all_to_all(pg_, &in, in_counts.empty() ? nullptr : in_counts.data(), &out,
                               out_counts.empty() ? nullptr : out_counts.data(), w);
     });
   }
-  void send(PL_Tensor t, int dst, int tag) { call([&](PL_Work** w) { return api_->send(pg_, &t, dst, tag, w); }); }
+  void send(PL_Tensor t, int dst, int tag) {
+    call([&](PL_Work** w) { return api_->send(pg_, &t, dst, tag, w); });
+  }
   pl::Work send_async(PL_Tensor t, int dst, int tag) {
     return start([&](PL_Work** w) { return api_->send(pg_, &t, dst, tag, w); });
   }
-  void recv(PL_Tensor t, int src, int tag) { call([&](PL_Work** w) { return api_->recv(pg_, &t, src, tag, w); }); }
+  void recv(PL_Tensor t, int src, int tag) {
+    call([&](PL_Work** w) { return api_->recv(pg_, &t, src, tag, w); });
+  }
   pl::Work recv_async(PL_Tensor t, int src, int tag) {
     return start([&](PL_Work** w) { return api_->recv(pg_, &t, src, tag, w); });
   }
-  void barrier() { call([&](PL_Work** w) { return api_->barrier(pg_, w); }); }
+  void barrier() {
+    call([&](PL_Work** w) { return api_->barrier(pg_, w); });
+  }
 
  private:
   template <class F>
-  void call(F&& f) { pl::check(host_, f(nullptr)); }  // ABI 1.1: NULL out = blocking
+  void call(F&& f) {
+    pl::check(host_, f(nullptr));
+  }  // ABI 1.1: NULL out = blocking
   template <class F>
   pl::Work start(F&& f) {
     PL_Work* w = nullptr;

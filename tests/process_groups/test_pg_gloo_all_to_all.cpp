@@ -3,9 +3,9 @@
 // sender's formula; async work; every bad argument; peers that disagree on their counts (the
 // same error on every rank, naming both counts, and the group still usable); a mismatch against
 // allreduce; a rank that never calls (timeout); abort.
-#include "gloo_threads.hpp"
-
 #include <gmock/gmock.h>
+
+#include "gloo_threads.hpp"
 
 using namespace gloo_threads;
 using ::testing::HasSubstr;
@@ -51,7 +51,8 @@ Buf make_input(PL_DType dt, int rank, const std::vector<std::vector<int64_t>>& m
   Buf b(dt, total);
   size_t at = 0;
   for (size_t j = 0; j < m[rank].size(); ++j)
-    for (size_t k = 0; k < static_cast<size_t>(m[rank][j]); ++k) b.set(at++, sent_value(dt, rank, static_cast<int>(j), k));
+    for (size_t k = 0; k < static_cast<size_t>(m[rank][j]); ++k)
+      b.set(at++, sent_value(dt, rank, static_cast<int>(j), k));
   return b;
 }
 
@@ -182,9 +183,8 @@ TEST_P(GlooAllToAll, PeersThatDisagreeOnTheirCountsFailAlikeNamingBothAndTheGrou
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Ranks, GlooAllToAll, ::testing::Values(2, 3, 4), [](const auto& info) {
-  return std::to_string(info.param) + "ranks";
-});
+INSTANTIATE_TEST_SUITE_P(Ranks, GlooAllToAll, ::testing::Values(2, 3, 4),
+                         [](const auto& info) { return std::to_string(info.param) + "ranks"; });
 
 TEST(GlooAllToAllSingleRank, ItsOwnChunkWithoutATransport) {
   Job job(1);
@@ -209,23 +209,38 @@ TEST(GlooAllToAllArguments, EachBadArgumentIsNamedAndTheGroupStaysUsable) {
                    "cannot split evenly: pass input_counts, or a numel that is a multiple of 2");
     expect_invalid([&] { r.pg->all_to_all(in, odd); },
                    "gloo all_to_all: output_counts is NULL (equal chunks) but output has 5 elements");
-    expect_invalid([&] { r.pg->all_to_all(in, out, {5, -1}, {2, 2}); },
-                   "gloo all_to_all: input_counts[1] is -1: element counts must be >= 0");
-    expect_invalid([&] { r.pg->all_to_all(in, out, {2, 2}, {-2, 6}); },
-                   "gloo all_to_all: output_counts[0] is -2: element counts must be >= 0");
-    expect_invalid([&] { r.pg->all_to_all(in, out, {1, 2}, {2, 2}); },
-                   "gloo all_to_all: input_counts add up to 3 but input has 4 elements: the 2 counts must add up "
-                   "to its numel");
-    expect_invalid([&] { r.pg->all_to_all(in, out, {2, 2}, {4, 1}); },
-                   "gloo all_to_all: output_counts add up to more than the 4 elements of output (at output_counts[1] = 1)");
-    expect_invalid([&] { r.pg->all_to_all(in, out, {int64_t{1} << 62, int64_t{1} << 62}, {2, 2}); },
-                   "gloo all_to_all: input_counts add up to more than the 4 elements of input (at input_counts[0]");
+    expect_invalid(
+        [&] {
+          r.pg->all_to_all(in, out, {5, -1}, {2, 2});
+        },
+        "gloo all_to_all: input_counts[1] is -1: element counts must be >= 0");
+    expect_invalid(
+        [&] {
+          r.pg->all_to_all(in, out, {2, 2}, {-2, 6});
+        },
+        "gloo all_to_all: output_counts[0] is -2: element counts must be >= 0");
+    expect_invalid(
+        [&] {
+          r.pg->all_to_all(in, out, {1, 2}, {2, 2});
+        },
+        "gloo all_to_all: input_counts add up to 3 but input has 4 elements: the 2 counts must add up "
+        "to its numel");
+    expect_invalid(
+        [&] {
+          r.pg->all_to_all(in, out, {2, 2}, {4, 1});
+        },
+        "gloo all_to_all: output_counts add up to more than the 4 elements of output (at output_counts[1] = 1)");
+    expect_invalid(
+        [&] {
+          r.pg->all_to_all(in, out, {int64_t{1} << 62, int64_t{1} << 62}, {2, 2});
+        },
+        "gloo all_to_all: input_counts add up to more than the 4 elements of input (at input_counts[0]");
     std::vector<int64_t> own_in{2, 2}, own_out{2, 2};
     own_in[r.rank] = 3;
     own_in[1 - r.rank] = 1;
     expect_invalid([&] { r.pg->all_to_all(in, out, own_in, own_out); },
-                   "gloo all_to_all: input_counts[" + self + "] is 3 but output_counts[" + self + "] is 2: this rank (" +
-                       self + ") keeps its own chunk, so the two must be equal");
+                   "gloo all_to_all: input_counts[" + self + "] is 3 but output_counts[" + self +
+                       "] is 2: this rank (" + self + ") keeps its own chunk, so the two must be equal");
     expect_invalid([&] { r.pg->all_to_all(in, int_out); },
                    "gloo all_to_all: output is int32 but input is float32: every tensor of one call has one dtype");
     PL_Tensor cuda = b.tensor();
@@ -252,7 +267,8 @@ TEST(GlooAllToAllArguments, EachBadArgumentIsNamedAndTheGroupStaysUsable) {
     // touch without overlapping are fine.
     for (size_t i = 0; i < 4; ++i) big.set(i, r.rank * 10 + i);
     r.pg->all_to_all(lo, hi);
-    const std::vector<double> want = r.rank == 0 ? std::vector<double>{0, 1, 10, 11} : std::vector<double>{2, 3, 12, 13};
+    const std::vector<double> want =
+        r.rank == 0 ? std::vector<double>{0, 1, 10, 11} : std::vector<double>{2, 3, 12, 13};
     for (size_t i = 0; i < 4; ++i) EXPECT_EQ(big.at(4 + i), want[i]) << "element " << i;
   });
 }
@@ -263,14 +279,18 @@ TEST(GlooAllToAllFailures, AllreduceAgainstAllToAllIsAMismatchOnEveryRank) {
   go.timeout = 15s;
   go.options = {{"probe_ms", "100"}};
   std::vector<Caught> got(2);
-  job.run([&](Rank& r) {
-    Buf in(PL_F32, 4), out(PL_F32, 4);
-    PL_Tensor ti = in.tensor(), to = out.tensor();
-    got[r.rank] = expect_error([&] {
-      if (r.rank == 0) r.pg->all_to_all(ti, to);
-      else r.pg->allreduce(ti, PL_REDUCE_SUM);
-    });
-  }, go);
+  job.run(
+      [&](Rank& r) {
+        Buf in(PL_F32, 4), out(PL_F32, 4);
+        PL_Tensor ti = in.tensor(), to = out.tensor();
+        got[r.rank] = expect_error([&] {
+          if (r.rank == 0)
+            r.pg->all_to_all(ti, to);
+          else
+            r.pg->allreduce(ti, PL_REDUCE_SUM);
+        });
+      },
+      go);
   for (int q = 0; q < 2; ++q) {
     EXPECT_EQ(got[q].code, PL_ERR_RUNTIME) << "rank " << q;
     EXPECT_EQ(got[q].message,
@@ -287,12 +307,14 @@ TEST(GlooAllToAllFailures, EqualChunksOfDifferentSizesAreAMismatch) {
   go.timeout = 15s;
   go.options = {{"probe_ms", "100"}};
   std::vector<Caught> got(2);
-  job.run([&](Rank& r) {
-    const size_t n = r.rank == 0 ? 4 : 6;
-    Buf in(PL_I32, n), out(PL_I32, n);
-    PL_Tensor ti = in.tensor(), to = out.tensor();
-    got[r.rank] = expect_error([&] { r.pg->all_to_all(ti, to); });
-  }, go);
+  job.run(
+      [&](Rank& r) {
+        const size_t n = r.rank == 0 ? 4 : 6;
+        Buf in(PL_I32, n), out(PL_I32, n);
+        PL_Tensor ti = in.tensor(), to = out.tensor();
+        got[r.rank] = expect_error([&] { r.pg->all_to_all(ti, to); });
+      },
+      go);
   for (int q = 0; q < 2; ++q)
     EXPECT_EQ(got[q].message,
               "mismatched collectives at #1: rank 0 called all_to_all(int32, 4 elements in equal chunks); "
@@ -308,16 +330,18 @@ TEST(GlooAllToAllFailures, ARankThatNeverCallsIsNamedInTheTimeout) {
   GroupOptions go;
   go.timeout = 1500ms;
   const auto m = uneven(3);
-  job.run([&](Rank& r) {
-    if (r.rank == 2) {
-      EXPECT_TRUE(done.wait(20s));
-      return;
-    }
-    Buf in = make_input(PL_F64, r.rank, m), out(PL_F64, total(column(m, r.rank)));
-    PL_Tensor ti = in.tensor(), to = out.tensor();
-    got[r.rank] = expect_error([&] { r.pg->all_to_all(ti, to, m[r.rank], column(m, r.rank)); });
-    if (failed.fetch_add(1) + 1 == 2) done.open();
-  }, go);
+  job.run(
+      [&](Rank& r) {
+        if (r.rank == 2) {
+          EXPECT_TRUE(done.wait(20s));
+          return;
+        }
+        Buf in = make_input(PL_F64, r.rank, m), out(PL_F64, total(column(m, r.rank)));
+        PL_Tensor ti = in.tensor(), to = out.tensor();
+        got[r.rank] = expect_error([&] { r.pg->all_to_all(ti, to, m[r.rank], column(m, r.rank)); });
+        if (failed.fetch_add(1) + 1 == 2) done.open();
+      },
+      go);
   for (int q = 0; q < 2; ++q) {
     EXPECT_EQ(got[q].code, PL_ERR_TIMEOUT) << "rank " << q;
     EXPECT_THAT(got[q].message, ::testing::StartsWith("gloo all_to_all #1 (float64, sends ")) << "rank " << q;
@@ -334,20 +358,22 @@ TEST(GlooAllToAllFailures, AbortEndsAPendingAllToAllAndThePeerLearnsWhy) {
   GroupOptions go;
   go.timeout = 15s;
   std::vector<Caught> got(2);
-  job.run([&](Rank& r) {
-    Buf in(PL_U8, 6), out(PL_U8, 6);
-    PL_Tensor ti = in.tensor(), to = out.tensor();
-    if (r.rank == 0) {
-      pl::Work w = r.pg->all_to_all_async(ti, to);  // rank 1 never joins it
-      std::this_thread::sleep_for(300ms);
-      r.pg->abort();
-      got[0] = expect_error([&] { w.wait(5s); });
-      rank0_failed.open();
-      return;
-    }
-    EXPECT_TRUE(rank0_failed.wait(20s));
-    got[1] = expect_error([&] { r.pg->all_to_all(ti, to); });
-  }, go);
+  job.run(
+      [&](Rank& r) {
+        Buf in(PL_U8, 6), out(PL_U8, 6);
+        PL_Tensor ti = in.tensor(), to = out.tensor();
+        if (r.rank == 0) {
+          pl::Work w = r.pg->all_to_all_async(ti, to);  // rank 1 never joins it
+          std::this_thread::sleep_for(300ms);
+          r.pg->abort();
+          got[0] = expect_error([&] { w.wait(5s); });
+          rank0_failed.open();
+          return;
+        }
+        EXPECT_TRUE(rank0_failed.wait(20s));
+        got[1] = expect_error([&] { r.pg->all_to_all(ti, to); });
+      },
+      go);
   EXPECT_EQ(got[0].message, "gloo all_to_all #1 (uint8, 6 elements in equal chunks) failed: aborted by the caller");
   EXPECT_EQ(got[1].message,
             "gloo all_to_all #1 (uint8, 6 elements in equal chunks) failed: rank 0 aborted its group (aborted by the "

@@ -1,8 +1,8 @@
 // The gloo process group's argument errors: each names the bad value and what is valid, is
 // PL_ERR_INVALID_ARGUMENT, and leaves the group usable.  Bad group configurations fail in create.
-#include "gloo_threads.hpp"
-
 #include <gmock/gmock.h>
+
+#include "gloo_threads.hpp"
 
 using namespace gloo_threads;
 using ::testing::HasSubstr;
@@ -34,7 +34,8 @@ TEST(GlooArguments, EachBadArgumentIsNamedAndTheGroupStaysUsable) {
                    "gloo allreduce: unknown reduce op 9 (valid: 1 sum, 2 avg, 3 min, 4 max, 5 product)");
     PL_Tensor bad_dtype = b.tensor();
     bad_dtype.dtype = 42;
-    expect_invalid([&] { r.pg->allreduce(bad_dtype, PL_REDUCE_SUM); }, "gloo allreduce: tensor: unknown dtype 42 (valid:");
+    expect_invalid([&] { r.pg->allreduce(bad_dtype, PL_REDUCE_SUM); },
+                   "gloo allreduce: tensor: unknown dtype 42 (valid:");
     PL_Tensor negative = b.tensor();
     negative.numel = -1;
     expect_invalid([&] { r.pg->broadcast(negative, 0); }, "gloo broadcast: tensor: negative element count -1");
@@ -48,8 +49,7 @@ TEST(GlooArguments, EachBadArgumentIsNamedAndTheGroupStaysUsable) {
     expect_invalid([&] { r.pg->reduce_scatter(one, t); },
                    "gloo reduce_scatter: num_inputs is 1, but the group has 2 ranks: pass one input per rank");
     std::vector<PL_Tensor> int_outs{ints.tensor(), ints.tensor()};
-    expect_invalid([&] { r.pg->allgather(t, int_outs); },
-                   "gloo allgather: outputs[0] is int32 but input is float32");
+    expect_invalid([&] { r.pg->allgather(t, int_outs); }, "gloo allgather: outputs[0] is int32 but input is float32");
     std::vector<PL_Tensor> short_outs{three.tensor(), three.tensor()};
     expect_invalid([&] { r.pg->allgather(t, short_outs); },
                    "gloo allgather: outputs[" + self + "] has 3 elements but the input has 4");
@@ -91,14 +91,26 @@ TEST(GlooArguments, BadGroupConfigurationsFailInCreate) {
   expect_invalid([&] { create(2, 2, {}); }, "gloo: rank 2 is out of range for world_size 2 (valid: 0..1)");
   expect_invalid([&] { create(-1, 2, {}); }, "gloo: rank -1 is out of range for world_size 2");
   expect_invalid([&] { create(0, 0, {}); }, "gloo: world_size 0 is not valid: it must be >= 1");
-  expect_invalid([&] { create(0, 1, {{"ifname", "eth0"}}); },
-                 "gloo: unknown option 'ifname' (valid: iface, hostname, allreduce, probe_ms)");
-  expect_invalid([&] { create(0, 1, {{"probe_ms", "-5"}}); },
-                 "gloo: option probe_ms='-5' is not valid: it must be a whole number of milliseconds >= 0");
-  expect_invalid([&] { create(0, 2, {{"allreduce", "tree"}}); },
-                 "gloo: option allreduce='tree' is not valid: use ring, bcube or auto");
-  expect_invalid([&] { create(0, 2, {{"iface", "nosuch0"}}); },
-                 "gloo: interface 'nosuch0' (option iface) does not exist or has no IP address (interfaces with one: lo");
+  expect_invalid(
+      [&] {
+        create(0, 1, {{"ifname", "eth0"}});
+      },
+      "gloo: unknown option 'ifname' (valid: iface, hostname, allreduce, probe_ms)");
+  expect_invalid(
+      [&] {
+        create(0, 1, {{"probe_ms", "-5"}});
+      },
+      "gloo: option probe_ms='-5' is not valid: it must be a whole number of milliseconds >= 0");
+  expect_invalid(
+      [&] {
+        create(0, 2, {{"allreduce", "tree"}});
+      },
+      "gloo: option allreduce='tree' is not valid: use ring, bcube or auto");
+  expect_invalid(
+      [&] {
+        create(0, 2, {{"iface", "nosuch0"}});
+      },
+      "gloo: interface 'nosuch0' (option iface) does not exist or has no IP address (interfaces with one: lo");
 
   // Through the C table: a NULL store, and the descriptor's ABI minor (1.1: blocking calls).
   const pl::PluginRef plugin = rt.find(PL_PLUGIN_PROCESS_GROUP, "gloo");

@@ -2,11 +2,11 @@
 // the op, its number and the rank), mismatched collectives (reported on every rank, alike),
 // abort from another thread, the group unusable after a failure, and argument errors.  Every case
 // uses short timeouts so that a regression fails instead of hanging.
-#include "gloo_threads.hpp"
-
 #include <gmock/gmock.h>
 
 #include <csignal>
+
+#include "gloo_threads.hpp"
 
 using namespace gloo_threads;
 using ::testing::HasSubstr;
@@ -47,26 +47,28 @@ TEST(GlooTimeout, AMissingRankIsNamedWithTheOpAndItsNumberThenTheGroupFailsAtOnc
   std::vector<Caught> got(3);
   GroupOptions go;
   go.timeout = 1500ms;
-  job.run([&](Rank& r) {
-    f32_allreduce(r, 7);  // #1 and #2 succeed
-    f32_allreduce(r, 7);
-    if (r.rank == 2) {  // never calls #3; stays in the group until the others have failed
-      EXPECT_TRUE(done.wait(20s));
-      return;
-    }
-    got[r.rank] = expect_error([&] { f32_allreduce(r, 7); });
-    // Every later call fails at once, repeating the cause.
-    const Caught again = expect_error([&] { r.pg->barrier(); });
-    EXPECT_EQ(again.code, PL_ERR_TIMEOUT);
-    EXPECT_THAT(again.message, StartsWith("gloo group 'default' is unusable after an earlier failure: "));
-    EXPECT_THAT(again.message, HasSubstr(got[r.rank].message));
-    EXPECT_LT(again.ms, 100);
-    Buf b(PL_F32, 2);
-    PL_Tensor t = b.tensor();
-    const Caught async = expect_error([&] { r.pg->allreduce_async(t, PL_REDUCE_SUM); });
-    EXPECT_EQ(async.message, again.message);
-    if (failed.fetch_add(1) + 1 == 2) done.open();
-  }, go);
+  job.run(
+      [&](Rank& r) {
+        f32_allreduce(r, 7);  // #1 and #2 succeed
+        f32_allreduce(r, 7);
+        if (r.rank == 2) {  // never calls #3; stays in the group until the others have failed
+          EXPECT_TRUE(done.wait(20s));
+          return;
+        }
+        got[r.rank] = expect_error([&] { f32_allreduce(r, 7); });
+        // Every later call fails at once, repeating the cause.
+        const Caught again = expect_error([&] { r.pg->barrier(); });
+        EXPECT_EQ(again.code, PL_ERR_TIMEOUT);
+        EXPECT_THAT(again.message, StartsWith("gloo group 'default' is unusable after an earlier failure: "));
+        EXPECT_THAT(again.message, HasSubstr(got[r.rank].message));
+        EXPECT_LT(again.ms, 100);
+        Buf b(PL_F32, 2);
+        PL_Tensor t = b.tensor();
+        const Caught async = expect_error([&] { r.pg->allreduce_async(t, PL_REDUCE_SUM); });
+        EXPECT_EQ(async.message, again.message);
+        if (failed.fetch_add(1) + 1 == 2) done.open();
+      },
+      go);
   for (int q = 0; q < 2; ++q) {
     EXPECT_EQ(got[q].code, PL_ERR_TIMEOUT) << "rank " << q;
     EXPECT_EQ(got[q].message,
@@ -86,11 +88,13 @@ void expect_mismatch(const std::function<void(Rank&)>& rank0, const std::functio
   go.timeout = 15s;
   go.options = {{"probe_ms", "100"}};
   std::vector<Caught> got(2), again(2);
-  job.run([&](Rank& r) {
-    r.pg->barrier();  // #1
-    got[r.rank] = expect_error([&] { (r.rank == 0 ? rank0 : rank1)(r); });
-    again[r.rank] = expect_error([&] { r.pg->barrier(); });
-  }, go);
+  job.run(
+      [&](Rank& r) {
+        r.pg->barrier();  // #1
+        got[r.rank] = expect_error([&] { (r.rank == 0 ? rank0 : rank1)(r); });
+        again[r.rank] = expect_error([&] { r.pg->barrier(); });
+      },
+      go);
   for (int q = 0; q < 2; ++q) {
     EXPECT_EQ(got[q].code, PL_ERR_RUNTIME) << "rank " << q;
     EXPECT_EQ(got[q].message, message) << "rank " << q;
@@ -135,14 +139,18 @@ TEST(GlooMismatch, ThreeRanksTwoAgreeOneDiffersEveryRankReportsIt) {
   go.timeout = 15s;
   go.options = {{"probe_ms", "100"}};
   std::vector<Caught> got(3);
-  job.run([&](Rank& r) {
-    got[r.rank] = expect_error([&] {
-      Buf b(PL_F64, 3);
-      PL_Tensor t = b.tensor();
-      if (r.rank == 1) r.pg->broadcast(t, 0);
-      else r.pg->allreduce(t, PL_REDUCE_MAX);
-    });
-  }, go);
+  job.run(
+      [&](Rank& r) {
+        got[r.rank] = expect_error([&] {
+          Buf b(PL_F64, 3);
+          PL_Tensor t = b.tensor();
+          if (r.rank == 1)
+            r.pg->broadcast(t, 0);
+          else
+            r.pg->allreduce(t, PL_REDUCE_MAX);
+        });
+      },
+      go);
   for (int q = 0; q < 3; ++q) {
     EXPECT_EQ(got[q].message,
               "mismatched collectives at #1: ranks 0, 2 called allreduce(max, float64, 3 elements); "
@@ -158,23 +166,25 @@ TEST(GlooAbort, AbortFromAnotherThreadUnblocksTheOpAndThePeerLearnsWhy) {
   GroupOptions go;
   go.timeout = 15s;
   std::vector<Caught> got(2);
-  job.run([&](Rank& r) {
-    if (r.rank == 0) {
-      std::thread aborter([&] {
-        std::this_thread::sleep_for(300ms);
-        r.pg->abort();
-      });
-      got[0] = expect_error([&] { f32_allreduce(r, 7); });  // rank 1 never joins it
-      aborter.join();
-      rank0_failed.open();
-      const Caught again = expect_error([&] { r.pg->barrier(); });
-      EXPECT_EQ(again.message, "gloo group 'default' is unusable after an earlier failure: aborted by the caller");
-      EXPECT_LT(again.ms, 100);
-      return;
-    }
-    EXPECT_TRUE(rank0_failed.wait(20s));
-    got[1] = expect_error([&] { f32_allreduce(r, 7); });
-  }, go);
+  job.run(
+      [&](Rank& r) {
+        if (r.rank == 0) {
+          std::thread aborter([&] {
+            std::this_thread::sleep_for(300ms);
+            r.pg->abort();
+          });
+          got[0] = expect_error([&] { f32_allreduce(r, 7); });  // rank 1 never joins it
+          aborter.join();
+          rank0_failed.open();
+          const Caught again = expect_error([&] { r.pg->barrier(); });
+          EXPECT_EQ(again.message, "gloo group 'default' is unusable after an earlier failure: aborted by the caller");
+          EXPECT_LT(again.ms, 100);
+          return;
+        }
+        EXPECT_TRUE(rank0_failed.wait(20s));
+        got[1] = expect_error([&] { f32_allreduce(r, 7); });
+      },
+      go);
   EXPECT_EQ(got[0].code, PL_ERR_RUNTIME);
   EXPECT_EQ(got[0].message, "gloo allreduce #1 (sum, float32, 7 elements) failed: aborted by the caller");
   EXPECT_GE(got[0].ms, 250);
@@ -190,23 +200,25 @@ TEST(GlooAbort, AbortFailsQueuedWorkToo) {
   Latch finished;
   GroupOptions go;
   go.timeout = 15s;
-  job.run([&](Rank& r) {
-    if (r.rank == 1) {  // never calls: rank 0's work stays pending until the abort
-      EXPECT_TRUE(finished.wait(20s));
-      return;
-    }
-    Buf a(PL_F32, 5), b(PL_F32, 5);
-    PL_Tensor ta = a.tensor(), tb = b.tensor();
-    pl::Work w1 = r.pg->allreduce_async(ta, PL_REDUCE_SUM);
-    pl::Work w2 = r.pg->allreduce_async(tb, PL_REDUCE_SUM);
-    std::this_thread::sleep_for(200ms);
-    r.pg->abort();
-    const Caught c1 = expect_error([&] { w1.wait(5s); });
-    const Caught c2 = expect_error([&] { w2.wait(5s); });
-    EXPECT_EQ(c1.message, "gloo allreduce #1 (sum, float32, 5 elements) failed: aborted by the caller");
-    EXPECT_EQ(c2.message, "gloo group 'default' is unusable after an earlier failure: aborted by the caller");
-    finished.open();
-  }, go);
+  job.run(
+      [&](Rank& r) {
+        if (r.rank == 1) {  // never calls: rank 0's work stays pending until the abort
+          EXPECT_TRUE(finished.wait(20s));
+          return;
+        }
+        Buf a(PL_F32, 5), b(PL_F32, 5);
+        PL_Tensor ta = a.tensor(), tb = b.tensor();
+        pl::Work w1 = r.pg->allreduce_async(ta, PL_REDUCE_SUM);
+        pl::Work w2 = r.pg->allreduce_async(tb, PL_REDUCE_SUM);
+        std::this_thread::sleep_for(200ms);
+        r.pg->abort();
+        const Caught c1 = expect_error([&] { w1.wait(5s); });
+        const Caught c2 = expect_error([&] { w2.wait(5s); });
+        EXPECT_EQ(c1.message, "gloo allreduce #1 (sum, float32, 5 elements) failed: aborted by the caller");
+        EXPECT_EQ(c2.message, "gloo group 'default' is unusable after an earlier failure: aborted by the caller");
+        finished.open();
+      },
+      go);
 }
 
 TEST(GlooTimeout, SetTimeoutAppliesToTheNextOp) {
@@ -232,20 +244,22 @@ TEST(GlooTimeout, SendWithoutARecvTimesOutNamingThePeer) {
   Latch finished;
   GroupOptions go;
   go.timeout = 1000ms;
-  job.run([&](Rank& r) {
-    if (r.rank == 1) {
-      EXPECT_TRUE(finished.wait(20s));
-      return;
-    }
-    Buf b(PL_U8, 3);
-    const Caught c = expect_error([&] { r.pg->send(b.tensor(), 1, 42); });
-    EXPECT_EQ(c.code, PL_ERR_TIMEOUT);
-    EXPECT_EQ(c.message,
-              "gloo send to rank 1 (tag 42, uint8, 3 elements) timed out after 1000 ms: rank 1 posted no "
-              "matching recv (same tag, dtype and element count)");
-    EXPECT_LT(c.ms, 3000);
-    finished.open();
-  }, go);
+  job.run(
+      [&](Rank& r) {
+        if (r.rank == 1) {
+          EXPECT_TRUE(finished.wait(20s));
+          return;
+        }
+        Buf b(PL_U8, 3);
+        const Caught c = expect_error([&] { r.pg->send(b.tensor(), 1, 42); });
+        EXPECT_EQ(c.code, PL_ERR_TIMEOUT);
+        EXPECT_EQ(c.message,
+                  "gloo send to rank 1 (tag 42, uint8, 3 elements) timed out after 1000 ms: rank 1 posted no "
+                  "matching recv (same tag, dtype and element count)");
+        EXPECT_LT(c.ms, 3000);
+        finished.open();
+      },
+      go);
 }
 
 TEST(GlooAbort, ARecvFromAPeerThatAbortedSaysSo) {
@@ -253,26 +267,29 @@ TEST(GlooAbort, ARecvFromAPeerThatAbortedSaysSo) {
   Latch aborted, finished;
   GroupOptions go;
   go.timeout = 15s;
-  job.run([&](Rank& r) {
-    // Both ranks finish connecting first: a group aborted while its peer is still inside
-    // create() fails that create instead ("Connection closed by peer").
-    r.pg->barrier();
-    if (r.rank == 1) {
-      r.pg->abort();
-      aborted.open();
-      EXPECT_TRUE(finished.wait(20s));
-      return;
-    }
-    EXPECT_TRUE(aborted.wait(20s));
-    Buf b(PL_F32, 4);
-    PL_Tensor t = b.tensor();
-    const Caught c = expect_error([&] { r.pg->recv(t, 1, 3); });
-    EXPECT_EQ(c.code, PL_ERR_RUNTIME);
-    EXPECT_EQ(c.message, "gloo recv from rank 1 (tag 3, float32, 4 elements) failed: rank 1 aborted its group "
-                         "(aborted by the caller)");
-    EXPECT_LT(c.ms, 2000);
-    finished.open();
-  }, go);
+  job.run(
+      [&](Rank& r) {
+        // Both ranks finish connecting first: a group aborted while its peer is still inside
+        // create() fails that create instead ("Connection closed by peer").
+        r.pg->barrier();
+        if (r.rank == 1) {
+          r.pg->abort();
+          aborted.open();
+          EXPECT_TRUE(finished.wait(20s));
+          return;
+        }
+        EXPECT_TRUE(aborted.wait(20s));
+        Buf b(PL_F32, 4);
+        PL_Tensor t = b.tensor();
+        const Caught c = expect_error([&] { r.pg->recv(t, 1, 3); });
+        EXPECT_EQ(c.code, PL_ERR_RUNTIME);
+        EXPECT_EQ(c.message,
+                  "gloo recv from rank 1 (tag 3, float32, 4 elements) failed: rank 1 aborted its group "
+                  "(aborted by the caller)");
+        EXPECT_LT(c.ms, 2000);
+        finished.open();
+      },
+      go);
 }
 
 // Gloo writes without MSG_NOSIGNAL: with SIGPIPE at its default action, a peer's exit would kill

@@ -2,9 +2,9 @@
 // one device, every op, a few dtypes and sizes 0, 1, 7, 1000 and 1Mi, checked element by element
 // after the results are read back from the device.  Each case runs on the emulated device
 // (everywhere) and on the cuda accelerator (skipped, with the reason, without a GPU).
-#include "staged_ranks.hpp"
-
 #include <gmock/gmock.h>
+
+#include "staged_ranks.hpp"
 
 using namespace staged;
 using gloo_threads::case_name;
@@ -72,8 +72,9 @@ TEST_P(Staged, AllreduceEveryOpDtypeAndSize) {
           for (size_t i = 0; i < n; ++i) b.host.set(i, value(dt, r.rank, i, op));
           b.upload();
           r.pg->allreduce(b.tensor(), op);
-          expect_all(b.download(), 0, n, [&](size_t i) { return reduced(dt, op, r.world, i); },
-                     "rank " + std::to_string(r.rank) + " " + case_name("allreduce", dt, n, op));
+          expect_all(
+              b.download(), 0, n, [&](size_t i) { return reduced(dt, op, r.world, i); },
+              "rank " + std::to_string(r.rank) + " " + case_name("allreduce", dt, n, op));
         }
   });
 }
@@ -88,9 +89,9 @@ TEST_P(Staged, BroadcastFromFirstAndLastRank) {
           for (size_t i = 0; i < n; ++i) b.host.set(i, r.rank == root ? value(dt, root, i) : 5);
           b.upload();
           r.pg->broadcast(b.tensor(), root);
-          expect_all(b.download(), 0, n, [&](size_t i) { return value(dt, root, i); },
-                     "rank " + std::to_string(r.rank) + " root " + std::to_string(root) + " " +
-                         case_name("broadcast", dt, n));
+          expect_all(
+              b.download(), 0, n, [&](size_t i) { return value(dt, root, i); },
+              "rank " + std::to_string(r.rank) + " root " + std::to_string(root) + " " + case_name("broadcast", dt, n));
         }
   });
 }
@@ -127,8 +128,9 @@ TEST_P(Staged, AllgatherViewsSeparateInPlaceAndMixed) {
           if (layout != 1) whole.download();
           for (int q = 0; q < W; ++q) {
             const Buf& got = layout == 1 ? parts[static_cast<size_t>(q)]->download() : whole.host;
-            expect_all(got, layout == 1 ? 0 : n * static_cast<size_t>(q), n, [&](size_t i) { return value(dt, q, i); },
-                       what + " from rank " + std::to_string(q));
+            expect_all(
+                got, layout == 1 ? 0 : n * static_cast<size_t>(q), n, [&](size_t i) { return value(dt, q, i); },
+                what + " from rank " + std::to_string(q));
           }
         }
   });
@@ -154,10 +156,11 @@ TEST_P(Staged, ReduceScatterEveryOpDtypeSizeAndInPlace) {
             PL_Tensor out = in_place ? ins[static_cast<size_t>(r.rank)] : o.tensor();
             r.pg->reduce_scatter(ins, out, op);
             const Buf& got = in_place ? a.download() : o.download();
-            expect_all(got, in_place ? n * static_cast<size_t>(r.rank) : 0, n,
-                       [&](size_t i) { return reduced(dt, op, r.world, i + 5 * static_cast<size_t>(r.rank)); },
-                       "rank " + std::to_string(r.rank) + (in_place ? " in place " : " ") +
-                           case_name("reduce_scatter", dt, n, op));
+            expect_all(
+                got, in_place ? n * static_cast<size_t>(r.rank) : 0, n,
+                [&](size_t i) { return reduced(dt, op, r.world, i + 5 * static_cast<size_t>(r.rank)); },
+                "rank " + std::to_string(r.rank) + (in_place ? " in place " : " ") +
+                    case_name("reduce_scatter", dt, n, op));
           }
   });
 }
@@ -188,15 +191,22 @@ TEST_P(Staged, AllToAllEqualChunksAndPerRankCounts) {
           in.upload();
           Buf& host_in = in.host;
           Buf host_out(dt, n_out);
-          if (on_host) r.pg->all_to_all(host_in.tensor(), host_out.tensor(), send, recv);
-          else if (uneven) r.pg->all_to_all(in.tensor(), out.tensor(), send, recv);
-          else r.pg->all_to_all(in.tensor(), out.tensor());
+          if (on_host)
+            r.pg->all_to_all(host_in.tensor(), host_out.tensor(), send, recv);
+          else if (uneven)
+            r.pg->all_to_all(in.tensor(), out.tensor(), send, recv);
+          else
+            r.pg->all_to_all(in.tensor(), out.tensor());
           const Buf& got = on_host ? host_out : out.download();
           for (int q = 0, at = 0; q < W; at += static_cast<int>(count(q, r.rank)), ++q)
-            expect_all(got, static_cast<size_t>(at), count(q, r.rank),
-                       [&](size_t k) { return value(dt, q, 7 * static_cast<size_t>(r.rank) + k); },
-                       "rank " + std::to_string(r.rank) + " from rank " + std::to_string(q) + (on_host ? " host counts " : uneven ? " counts " : " ") +
-                           case_name("all_to_all", dt, n));
+            expect_all(
+                got, static_cast<size_t>(at), count(q, r.rank),
+                [&](size_t k) { return value(dt, q, 7 * static_cast<size_t>(r.rank) + k); },
+                "rank " + std::to_string(r.rank) + " from rank " + std::to_string(q) +
+                    (on_host  ? " host counts "
+                     : uneven ? " counts "
+                              : " ") +
+                    case_name("all_to_all", dt, n));
         }
       }
   });
@@ -221,8 +231,10 @@ TEST_P(Staged, SendRecvAroundTheRing) {
         r.pg->send(out.tensor(), next, tag + 1);
         got.wait(20s);
         const std::string what = "rank " + std::to_string(r.rank) + " " + case_name("recv", dt, n);
-        expect_all(in.download(), 0, n, [&](size_t i) { return value(dt, prev, i); }, what);
-        expect_all(in2.download(), 0, n, [&](size_t i) { return value(dt, prev, i); }, what + " (async)");
+        expect_all(
+            in.download(), 0, n, [&](size_t i) { return value(dt, prev, i); }, what);
+        expect_all(
+            in2.download(), 0, n, [&](size_t i) { return value(dt, prev, i); }, what + " (async)");
       }
     r.pg->barrier();
   });
@@ -243,9 +255,11 @@ TEST_P(Staged, AsyncWorkOnOneTensorInIssueOrderAndHostTensorsAlongside) {
     r.pg->allreduce(h.tensor(), PL_REDUCE_MAX);  // queued behind the three
     for (auto& w : works) w.wait(20s);
     // sum over ranks of (q + 1 + i), then times W twice
-    expect_all(b.download(), 0, 1000, [&](size_t i) { return W * W * (W * (W + 1) / 2 + W * static_cast<double>(i)); },
-               "three async allreduces");
-    expect_all(h, 0, 7, [&](size_t) { return W - 1; }, "host tensor");
+    expect_all(
+        b.download(), 0, 1000, [&](size_t i) { return W * W * (W * (W + 1) / 2 + W * static_cast<double>(i)); },
+        "three async allreduces");
+    expect_all(
+        h, 0, 7, [&](size_t) { return W - 1; }, "host tensor");
   });
 }
 

@@ -1,11 +1,10 @@
 // The gloo process group made for a device: what it refuses, by name (no accelerator, an
 // accelerator of another kind or without a usable device, a device that does not exist, tensors on
 // another device), and what staging costs in page-locked memory.  None of this needs a GPU.
-#include "staged_ranks.hpp"
-
 #include <gmock/gmock.h>
-
 #include <link.h>
+
+#include "staged_ranks.hpp"
 
 using namespace staged;
 using ::testing::HasSubstr;
@@ -52,12 +51,18 @@ TEST(GlooStagedErrors, ADeviceGroupWithoutAnAcceleratorIsRefusedAtCreateBeforeAn
   Creator c;
   const bool cuda_before = cuda_library_loaded();
   const auto t0 = gloo_threads::Clock::now();
-  expect_error(PL_ERR_INVALID_ARGUMENT, [&] { c.create({PL_DEVICE_CUDA, 0}, nullptr, nullptr); },
+  expect_error(PL_ERR_INVALID_ARGUMENT,
+               [&] {
+                 c.create({PL_DEVICE_CUDA, 0}, nullptr, nullptr);
+               },
                {"gloo: config->device is cuda:0, but no accelerator was given (config->accelerator_api is NULL)",
                 "needs the accelerator that owns cuda:0 to stage its buffers through page-locked host memory",
                 "or create the group for the cpu"});
   emulated::Device emu;
-  expect_error(PL_ERR_INVALID_ARGUMENT, [&] { c.create({PL_DEVICE_CUDA, 1}, emulated::Device::api(), nullptr); },
+  expect_error(PL_ERR_INVALID_ARGUMENT,
+               [&] {
+                 c.create({PL_DEVICE_CUDA, 1}, emulated::Device::api(), nullptr);
+               },
                {"config->device is cuda:1, but no accelerator was given (config->accelerator is NULL)"});
   EXPECT_LT(gloo_threads::ms_since(t0), 5000) << "create waited for peers before refusing the config";
   if (!cuda_before) {
@@ -92,20 +97,30 @@ TEST(GlooStagedErrors, WithoutAGpuTheCudaAcceleratorSaysWhy) {
     GTEST_SKIP() << "the cuda accelerator plugin is not available here: " << e.what();
   }
   if (cuda->device_count() > 0) GTEST_SKIP() << "this machine has a GPU: the staged tests run on it instead";
-  expect_error(PL_ERR_RUNTIME, [&] { c.create({PL_DEVICE_CUDA, 0}, cuda->api(), cuda->get()); },
-               {"gloo: config->device is cuda:0, but the accelerator has no usable device (" + cuda->unavailable_reason()});
+  expect_error(
+      PL_ERR_RUNTIME,
+      [&] {
+        c.create({PL_DEVICE_CUDA, 0}, cuda->api(), cuda->get());
+      },
+      {"gloo: config->device is cuda:0, but the accelerator has no usable device (" + cuda->unavailable_reason()});
 }
 
 TEST(GlooStagedErrors, AnAcceleratorOfAnotherKindOrWithoutStagingEntriesIsNamed) {
   Creator c;
   pl::Accelerator cpu(c.rt, "cpu");
-  expect_error(PL_ERR_INVALID_ARGUMENT, [&] { c.create({PL_DEVICE_CUDA, 0}, cpu.api(), cpu.get()); },
+  expect_error(PL_ERR_INVALID_ARGUMENT,
+               [&] {
+                 c.create({PL_DEVICE_CUDA, 0}, cpu.api(), cpu.get());
+               },
                {"config->device is cuda:0, but the accelerator given drives cpu devices: pass the accelerator that "
                 "owns cuda:0"});
   emulated::Device emu;
   PL_AcceleratorApi no_pinned = *emulated::Device::api();
   no_pinned.alloc_host = nullptr;
-  expect_error(PL_ERR_UNSUPPORTED, [&] { c.create({PL_DEVICE_CUDA, 0}, &no_pinned, emu.instance(c.rt.host())); },
+  expect_error(PL_ERR_UNSUPPORTED,
+               [&] {
+                 c.create({PL_DEVICE_CUDA, 0}, &no_pinned, emu.instance(c.rt.host()));
+               },
                {"the accelerator for cuda:0 lacks an entry that staging needs (alloc_host, free_host, copy, "
                 "stream_synchronize)"});
 }
@@ -114,9 +129,15 @@ TEST(GlooStagedErrors, ADeviceThatDoesNotExistIsNamed) {
   Creator c;
   emulated::Device emu;
   PL_Accelerator* acc = emu.instance(c.rt.host());
-  expect_error(PL_ERR_INVALID_ARGUMENT, [&] { c.create({PL_DEVICE_CUDA, 2}, emulated::Device::api(), acc); },
+  expect_error(PL_ERR_INVALID_ARGUMENT,
+               [&] {
+                 c.create({PL_DEVICE_CUDA, 2}, emulated::Device::api(), acc);
+               },
                {"gloo: config->device cuda:2 does not exist: the accelerator sees 2 device(s), cuda:0..cuda:1"});
-  expect_error(PL_ERR_INVALID_ARGUMENT, [&] { c.create({PL_DEVICE_CUDA, -1}, emulated::Device::api(), acc); },
+  expect_error(PL_ERR_INVALID_ARGUMENT,
+               [&] {
+                 c.create({PL_DEVICE_CUDA, -1}, emulated::Device::api(), acc);
+               },
                {"gloo: config->device cuda:-1 is not valid: device indices start at 0"});
 }
 
@@ -127,16 +148,22 @@ TEST(GlooStagedErrors, TensorsOnAnotherDeviceAreRefusedAndTheGroupStaysUsable) {
     DevBuf b(*r.dev, PL_F32, 4);
     PL_Tensor other = b.tensor();
     other.device = {PL_DEVICE_CUDA, 1};
-    const std::string rule = "but this gloo group takes CPU tensors and tensors on cuda:0, the device it was created for";
+    const std::string rule =
+        "but this gloo group takes CPU tensors and tensors on cuda:0, the device it was created for";
     expect_error(PL_ERR_INVALID_ARGUMENT, [&] { r.pg->allreduce(other, PL_REDUCE_SUM); },
                  {"gloo allreduce: tensor is on cuda:1, " + rule});
-    expect_error(PL_ERR_INVALID_ARGUMENT, [&] { r.pg->allgather(b.tensor(), {b.tensor(), other}); },
+    expect_error(PL_ERR_INVALID_ARGUMENT,
+                 [&] {
+                   r.pg->allgather(b.tensor(), {b.tensor(), other});
+                 },
                  {"gloo allgather: outputs[1] is on cuda:1, " + rule});
-    expect_error(PL_ERR_INVALID_ARGUMENT, [&] { r.pg->send(other, 1 - r.rank, 0); }, {"gloo send: tensor is on cuda:1"});
+    expect_error(PL_ERR_INVALID_ARGUMENT, [&] { r.pg->send(other, 1 - r.rank, 0); },
+                 {"gloo send: tensor is on cuda:1"});
     // all_to_all takes CPU or device tensors, but both of one call on one device.
     Buf host(PL_F32, 4);
-    expect_error(PL_ERR_INVALID_ARGUMENT, [&] { r.pg->all_to_all(b.tensor(), host.tensor()); },
-                 {"gloo all_to_all: output is on cpu:0 but input is on cuda:0: input and output must be on one device"});
+    expect_error(
+        PL_ERR_INVALID_ARGUMENT, [&] { r.pg->all_to_all(b.tensor(), host.tensor()); },
+        {"gloo all_to_all: output is on cpu:0 but input is on cuda:0: input and output must be on one device"});
     expect_error(PL_ERR_INVALID_ARGUMENT, [&] { r.pg->all_to_all(b.tensor(), other); },
                  {"gloo all_to_all: output is on cuda:1, " + rule});
     for (size_t i = 0; i < 4; ++i) b.host.set(i, r.rank + 1);

@@ -2,9 +2,9 @@
 // 1000 at 2 and 3 ranks (and 1), checked element by element against an answer computed here;
 // integer AVG; send/recv; barrier; async work.  Failures (timeouts, mismatches, abort, argument
 // errors) are in test_pg_gloo_failures.cpp.
-#include "gloo_threads.hpp"
-
 #include <gmock/gmock.h>
+
+#include "gloo_threads.hpp"
 
 using namespace gloo_threads;
 using ::testing::HasSubstr;
@@ -35,8 +35,9 @@ TEST_P(GlooWorld, AllreduceEveryOpDtypeAndSize) {
           for (size_t i = 0; i < n; ++i) b.set(i, value(dt, r.rank, i, op));
           PL_Tensor t = b.tensor();
           r.pg->allreduce(t, op);
-          expect_all(dt, b.bytes.data(), n, [&](size_t i) { return reduced(dt, op, r.world, i); },
-                     "rank " + std::to_string(r.rank) + " " + case_name("allreduce", dt, n, op));
+          expect_all(
+              dt, b.bytes.data(), n, [&](size_t i) { return reduced(dt, op, r.world, i); },
+              "rank " + std::to_string(r.rank) + " " + case_name("allreduce", dt, n, op));
         }
   });
 }
@@ -48,16 +49,20 @@ TEST_P(GlooWorld, AllreduceWithEachAlgorithm) {
     GroupOptions go;
     go.options = {{"allreduce", algo}};
     Job job(GetParam());
-    job.run([&](Rank& r) {
-      for (size_t n : {size_t{1}, size_t{1000}, size_t{1000003}}) {
-        Buf b(PL_F32, n);
-        for (size_t i = 0; i < n; ++i) b.set(i, value(PL_F32, r.rank, i, PL_REDUCE_SUM));
-        PL_Tensor t = b.tensor();
-        r.pg->allreduce(t, PL_REDUCE_SUM);
-        expect_all(PL_F32, b.bytes.data(), n, [&](size_t i) { return reduced(PL_F32, PL_REDUCE_SUM, r.world, i); },
-                   std::string(algo) + " rank " + std::to_string(r.rank) + " " + case_name("allreduce", PL_F32, n, PL_REDUCE_SUM));
-      }
-    }, go);
+    job.run(
+        [&](Rank& r) {
+          for (size_t n : {size_t{1}, size_t{1000}, size_t{1000003}}) {
+            Buf b(PL_F32, n);
+            for (size_t i = 0; i < n; ++i) b.set(i, value(PL_F32, r.rank, i, PL_REDUCE_SUM));
+            PL_Tensor t = b.tensor();
+            r.pg->allreduce(t, PL_REDUCE_SUM);
+            expect_all(
+                PL_F32, b.bytes.data(), n, [&](size_t i) { return reduced(PL_F32, PL_REDUCE_SUM, r.world, i); },
+                std::string(algo) + " rank " + std::to_string(r.rank) + " " +
+                    case_name("allreduce", PL_F32, n, PL_REDUCE_SUM));
+          }
+        },
+        go);
   }
 }
 
@@ -69,23 +74,27 @@ TEST_P(GlooWorld, AllreduceAcrossPiecesWithEachAlgorithm) {
     GroupOptions go;
     go.options = {{"allreduce", algo}};
     Job job(GetParam());
-    job.run([&](Rank& r) {
-      const size_t piece_f32 = (size_t{16} << 20) / 4, piece_i64 = (size_t{16} << 20) / 8;
-      struct Case {
-        PL_DType dt;
-        PL_ReduceOp op;
-        size_t n;
-      };
-      for (const Case& c : {Case{PL_F32, PL_REDUCE_SUM, 2 * piece_f32 + 3}, Case{PL_I32, PL_REDUCE_AVG, piece_i64 + 5},
-                            Case{PL_U8, PL_REDUCE_AVG, 2 * piece_i64 + 1}}) {
-        Buf b(c.dt, c.n);
-        for (size_t i = 0; i < c.n; ++i) b.set(i, value(c.dt, r.rank, i, c.op));
-        PL_Tensor t = b.tensor();
-        r.pg->allreduce(t, c.op);
-        expect_all(c.dt, b.bytes.data(), c.n, [&](size_t i) { return reduced(c.dt, c.op, r.world, i); },
-                   std::string(algo) + " rank " + std::to_string(r.rank) + " " + case_name("allreduce", c.dt, c.n, c.op));
-      }
-    }, go);
+    job.run(
+        [&](Rank& r) {
+          const size_t piece_f32 = (size_t{16} << 20) / 4, piece_i64 = (size_t{16} << 20) / 8;
+          struct Case {
+            PL_DType dt;
+            PL_ReduceOp op;
+            size_t n;
+          };
+          for (const Case& c :
+               {Case{PL_F32, PL_REDUCE_SUM, 2 * piece_f32 + 3}, Case{PL_I32, PL_REDUCE_AVG, piece_i64 + 5},
+                Case{PL_U8, PL_REDUCE_AVG, 2 * piece_i64 + 1}}) {
+            Buf b(c.dt, c.n);
+            for (size_t i = 0; i < c.n; ++i) b.set(i, value(c.dt, r.rank, i, c.op));
+            PL_Tensor t = b.tensor();
+            r.pg->allreduce(t, c.op);
+            expect_all(
+                c.dt, b.bytes.data(), c.n, [&](size_t i) { return reduced(c.dt, c.op, r.world, i); },
+                std::string(algo) + " rank " + std::to_string(r.rank) + " " + case_name("allreduce", c.dt, c.n, c.op));
+          }
+        },
+        go);
   }
 }
 
@@ -99,9 +108,9 @@ TEST_P(GlooWorld, BroadcastFromFirstAndLastRank) {
           for (size_t i = 0; i < n; ++i) b.set(i, r.rank == root ? value(dt, root, i) : 5);
           PL_Tensor t = b.tensor();
           r.pg->broadcast(t, root);
-          expect_all(dt, b.bytes.data(), n, [&](size_t i) { return value(dt, root, i); },
-                     "rank " + std::to_string(r.rank) + " root " + std::to_string(root) + " " +
-                         case_name("broadcast", dt, n));
+          expect_all(
+              dt, b.bytes.data(), n, [&](size_t i) { return value(dt, root, i); },
+              "rank " + std::to_string(r.rank) + " root " + std::to_string(root) + " " + case_name("broadcast", dt, n));
         }
   });
 }
@@ -142,7 +151,8 @@ TEST_P(GlooWorld, AllgatherEqualAndPerRankSizesContiguousSeparateAndInPlace) {
                                      (per_rank ? " per-rank " : " equal ") + case_name("allgather", dt, n);
             for (int q = 0; q < r.world; ++q) {
               const void* got = layout == 1 ? parts[q].bytes.data() : whole.bytes.data() + off[q] * pl_dtype_size(dt);
-              expect_all(dt, got, c[q], [&](size_t i) { return value(dt, q, i); }, what + " from rank " + std::to_string(q));
+              expect_all(
+                  dt, got, c[q], [&](size_t i) { return value(dt, q, i); }, what + " from rank " + std::to_string(q));
             }
           }
   });
@@ -167,10 +177,11 @@ TEST_P(GlooWorld, ReduceScatterEveryOpDtypeSizeAndPerRankSizes) {
             Buf out(dt, c[r.rank]);
             PL_Tensor output = out.tensor();
             r.pg->reduce_scatter(inputs, output, op);
-            expect_all(dt, out.bytes.data(), c[r.rank],
-                       [&](size_t i) { return reduced(dt, op, r.world, i + 5 * static_cast<size_t>(r.rank)); },
-                       "rank " + std::to_string(r.rank) + (per_rank ? " per-rank " : " equal ") +
-                           case_name("reduce_scatter", dt, n, op));
+            expect_all(
+                dt, out.bytes.data(), c[r.rank],
+                [&](size_t i) { return reduced(dt, op, r.world, i + 5 * static_cast<size_t>(r.rank)); },
+                "rank " + std::to_string(r.rank) + (per_rank ? " per-rank " : " equal ") +
+                    case_name("reduce_scatter", dt, n, op));
           }
     // In place: the output is inputs[rank] itself.
     Buf a(PL_F32, 7 * static_cast<size_t>(r.world));
@@ -179,8 +190,9 @@ TEST_P(GlooWorld, ReduceScatterEveryOpDtypeSizeAndPerRankSizes) {
     for (int j = 0; j < r.world; ++j) inputs.push_back(a.tensor_at(7 * static_cast<size_t>(j), 7));
     PL_Tensor output = inputs[r.rank];
     r.pg->reduce_scatter(inputs, output, PL_REDUCE_SUM);
-    expect_all(PL_F32, output.data, 7, [&](size_t i) { return reduced(PL_F32, PL_REDUCE_SUM, r.world, i + 7 * r.rank); },
-               "in-place reduce_scatter");
+    expect_all(
+        PL_F32, output.data, 7, [&](size_t i) { return reduced(PL_F32, PL_REDUCE_SUM, r.world, i + 7 * r.rank); },
+        "in-place reduce_scatter");
   });
 }
 
@@ -194,8 +206,8 @@ TEST_P(GlooWorld, AvgOnIntegersIsTheExactMeanRoundedTowardZero) {
     };
     // int32 and uint8 sums overflow their type (the mean does not); int64 and negative means
     // round toward zero.
-    for (const Case& k : {Case{PL_I32, 2'000'000'000.0, 3}, Case{PL_I32, -2'000'000'000.0, -5},
-                          Case{PL_U8, 250, 1}, Case{PL_I64, -5, 1}, Case{PL_I32, -7, 2}})
+    for (const Case& k : {Case{PL_I32, 2'000'000'000.0, 3}, Case{PL_I32, -2'000'000'000.0, -5}, Case{PL_U8, 250, 1},
+                          Case{PL_I64, -5, 1}, Case{PL_I32, -7, 2}})
       for (size_t n : sizes()) {
         Buf b(k.dt, n), rs_out(k.dt, n);
         auto v = [&](int q, size_t i) { return k.base - q * k.step + static_cast<double>(i % 4); };
@@ -210,8 +222,8 @@ TEST_P(GlooWorld, AvgOnIntegersIsTheExactMeanRoundedTowardZero) {
         r.pg->reduce_scatter(ins, out, PL_REDUCE_AVG);
         PL_Tensor t = b.tensor();
         r.pg->allreduce(t, PL_REDUCE_AVG);
-        const std::string what = "rank " + std::to_string(r.rank) + " " + case_name("avg", k.dt, n) +
-                                 " base " + std::to_string(k.base);
+        const std::string what =
+            "rank " + std::to_string(r.rank) + " " + case_name("avg", k.dt, n) + " base " + std::to_string(k.base);
         expect_all(k.dt, b.bytes.data(), n, want, "allreduce " + what);
         expect_all(k.dt, rs_out.bytes.data(), n, want, "reduce_scatter " + what);
       }
@@ -231,8 +243,9 @@ TEST_P(GlooWorld, SendRecvAroundTheRingEveryDtypeAndSize) {
         PL_Tensor t = in.tensor();
         r.pg->recv(t, prev, tag);
         w.wait();
-        expect_all(dt, in.bytes.data(), n, [&](size_t i) { return value(dt, prev, i); },
-                   "rank " + std::to_string(r.rank) + " " + case_name("recv", dt, n));
+        expect_all(
+            dt, in.bytes.data(), n, [&](size_t i) { return value(dt, prev, i); },
+            "rank " + std::to_string(r.rank) + " " + case_name("recv", dt, n));
       }
   });
 }
@@ -249,20 +262,23 @@ TEST_P(GlooWorld, PostedTransfersCompleteOutOfIssueOrder) {
     PL_Tensor ta = a.tensor(), tb = b.tensor(), tc = c.tensor();
     if (r.rank == 0) {
       pl::Work in = r.pg->recv_async(tb, last, 1);  // posted first, satisfied last
-      r.pg->send(ta, last, 2);                    // completes while the recv is still pending
+      r.pg->send(ta, last, 2);                      // completes while the recv is still pending
       EXPECT_FALSE(in.test());
       r.pg->allreduce(tc, PL_REDUCE_SUM);  // collectives go on meanwhile
       in.wait(10s);
-      expect_all(PL_I32, b.bytes.data(), 5, [&](size_t i) { return 10.0 * last + static_cast<double>(i); }, "tag 1");
+      expect_all(
+          PL_I32, b.bytes.data(), 5, [&](size_t i) { return 10.0 * last + static_cast<double>(i); }, "tag 1");
     } else if (r.rank == last) {
       r.pg->recv(tb, 0, 2);
       r.pg->allreduce(tc, PL_REDUCE_SUM);
       r.pg->send(ta, 0, 1);
-      expect_all(PL_I32, b.bytes.data(), 5, [&](size_t i) { return static_cast<double>(i); }, "tag 2");
+      expect_all(
+          PL_I32, b.bytes.data(), 5, [&](size_t i) { return static_cast<double>(i); }, "tag 2");
     } else {
       r.pg->allreduce(tc, PL_REDUCE_SUM);
     }
-    expect_all(PL_F32, c.bytes.data(), 9, [&](size_t) { return static_cast<double>(r.world); }, "allreduce");
+    expect_all(
+        PL_F32, c.bytes.data(), 9, [&](size_t) { return static_cast<double>(r.world); }, "allreduce");
     r.pg->barrier();
   });
 }
@@ -296,13 +312,12 @@ TEST_P(GlooWorld, AsyncWorkCompletesInIssueOrderWithBlockingCallsBehindIt) {
     EXPECT_TRUE(works[2].test()) << "the blocking call returned before the work issued ahead of it";
     for (auto& w : works) w.wait(10s);
     for (int k = 0; k < 4; ++k)
-      expect_all(PL_F32, bufs[k].bytes.data(), 1000,
-                 [&](size_t i) { return reduced(PL_F32, k < 3 ? PL_REDUCE_SUM : PL_REDUCE_MAX, r.world, i + k); },
-                 "async op " + std::to_string(k));
+      expect_all(
+          PL_F32, bufs[k].bytes.data(), 1000,
+          [&](size_t i) { return reduced(PL_F32, k < 3 ? PL_REDUCE_SUM : PL_REDUCE_MAX, r.world, i + k); },
+          "async op " + std::to_string(k));
     // A handle destroyed without a wait still completes its op (work_destroy waits for it).
-    {
-      pl::Work w = r.pg->broadcast_async(ts[0], 0);
-    }
+    { pl::Work w = r.pg->broadcast_async(ts[0], 0); }
     r.pg->barrier();
   });
 }
@@ -327,13 +342,13 @@ TEST_P(GlooWorld, WorkWaitTimesOutWhileAPeerIsLateThenCompletes) {
     }
     w.wait(10s);
     EXPECT_TRUE(w.test());
-    expect_all(PL_I64, b.bytes.data(), 7, [&](size_t i) { return reduced(PL_I64, PL_REDUCE_SUM, r.world, i); }, "late");
+    expect_all(
+        PL_I64, b.bytes.data(), 7, [&](size_t i) { return reduced(PL_I64, PL_REDUCE_SUM, r.world, i); }, "late");
   });
 }
 
-INSTANTIATE_TEST_SUITE_P(Ranks, GlooWorld, ::testing::Values(2, 3), [](const auto& info) {
-  return "W" + std::to_string(info.param);
-});
+INSTANTIATE_TEST_SUITE_P(Ranks, GlooWorld, ::testing::Values(2, 3),
+                         [](const auto& info) { return "W" + std::to_string(info.param); });
 
 TEST(GlooSingleRank, EveryOpWorksWithoutATransport) {
   Job job(1);
@@ -344,15 +359,18 @@ TEST(GlooSingleRank, EveryOpWorksWithoutATransport) {
       PL_Tensor t = b.tensor();
       r.pg->allreduce(t, PL_REDUCE_AVG);
       r.pg->broadcast(t, 0);
-      expect_all(dt, b.bytes.data(), 7, [&](size_t i) { return value(dt, 0, i); }, case_name("w1", dt, 7));
+      expect_all(
+          dt, b.bytes.data(), 7, [&](size_t i) { return value(dt, 0, i); }, case_name("w1", dt, 7));
       Buf g(dt, 7), o(dt, 7);
       std::vector<PL_Tensor> outs{g.tensor()};
       r.pg->allgather(t, outs);
       std::vector<PL_Tensor> ins{t};
       PL_Tensor ot = o.tensor();
       r.pg->reduce_scatter(ins, ot, PL_REDUCE_SUM);
-      expect_all(dt, g.bytes.data(), 7, [&](size_t i) { return value(dt, 0, i); }, case_name("w1 allgather", dt, 7));
-      expect_all(dt, o.bytes.data(), 7, [&](size_t i) { return value(dt, 0, i); }, case_name("w1 rs", dt, 7));
+      expect_all(
+          dt, g.bytes.data(), 7, [&](size_t i) { return value(dt, 0, i); }, case_name("w1 allgather", dt, 7));
+      expect_all(
+          dt, o.bytes.data(), 7, [&](size_t i) { return value(dt, 0, i); }, case_name("w1 rs", dt, 7));
     }
     r.pg->barrier();
   });
@@ -366,7 +384,8 @@ TEST(GlooGroups, TwoGroupsOfOneNameOnOneStoreInTurnAndTwoNamesAtOnce) {
       for (size_t i = 0; i < 3; ++i) b.set(i, r.rank + 1);
       PL_Tensor t = b.tensor();
       r.pg->allreduce(t, PL_REDUCE_SUM);
-      expect_all(PL_F32, b.bytes.data(), 3, [&](size_t) { return 3.0; }, "round " + std::to_string(round));
+      expect_all(
+          PL_F32, b.bytes.data(), 3, [&](size_t) { return 3.0; }, "round " + std::to_string(round));
       pl::ProcessGroupOptions po;
       po.rank = r.rank;
       po.world_size = r.world;
@@ -375,7 +394,8 @@ TEST(GlooGroups, TwoGroupsOfOneNameOnOneStoreInTurnAndTwoNamesAtOnce) {
       pl::ProcessGroup other(*r.rt, "gloo", *r.store, po);
       other.allreduce(t, PL_REDUCE_SUM);
       r.pg->allreduce(t, PL_REDUCE_SUM);
-      expect_all(PL_F32, b.bytes.data(), 3, [&](size_t) { return 12.0; }, "two groups");
+      expect_all(
+          PL_F32, b.bytes.data(), 3, [&](size_t) { return 12.0; }, "two groups");
     });
 }
 
@@ -384,13 +404,16 @@ TEST(GlooGroups, TheIfaceAndHostnameOptionsPickTheLoopback) {
     Job job(2);
     GroupOptions go;
     go.options = {opt, {"probe_ms", "0"}};
-    job.run([&](Rank& r) {
-      Buf b(PL_F64, 5);
-      for (size_t i = 0; i < 5; ++i) b.set(i, r.rank + 0.5);
-      PL_Tensor t = b.tensor();
-      r.pg->allreduce(t, PL_REDUCE_SUM);
-      expect_all(PL_F64, b.bytes.data(), 5, [&](size_t) { return 2.0; }, opt.first);
-    }, go);
+    job.run(
+        [&](Rank& r) {
+          Buf b(PL_F64, 5);
+          for (size_t i = 0; i < 5; ++i) b.set(i, r.rank + 0.5);
+          PL_Tensor t = b.tensor();
+          r.pg->allreduce(t, PL_REDUCE_SUM);
+          expect_all(
+              PL_F64, b.bytes.data(), 5, [&](size_t) { return 2.0; }, opt.first);
+        },
+        go);
   }
 }
 

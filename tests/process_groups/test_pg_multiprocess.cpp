@@ -9,20 +9,19 @@
 //   MultiProcess.WrongTokenIs...             a process with a wrong PL_JOB_TOKEN is refused
 //   MultiProcess.RankZeroServesTheStore      no agent store: rank 0 serves it
 // nccl cases skip (with the reason) without the nccl plugin or with fewer GPUs than ranks.
-#include "spawn.hpp"
-
-#include <plrt/sdk/process_group.hpp>
-#include <plrt/sdk/runtime.hpp>
-#include <plrt/sdk/store.hpp>
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <iostream>
 #include <mutex>
+#include <plrt/sdk/process_group.hpp>
+#include <plrt/sdk/runtime.hpp>
+#include <plrt/sdk/store.hpp>
 #include <string>
 #include <vector>
+
+#include "spawn.hpp"
 
 using ::testing::HasSubstr;
 using namespace std::chrono_literals;
@@ -41,7 +40,8 @@ struct LogSink {
   }
   bool any(const std::string& part) {
     std::lock_guard<std::mutex> lock(mu);
-    return std::any_of(lines.begin(), lines.end(), [&](const std::string& l) { return l.find(part) != std::string::npos; });
+    return std::any_of(lines.begin(), lines.end(),
+                       [&](const std::string& l) { return l.find(part) != std::string::npos; });
   }
 };
 
@@ -141,8 +141,9 @@ std::ostream& operator<<(std::ostream& os, const MatrixCase& c) {
 std::vector<std::string> matrix_args(const std::string& size_class, int W) {
   if (size_class == "small") return {"matrix", "--sizes", "0,1,7,1000", "--timeout-ms", "30000"};
   if (size_class == "medium") return {"matrix", "--sizes", W % 2 ? "1000003" : "1048576", "--timeout-ms", "60000"};
-  return {"matrix", "--sizes", "64MiB", "--ops", "allreduce,broadcast,allgather,reduce_scatter", "--reduce-ops",
-          "sum,avg", "--roots", "ends", "--gather-total", "--timeout-ms", "120000"};
+  return {"matrix",       "--sizes", "64MiB",   "--ops", "allreduce,broadcast,allgather,reduce_scatter",
+          "--reduce-ops", "sum,avg", "--roots", "ends",  "--gather-total",
+          "--timeout-ms", "120000"};
 }
 
 class PgMatrix : public MultiProcess, public ::testing::WithParamInterface<MatrixCase> {};
@@ -152,7 +153,9 @@ TEST_P(PgMatrix, Run) {
   if (!backend_available(c.backend, c.W)) GTEST_SKIP() << skip_reason_;
   auto args = matrix_args(c.size_class, c.W);
   args.insert(args.end(), {"--backend", c.backend, "--device", std::string(c.backend) == "nccl" ? "cuda" : "cpu"});
-  const auto deadline = std::string(c.size_class) == "small" ? 120s : std::string(c.size_class) == "medium" ? 200s : 400s;
+  const auto deadline = std::string(c.size_class) == "small"    ? 120s
+                        : std::string(c.size_class) == "medium" ? 200s
+                                                                : 400s;
   auto r = run(job(c.W, args), deadline);
   ASSERT_FALSE(r.timed_out) << r.report();
   for (const auto& p : r.processes) {
@@ -223,7 +226,9 @@ TEST_P(PgMissing, OthersGetAnErrorNamingOpSequenceAndRank) {
 INSTANTIATE_TEST_SUITE_P(Gloo, PgMissing,
                          ::testing::Values(MissingCase{2, "sleep"}, MissingCase{3, "sleep"}, MissingCase{4, "sleep"},
                                            MissingCase{3, "exit"}),
-                         [](const ::testing::TestParamInfo<MissingCase>& i) { return param_name(i.param.W, i.param.mode); });
+                         [](const ::testing::TestParamInfo<MissingCase>& i) {
+                           return param_name(i.param.W, i.param.mode);
+                         });
 
 // ---- ranks that call different things -----------------------------------------------------------
 
@@ -256,7 +261,9 @@ std::vector<MismatchCase> mismatch_cases() {
 }
 
 INSTANTIATE_TEST_SUITE_P(Gloo, PgMismatch, ::testing::ValuesIn(mismatch_cases()),
-                         [](const ::testing::TestParamInfo<MismatchCase>& i) { return param_name(i.param.W, i.param.variant); });
+                         [](const ::testing::TestParamInfo<MismatchCase>& i) {
+                           return param_name(i.param.W, i.param.variant);
+                         });
 
 // ---- a process with the wrong job token -----------------------------------------------------------
 

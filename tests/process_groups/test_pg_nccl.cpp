@@ -2,13 +2,12 @@
 // missing devices by name, (with a GPU) runs every collective in a world of one rank, and refuses
 // two ranks on one GPU by name.  The multi-rank cases are in test_pg_multiprocess (they need one
 // GPU per rank).
-#include <plrt/sdk/process_group.hpp>
-
 #include <cuda_runtime_api.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <plrt/sdk/process_group.hpp>
 #include <string>
 #include <thread>
 #include <vector>

@@ -2,18 +2,17 @@
 // identities are given here instead of read from CUDA, and go through a real store, one thread
 // per rank, as the plugin's create sends them.  The same check inside a real nccl group, two ranks
 // on GPU 0, is in test_pg_nccl.cpp (NcclTwoRanksOneGpu).
-#include "gpu_sharing.hpp"
-
-#include <plrt/sdk/runtime.hpp>
-#include <plrt/sdk/store.hpp>
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <plrt/sdk/runtime.hpp>
+#include <plrt/sdk/store.hpp>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "gpu_sharing.hpp"
 
 namespace {
 
@@ -65,7 +64,8 @@ TEST(NcclGpuSharing, IdentitiesRoundTripAndAForeignValueIsNamed) {
     ADD_FAILURE() << "a foreign value was accepted";
   } catch (const plrt::plugin::Failure& f) {
     EXPECT_EQ(f.code, PL_ERR_RUNTIME);
-    EXPECT_THAT(f.message, HasSubstr("the store key 'grp/0/nccl/nccl_gpu/1/1' holds 'hello', which is not a GPU identity"));
+    EXPECT_THAT(f.message,
+                HasSubstr("the store key 'grp/0/nccl/nccl_gpu/1/1' holds 'hello', which is not a GPU identity"));
   }
 }
 
@@ -133,8 +133,8 @@ TEST(NcclGpuSharing, EveryRankFailsAlikeWhenTwoShareAGpu) {
     EXPECT_THAT(errs[r], HasSubstr("ranks 0 and 1 both use the GPU at PCI 0000:1b:00.0 (cuda:0)")) << "rank " << r;
   }
   Exchange ok;
-  for (const auto& e : ok.run({gpu("a", "0000:1b:00.0", 0), gpu("a", "0000:1c:00.0", 1), gpu("a", "0000:1d:00.0", 2)},
-                              3, 10s))
+  for (const auto& e :
+       ok.run({gpu("a", "0000:1b:00.0", 0), gpu("a", "0000:1c:00.0", 1), gpu("a", "0000:1d:00.0", 2)}, 3, 10s))
     EXPECT_EQ(e, "");
 }
 

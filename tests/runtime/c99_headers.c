@@ -10,8 +10,8 @@
 #include <plrt/runtime.h>
 
 /* Use a few things so that the macros and inline functions are compiled, not just declared. */
-static const PL_Plugin kDescriptor = {sizeof(PL_Plugin), PL_ABI_MAJOR, PL_ABI_MINOR, PL_PLUGIN_STRATEGY,
-                                      "c99_check", "0", "header check", NULL, 0, NULL};
+static const PL_Plugin kDescriptor = {
+    sizeof(PL_Plugin), PL_ABI_MAJOR, PL_ABI_MINOR, PL_PLUGIN_STRATEGY, "c99_check", "0", "header check", NULL, 0, NULL};
 PL_DEFINE_PLUGIN(kDescriptor)
 
 size_t c99_check_sizes(void);

@@ -15,7 +15,6 @@
  * than the capacity).  Unset or empty: 0 devices.
  * PLRT_SCRIPTED_CUDA_LOG=<file>: each device_status call appends "<pid> <capacity>\n". */
 #include <plrt/pl_plugin.h>
-
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -143,8 +142,15 @@ static const PL_AcceleratorApi kApi = {
     .set_device = sc_set_device,
     .device_status = sc_device_status,
 };
-static const PL_Plugin kPlugin = {sizeof(PL_Plugin), PL_ABI_MAJOR, PL_ABI_MINOR, PL_PLUGIN_ACCELERATOR,
-                                  SCRIPTED_NAME, "0.0.1", "scripted device statuses for the usable-device tests",
-                                  NULL, 0, &kApi};
+static const PL_Plugin kPlugin = {sizeof(PL_Plugin),
+                                  PL_ABI_MAJOR,
+                                  PL_ABI_MINOR,
+                                  PL_PLUGIN_ACCELERATOR,
+                                  SCRIPTED_NAME,
+                                  "0.0.1",
+                                  "scripted device statuses for the usable-device tests",
+                                  NULL,
+                                  0,
+                                  &kApi};
 
 PL_DEFINE_PLUGIN(kPlugin)

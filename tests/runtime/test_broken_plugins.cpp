@@ -1,12 +1,12 @@
 // Every way a plugin file can be broken gives an error naming the file and the reason.
-#include "test_support.hpp"
-
 #include <filesystem>
 #include <fstream>
 
-using ::testing::HasSubstr;
+#include "test_support.hpp"
+
 using plrt_test::error_of;
 using plrt_test::isolated;
+using ::testing::HasSubstr;
 
 namespace {
 

@@ -1,7 +1,5 @@
 // The cpu accelerator through the runtime, entry by entry: the glue between the C table and the
 // kernels (the kernels themselves are checked against reference loops in tests/kernels).
-#include "test_support.hpp"
-
 #include <dlfcn.h>
 
 #include <cmath>
@@ -9,15 +7,22 @@
 #include <string>
 #include <vector>
 
-using ::testing::HasSubstr;
+#include "test_support.hpp"
+
 using plrt_test::error_of;
 using plrt_test::isolated;
 using plrt_test::LogCapture;
+using ::testing::HasSubstr;
 
 namespace {
 
 PL_Tensor f32(std::vector<float>& v) {
-  return {sizeof(PL_Tensor), v.data(), PL_F32, {PL_DEVICE_CPU, 0}, static_cast<int64_t>(v.size()), 1,
+  return {sizeof(PL_Tensor),
+          v.data(),
+          PL_F32,
+          {PL_DEVICE_CPU, 0},
+          static_cast<int64_t>(v.size()),
+          1,
           {static_cast<int64_t>(v.size())}};
 }
 
@@ -39,14 +44,34 @@ class CpuPlugin : public ::testing::Test {
 
 TEST_F(CpuPlugin, EveryEntryIsProvided) {
   EXPECT_EQ(api->struct_size, sizeof(PL_AcceleratorApi));
-  for (auto* fn : {(void*)api->alloc, (void*)api->free_memory, (void*)api->alloc_host, (void*)api->free_host,
-                   (void*)api->copy, (void*)api->stream_create, (void*)api->stream_destroy,
-                   (void*)api->stream_synchronize, (void*)api->event_create, (void*)api->event_destroy,
-                   (void*)api->event_record, (void*)api->event_synchronize, (void*)api->stream_wait_event,
-                   (void*)api->fill, (void*)api->scale, (void*)api->axpy, (void*)api->cast, (void*)api->sgd_step,
-                   (void*)api->adam_step, (void*)api->quantize_u8, (void*)api->dequantize_u8, (void*)api->gemm,
-                   (void*)api->add_bias, (void*)api->sum_rows, (void*)api->relu, (void*)api->relu_backward,
-                   (void*)api->cross_entropy, (void*)api->argmax_rows})
+  for (auto* fn : {(void*)api->alloc,
+                   (void*)api->free_memory,
+                   (void*)api->alloc_host,
+                   (void*)api->free_host,
+                   (void*)api->copy,
+                   (void*)api->stream_create,
+                   (void*)api->stream_destroy,
+                   (void*)api->stream_synchronize,
+                   (void*)api->event_create,
+                   (void*)api->event_destroy,
+                   (void*)api->event_record,
+                   (void*)api->event_synchronize,
+                   (void*)api->stream_wait_event,
+                   (void*)api->fill,
+                   (void*)api->scale,
+                   (void*)api->axpy,
+                   (void*)api->cast,
+                   (void*)api->sgd_step,
+                   (void*)api->adam_step,
+                   (void*)api->quantize_u8,
+                   (void*)api->dequantize_u8,
+                   (void*)api->gemm,
+                   (void*)api->add_bias,
+                   (void*)api->sum_rows,
+                   (void*)api->relu,
+                   (void*)api->relu_backward,
+                   (void*)api->cross_entropy,
+                   (void*)api->argmax_rows})
     EXPECT_NE(fn, nullptr);
 }
 
@@ -93,7 +118,7 @@ TEST_F(CpuPlugin, KernelsThroughTheTable) {
   std::vector<float> x(5), y(5, 1.0f);
   auto tx = f32(x), ty = f32(y);
   ok(api->fill(acc, &tx, 2.0, nullptr));
-  ok(api->scale(acc, &tx, 1.5, nullptr));  // x = 3
+  ok(api->scale(acc, &tx, 1.5, nullptr));      // x = 3
   ok(api->axpy(acc, &ty, 2.0, &tx, nullptr));  // y = 1 + 6
   EXPECT_FLOAT_EQ(y[4], 7.0f);
 
@@ -183,7 +208,10 @@ TEST_F(CpuPlugin, BadLocalWorldSizeIsNamed) {
   ::setenv("LOCAL_WORLD_SIZE", "1000000", 1);  // more processes than threads: still one each
   ok(api->create(rt.host(), nullptr, &other));
   api->destroy(other);
-  if (saved_lws) ::setenv("LOCAL_WORLD_SIZE", lws.c_str(), 1); else ::unsetenv("LOCAL_WORLD_SIZE");
+  if (saved_lws)
+    ::setenv("LOCAL_WORLD_SIZE", lws.c_str(), 1);
+  else
+    ::unsetenv("LOCAL_WORLD_SIZE");
   if (saved_ob) ::setenv("OPENBLAS_NUM_THREADS", ob.c_str(), 1);
 }
 

@@ -2,12 +2,8 @@
 // cue where no GPU would: the body runs in a child, what it said before it hung or died is kept,
 // the devices it did not reach are named with the reason, the deadline holds, and no child is left
 // behind (killed and reaped).  The real body (probe_child.cpp) runs in test_usable_devices.cpp.
-#include "device_probe.hpp"
-#include "plugin_support.hpp"
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -16,6 +12,9 @@
 #include <cstdlib>
 #include <stdexcept>
 #include <string>
+
+#include "device_probe.hpp"
+#include "plugin_support.hpp"
 
 using namespace plrt::cuda;
 using ::testing::ElementsAre;
@@ -82,8 +81,8 @@ TEST(CudaProbe, TheBodyRunsInAChildAndEveryDeviceComesBack) {
 }
 
 TEST(CudaProbe, NoDeviceKeepsTheReason) {
-  DeviceTable t = run_probe([](ProbeSink& sink) { sink.header(0, "cudaErrorNoDevice: no CUDA-capable device", {}); },
-                            kShort);
+  DeviceTable t =
+      run_probe([](ProbeSink& sink) { sink.header(0, "cudaErrorNoDevice: no CUDA-capable device", {}); }, kShort);
   EXPECT_TRUE(t.devices.empty());
   EXPECT_EQ(t.reason, "cudaErrorNoDevice: no CUDA-capable device");
 }

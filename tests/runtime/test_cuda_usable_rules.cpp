@@ -2,15 +2,15 @@
 // host-only sources compiled in; no GPU, no nvcc needed): each reason a device is occupied, the
 // thresholds from the options, the environment and the defaults, the device table's JSON (the
 // format of PL_CUDA_DEVICE_TABLE), and CUDA_VISIBLE_DEVICES mapped onto NVML's devices.
-#include "device_table.hpp"
-#include "plugin_support.hpp"
-#include "usable_rules.hpp"
-#include "visible_devices.hpp"
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <map>
+
+#include "device_table.hpp"
+#include "plugin_support.hpp"
+#include "usable_rules.hpp"
+#include "visible_devices.hpp"
 
 using namespace plrt::cuda;
 using ::testing::AllOf;
@@ -126,8 +126,9 @@ TEST(CudaUsableRules, EachReason) {
   EXPECT_EQ(why_unusable(memory, kDefaults), std::nullopt);  // 600 MiB < 1 GiB
   UsableThresholds strict;
   strict.max_foreign_memory_bytes = uint64_t(512) << 20;
-  EXPECT_EQ(why_unusable(memory, strict).value_or(""),
-            "busy: 600 MiB used by other processes (pid 1: 600 MiB), more than 512 MiB (PL_USABLE_MAX_FOREIGN_MEMORY_MB)");
+  EXPECT_EQ(
+      why_unusable(memory, strict).value_or(""),
+      "busy: 600 MiB used by other processes (pid 1: 600 MiB), more than 512 MiB (PL_USABLE_MAX_FOREIGN_MEMORY_MB)");
   // Many processes: four are named, then the count.
   memory.processes.clear();
   for (int64_t pid = 1; pid <= 6; ++pid) memory.processes.push_back({pid, uint64_t(1) << 30});
@@ -153,19 +154,22 @@ TEST(CudaUsableSettings, DefaultsEnvAndOptions) {
   EXPECT_EQ(s.thresholds.max_foreign_memory_bytes, uint64_t(1) << 30);
   EXPECT_EQ(s.probe_timeout, std::chrono::milliseconds(30000));
 
-  s = usable_settings(nullptr, env_of({{"PL_USABLE_MAX_UTILIZATION", "50"}, {"PL_USABLE_MAX_FOREIGN_MEMORY_MB", " 0 "}}));
+  s = usable_settings(nullptr,
+                      env_of({{"PL_USABLE_MAX_UTILIZATION", "50"}, {"PL_USABLE_MAX_FOREIGN_MEMORY_MB", " 0 "}}));
   EXPECT_EQ(s.thresholds.max_utilization_percent, 50.0);
   EXPECT_EQ(s.thresholds.max_foreign_memory_bytes, 0u);
   s = usable_settings(nullptr, env_of({{"PL_USABLE_MAX_UTILIZATION", ""}}));  // empty = unset
   EXPECT_EQ(s.thresholds.max_utilization_percent, 10.0);
 
   Options o{{"max_utilization", "99.5"}, {"probe_timeout_ms", "700"}};
-  s = usable_settings(&o.list, env_of({{"PL_USABLE_MAX_UTILIZATION", "50"}, {"PL_USABLE_MAX_FOREIGN_MEMORY_MB", "2048"}}));
+  s = usable_settings(&o.list,
+                      env_of({{"PL_USABLE_MAX_UTILIZATION", "50"}, {"PL_USABLE_MAX_FOREIGN_MEMORY_MB", "2048"}}));
   EXPECT_EQ(s.thresholds.max_utilization_percent, 99.5);                // the option wins
   EXPECT_EQ(s.thresholds.max_foreign_memory_bytes, uint64_t(2) << 30);  // not an option: the environment
   EXPECT_EQ(s.probe_timeout, std::chrono::milliseconds(700));
   Options mem{{"max_foreign_memory_mb", "0"}};
-  EXPECT_EQ(usable_settings(&mem.list, env_of({{"PL_USABLE_MAX_FOREIGN_MEMORY_MB", "2048"}})).thresholds.max_foreign_memory_bytes,
+  EXPECT_EQ(usable_settings(&mem.list, env_of({{"PL_USABLE_MAX_FOREIGN_MEMORY_MB", "2048"}}))
+                .thresholds.max_foreign_memory_bytes,
             0u);
 
   // The environment's value decides: a device at 30% is busy with 10, usable with 50.
@@ -180,9 +184,13 @@ TEST(CudaUsableSettings, BadValuesAreNamed) {
     auto msg = error_of([&] { usable_settings(nullptr, env_of({{"PL_USABLE_MAX_UTILIZATION", bad}})); });
     EXPECT_THAT(msg, AllOf(HasSubstr("PL_USABLE_MAX_UTILIZATION='"), HasSubstr("a percentage from 0 to 100"))) << bad;
   }
-  EXPECT_THAT(error_of([] { usable_settings(nullptr, env_of({{"PL_USABLE_MAX_UTILIZATION", "150"}})); }),
+  EXPECT_THAT(error_of([] {
+                usable_settings(nullptr, env_of({{"PL_USABLE_MAX_UTILIZATION", "150"}}));
+              }),
               HasSubstr("PL_USABLE_MAX_UTILIZATION='150' is 150; valid: a percentage from 0 to 100"));
-  EXPECT_THAT(error_of([] { usable_settings(nullptr, env_of({{"PL_USABLE_MAX_UTILIZATION", "lots"}})); }),
+  EXPECT_THAT(error_of([] {
+                usable_settings(nullptr, env_of({{"PL_USABLE_MAX_UTILIZATION", "lots"}}));
+              }),
               HasSubstr("PL_USABLE_MAX_UTILIZATION='lots' is not a number"));
   for (const char* bad : {"-1", "1.5", "lots", "99999999999999999999"}) {
     auto msg = error_of([&] { usable_settings(nullptr, env_of({{"PL_USABLE_MAX_FOREIGN_MEMORY_MB", bad}})); });
@@ -204,10 +212,13 @@ TEST(CudaUsableSettings, BadValuesAreNamed) {
               HasSubstr("cuda: device_status: unknown option 'max_utilisation'; valid: max_utilization (percent), "
                         "max_foreign_memory_mb (MiB), probe_timeout_ms"));
   // A bad option is reported even where the environment is fine, and the other way round.
-  EXPECT_THAT(error_of([&] { usable_settings(&util.list, env_of({{"PL_USABLE_MAX_UTILIZATION", "5"}})); }),
+  EXPECT_THAT(error_of([&] {
+                usable_settings(&util.list, env_of({{"PL_USABLE_MAX_UTILIZATION", "5"}}));
+              }),
               HasSubstr("max_utilization='-5'"));
   PL_OptionList broken{sizeof(PL_OptionList), nullptr, 2};
-  EXPECT_THAT(error_of([&] { usable_settings(&broken, env_of({})); }), HasSubstr("options has 2 items but items is NULL"));
+  EXPECT_THAT(error_of([&] { usable_settings(&broken, env_of({})); }),
+              HasSubstr("options has 2 items but items is NULL"));
 }
 
 // ---- the table's JSON ----
@@ -242,7 +253,8 @@ TEST(DeviceTableJson, MalformedTablesNameTheFieldAndTheOrigin) {
   EXPECT_THAT(bad("[]"), HasSubstr(o + ": the table is [], not an object"));
   EXPECT_THAT(bad("{}"), HasSubstr("has no \"devices\" list"));
   EXPECT_THAT(bad(R"({"devices": {}})"), HasSubstr("devices is {}, not a list"));
-  EXPECT_THAT(bad(R"({"devices": [], "device": []})"), HasSubstr("unknown key 'device'; valid keys: devices, notes, reason"));
+  EXPECT_THAT(bad(R"({"devices": [], "device": []})"),
+              HasSubstr("unknown key 'device'; valid keys: devices, notes, reason"));
   EXPECT_THAT(bad(R"({"devices": [{"utilisation_percent": 3}]})"),
               HasSubstr("devices[0] has an unknown key 'utilisation_percent'"));
   EXPECT_THAT(bad(R"({"devices": [{}, {"index": 3}]})"), HasSubstr("devices[1].index is 3; the table lists"));
@@ -251,11 +263,13 @@ TEST(DeviceTableJson, MalformedTablesNameTheFieldAndTheOrigin) {
   EXPECT_THAT(bad(R"({"devices": [{"utilization_percent": 101}]})"),
               HasSubstr("devices[0].utilization_percent is 101; valid: a percentage"));
   EXPECT_THAT(bad(R"({"devices": [{"utilization_percent": "high"}]})"), HasSubstr("not a number"));
-  EXPECT_THAT(bad(R"({"devices": [{"processes": [{"used_bytes": 1}]}]})"), HasSubstr("devices[0].processes[0] has no \"pid\""));
+  EXPECT_THAT(bad(R"({"devices": [{"processes": [{"used_bytes": 1}]}]})"),
+              HasSubstr("devices[0].processes[0] has no \"pid\""));
   EXPECT_THAT(bad(R"({"devices": [{"processes": [{"pid": 1, "used_bytes": -1}]}]})"),
               HasSubstr("devices[0].processes[0].used_bytes is -1"));
   EXPECT_THAT(bad(R"({"devices": [{"processes": [{"pid": -4}]}]})"), HasSubstr("processes[0].pid is -4"));
-  EXPECT_THAT(bad(R"({"devices": [{"context_ok": "no"}]})"), HasSubstr("devices[0].context_ok is \"no\", not true or false"));
+  EXPECT_THAT(bad(R"({"devices": [{"context_ok": "no"}]})"),
+              HasSubstr("devices[0].context_ok is \"no\", not true or false"));
   EXPECT_THAT(bad(R"({"devices": [{"name": 3}]})"), HasSubstr("devices[0].name is 3, not a string"));
   EXPECT_THAT(bad(R"({"devices": [], "notes": [1]})"), HasSubstr("notes[0] is not a string"));
   EXPECT_THAT(error_of([] { read_table_file("/nonexistent/plrt-table.json"); }),

@@ -1,7 +1,4 @@
 // plrt::rt::parse_devices, device_arg_from_text and describe: Lightning's `devices` forms.
-#include "device_parser.hpp"
-#include "error.hpp"
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -12,11 +9,14 @@
 #include <string>
 #include <vector>
 
+#include "device_parser.hpp"
+#include "error.hpp"
+
 namespace {
 
-using plrt::rt::DeviceArg;
 using plrt::rt::describe;
 using plrt::rt::device_arg_from_text;
+using plrt::rt::DeviceArg;
 using plrt::rt::parse_devices;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
@@ -47,8 +47,7 @@ std::vector<int64_t> long_list(int64_t n) {
 }
 
 // Runs parse_devices and returns the error it throws; fails the test when it does not throw.
-plrt::rt::Error error_of(const PL_DeviceSpec& spec, const std::string& accel, int32_t available,
-                         bool processes) {
+plrt::rt::Error error_of(const PL_DeviceSpec& spec, const std::string& accel, int32_t available, bool processes) {
   try {
     const Ids ids = parse_devices(spec, accel, available, processes);
     ADD_FAILURE() << "devices=" << describe(spec) << " parsed to " << ::testing::PrintToString(ids)
@@ -85,18 +84,17 @@ TEST_P(ParseOk, Parses) {
       << "devices=" << describe(g.arg.spec());
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    LightningTable, ParseOk,
-    ::testing::Values(Good{"int_3", I(3), 4, false, {0, 1, 2}},
-                      Good{"int_minus1_all_of_4", I(-1), 4, false, {0, 1, 2, 3}},
-                      Good{"int_minus1_all_of_8", I(-1), 8, false, range(8)},
-                      Good{"list_0", L({0}), 4, false, {0}},
-                      Good{"list_1_3", L({1, 3}), 4, false, {1, 3}},
-                      Good{"str_3", S("3"), 4, false, {0, 1, 2}},
-                      Good{"str_1_comma_3", S("1, 3"), 4, false, {1, 3}},
-                      Good{"str_minus1_all_of_4", S("-1"), 4, false, {0, 1, 2, 3}},
-                      Good{"str_minus1_all_of_8", S("-1"), 8, false, range(8)}),
-    [](const auto& info) { return std::string(info.param.name); });
+INSTANTIATE_TEST_SUITE_P(LightningTable, ParseOk,
+                         ::testing::Values(Good{"int_3", I(3), 4, false, {0, 1, 2}},
+                                           Good{"int_minus1_all_of_4", I(-1), 4, false, {0, 1, 2, 3}},
+                                           Good{"int_minus1_all_of_8", I(-1), 8, false, range(8)},
+                                           Good{"list_0", L({0}), 4, false, {0}},
+                                           Good{"list_1_3", L({1, 3}), 4, false, {1, 3}},
+                                           Good{"str_3", S("3"), 4, false, {0, 1, 2}},
+                                           Good{"str_1_comma_3", S("1, 3"), 4, false, {1, 3}},
+                                           Good{"str_minus1_all_of_4", S("-1"), 4, false, {0, 1, 2, 3}},
+                                           Good{"str_minus1_all_of_8", S("-1"), 8, false, range(8)}),
+                         [](const auto& info) { return std::string(info.param.name); });
 
 INSTANTIATE_TEST_SUITE_P(
     Extended, ParseOk,
@@ -106,19 +104,13 @@ INSTANTIATE_TEST_SUITE_P(
                       Good{"str_padded_count", S(" 3 "), 4, false, {0, 1, 2}},
                       Good{"str_padded_minus1", S(" -1 "), 2, false, {0, 1}},
                       Good{"str_auto", S("auto"), 4, false, {0, 1, 2, 3}},
-                      Good{"kind_auto", A(), 4, false, {0, 1, 2, 3}},
-                      Good{"kind_auto_one_device", A(), 1, false, {0}},
+                      Good{"kind_auto", A(), 4, false, {0, 1, 2, 3}}, Good{"kind_auto_one_device", A(), 1, false, {0}},
                       Good{"int_equal_to_available", I(4), 4, false, {0, 1, 2, 3}},
-                      Good{"int_1_of_1", I(1), 1, false, {0}},
-                      Good{"list_order_kept", L({3, 1}), 4, false, {3, 1}},
-                      Good{"list_last_index", L({1}), 2, false, {1}},
-                      Good{"cpu_int_4", I(4), 1, true, {0, 1, 2, 3}},
-                      Good{"cpu_int_1", I(1), 8, true, {0}},
-                      Good{"cpu_str_4", S("4"), 1, true, {0, 1, 2, 3}},
-                      Good{"cpu_str_padded", S(" 2 "), 1, true, {0, 1}},
-                      Good{"cpu_str_auto", S("auto"), 8, true, {0}},
-                      Good{"cpu_kind_auto", A(), 8, true, {0}},
-                      Good{"cpu_no_upper_bound", I(64), 0, true, range(64)},
+                      Good{"int_1_of_1", I(1), 1, false, {0}}, Good{"list_order_kept", L({3, 1}), 4, false, {3, 1}},
+                      Good{"list_last_index", L({1}), 2, false, {1}}, Good{"cpu_int_4", I(4), 1, true, {0, 1, 2, 3}},
+                      Good{"cpu_int_1", I(1), 8, true, {0}}, Good{"cpu_str_4", S("4"), 1, true, {0, 1, 2, 3}},
+                      Good{"cpu_str_padded", S(" 2 "), 1, true, {0, 1}}, Good{"cpu_str_auto", S("auto"), 8, true, {0}},
+                      Good{"cpu_kind_auto", A(), 8, true, {0}}, Good{"cpu_no_upper_bound", I(64), 0, true, range(64)},
                       Good{"cpu_max", I(65536), 1, true, range(65536)}),
     [](const auto& info) { return std::string(info.param.name); });
 
@@ -147,7 +139,11 @@ TEST_P(ParseError, Fails) {
 INSTANTIATE_TEST_SUITE_P(
     Gpu, ParseError,
     ::testing::Values(
-        Bad{"dup_list", L({0, 0}), "cuda", 2, false,
+        Bad{"dup_list",
+            L({0, 0}),
+            "cuda",
+            2,
+            false,
             {"devices=[0, 0]: device index 0 appears twice; each index may be used once"}},
         Bad{"dup_thrice", L({1, 1, 1}), "cuda", 4, false, {"devices=[1, 1, 1]", "appears 3 times", "used once"}},
         Bad{"dup_str", S("1, 1"), "cuda", 4, false, {"devices='1, 1'", "index 1 appears twice", "used once"}},
@@ -157,15 +153,31 @@ INSTANTIATE_TEST_SUITE_P(
         Bad{"minus1_with_index", L({-1, 1}), "cuda", 4, false, {"devices=[-1, 1]", "stand alone", kGpuHint}},
         Bad{"minus1_in_str", S("-1, 2"), "cuda", 4, false, {"devices='-1, 2'", "stand alone", kGpuHint}},
         Bad{"neg_index", L({0, -3}), "cuda", 4, false, {"devices=[0, -3]", "index -3 is negative", kGpuHint}},
-        Bad{"index_out_of_range", L({0, 3}), "cuda", 2, false,
+        Bad{"index_out_of_range",
+            L({0, 3}),
+            "cuda",
+            2,
+            false,
             {"devices=[0, 3]: you requested devices [0, 3] but the cuda accelerator has 2 devices "
              "(valid indices 0..1)"}},
-        Bad{"index_4_of_2", L({4}), "cuda", 2, false,
+        Bad{"index_4_of_2",
+            L({4}),
+            "cuda",
+            2,
+            false,
             {"devices=[4]", "the cuda accelerator has 2 devices (valid indices 0..1)"}},
-        Bad{"str_index_out_of_range", S("0, 3"), "cuda", 2, false,
+        Bad{"str_index_out_of_range",
+            S("0, 3"),
+            "cuda",
+            2,
+            false,
             {"devices='0, 3'", "you requested devices [0, 3]", "valid indices 0..1"}},
         Bad{"index_of_one_device", L({1}), "cuda", 1, false, {"devices=[1]", "has 1 device (valid index 0)"}},
-        Bad{"count_too_big", I(5), "cuda", 4, false,
+        Bad{"count_too_big",
+            I(5),
+            "cuda",
+            4,
+            false,
             {"devices=5: you requested 5 devices but the cuda accelerator has 4 devices", "1..4", "\"auto\""}},
         Bad{"str_count_too_big", S("5"), "cuda", 4, false, {"devices='5'", "has 4 devices", "1..4"}},
         Bad{"count_2_of_1", I(2), "mps", 1, false, {"devices=2", "mps accelerator has 1 device;", "of 1"}},
@@ -187,20 +199,36 @@ INSTANTIATE_TEST_SUITE_P(
         Bad{"word_in_list_str", S("1,a"), "cuda", 4, false, {"devices='1,a'", "'a' is not an integer", kGpuHint}},
         Bad{"bracket_str", S("[1, x]"), "cuda", 4, false, {"devices='[1, x]'", "is not an integer", kGpuHint}},
         Bad{"float_piece", S("1, 2.5"), "cuda", 4, false, {"devices='1, 2.5'", "'2.5' is not an integer"}},
-        Bad{"none_available_int", I(1), "cuda", 0, false,
+        Bad{"none_available_int",
+            I(1),
+            "cuda",
+            0,
+            false,
             {"devices=1: no cuda device is available", "--accelerator cpu"}},
         Bad{"none_available_all", I(-1), "cuda", 0, false, {"devices=-1", "no cuda device is available"}},
         Bad{"none_available_str_all", S("-1"), "cuda", 0, false, {"devices='-1'", "no cuda device is available"}},
-        Bad{"none_available_auto", A(), "cuda", 0, false,
+        Bad{"none_available_auto",
+            A(),
+            "cuda",
+            0,
+            false,
             {"devices='auto'", "no cuda device is available", "--accelerator cpu"}},
         Bad{"none_available_str_auto", S("auto"), "mps", 0, false, {"no mps device is available", "--accelerator cpu"}},
         Bad{"none_available_list", L({0}), "cuda", 0, false, {"devices=[0]", "no cuda device is available"}},
         Bad{"none_available_str_list", S("0, 1"), "cuda", 0, false, {"devices='0, 1'", "no cuda device"}},
         Bad{"absurd_int", I(100000), "cuda", 4, false, {"devices=100000", "too many", "at most 65536"}},
-        Bad{"absurd_int64", I(std::numeric_limits<int64_t>::max()), "cuda", 4, false,
+        Bad{"absurd_int64",
+            I(std::numeric_limits<int64_t>::max()),
+            "cuda",
+            4,
+            false,
             {"devices=9223372036854775807", "at most 65536"}},
         Bad{"absurd_str", S("100000"), "cuda", 4, false, {"devices='100000'", "at most 65536"}},
-        Bad{"overflow_str", S("99999999999999999999"), "cuda", 4, false,
+        Bad{"overflow_str",
+            S("99999999999999999999"),
+            "cuda",
+            4,
+            false,
             {"devices='99999999999999999999'", "too large", "65536"}},
         Bad{"overflow_str_piece", S("1, 99999999999999999999"), "cuda", 4, false, {"too large", kGpuHint}},
         Bad{"absurd_list", L(long_list(70000)), "cuda", 4, false, {"devices=[0, 1, 2", "70000", "too long", "65536"}},
@@ -213,7 +241,11 @@ INSTANTIATE_TEST_SUITE_P(
 INSTANTIATE_TEST_SUITE_P(
     Cpu, ParseError,
     ::testing::Values(
-        Bad{"list", L({1, 3}), "cpu", 8, true,
+        Bad{"list",
+            L({1, 3}),
+            "cpu",
+            8,
+            true,
             {"devices=[1, 3]: the cpu accelerator takes a number of processes, not a list of indices", kCpuHint}},
         Bad{"list_0", L({0}), "cpu", 8, true, {"devices=[0]", "not a list of indices"}},
         Bad{"empty_list", L({}), "cpu", 8, true, {"devices=[] is not a valid input using the cpu", kCpuHint}},
@@ -280,7 +312,7 @@ TEST(DeviceArgFromText, Ints) {
 
 TEST(DeviceArgFromText, Lists) {
   const std::vector<std::pair<const char*, std::vector<int64_t>>> cases = {
-      {"[1, 3]", {1, 3}}, {"[1,3]", {1, 3}}, {"[0]", {0}}, {"[]", {}},         {"[ ]", {}},
+      {"[1, 3]", {1, 3}}, {"[1,3]", {1, 3}},   {"[0]", {0}},   {"[]", {}},           {"[ ]", {}},
       {" [2] ", {2}},     {"[1, 3,]", {1, 3}}, {"[-1]", {-1}}, {"[ 4 , 5 ]", {4, 5}}};
   for (const auto& [text, ids] : cases) {
     const DeviceArg a = device_arg_from_text(text);
@@ -300,8 +332,8 @@ TEST(DeviceArgFromText, Strings) {
 }
 
 TEST(DeviceArgFromText, Floats) {
-  const std::vector<std::pair<const char*, double>> cases = {
-      {"1.5", 1.5}, {"1e2", 100.0}, {".5", 0.5}, {"2.0", 2.0}, {"-0.5", -0.5}, {"3.", 3.0}, {"1E-1", 0.1}};
+  const std::vector<std::pair<const char*, double>> cases = {{"1.5", 1.5},   {"1e2", 100.0}, {".5", 0.5},  {"2.0", 2.0},
+                                                             {"-0.5", -0.5}, {"3.", 3.0},    {"1E-1", 0.1}};
   for (const auto& [text, value] : cases) {
     const DeviceArg a = device_arg_from_text(text);
     EXPECT_EQ(a.kind, PL_DEVICES_FLOAT) << text;
@@ -310,7 +342,8 @@ TEST(DeviceArgFromText, Floats) {
 }
 
 TEST(DeviceArgFromText, Bools) {
-  const std::vector<std::pair<const char*, bool>> cases = {{"true", true}, {"True", true}, {"false", false}, {"False", false}};
+  const std::vector<std::pair<const char*, bool>> cases = {
+      {"true", true}, {"True", true}, {"false", false}, {"False", false}};
   for (const auto& [text, value] : cases) {
     const DeviceArg a = device_arg_from_text(text);
     EXPECT_EQ(a.kind, PL_DEVICES_BOOL) << text;
@@ -320,9 +353,12 @@ TEST(DeviceArgFromText, Bools) {
 
 TEST(DeviceArgFromText, MalformedListsThrow) {
   const std::vector<std::pair<const char*, const char*>> cases = {
-      {"[1, x]", "devices=[1, x]: 'x' is not an integer"}, {"[1, 3", "devices=[1, 3: the list has no closing ']'"},
-      {"[1,,3]", "devices=[1,,3]: the list has an empty entry"}, {"[,]", "empty entry"},
-      {"[", "no closing ']'"}, {"[1.5]", "'1.5' is not an integer"},
+      {"[1, x]", "devices=[1, x]: 'x' is not an integer"},
+      {"[1, 3", "devices=[1, 3: the list has no closing ']'"},
+      {"[1,,3]", "devices=[1,,3]: the list has an empty entry"},
+      {"[,]", "empty entry"},
+      {"[", "no closing ']'"},
+      {"[1.5]", "'1.5' is not an integer"},
       {"[99999999999999999999]", "'99999999999999999999' is too large"}};
   for (const auto& [text, needle] : cases) {
     try {
@@ -337,16 +373,17 @@ TEST(DeviceArgFromText, MalformedListsThrow) {
 }
 
 TEST(DeviceArgFromText, FeedsParseDevices) {
-  const std::vector<std::pair<const char*, Ids>> cases = {
-      {"3", {0, 1, 2}}, {"-1", {0, 1, 2, 3}}, {"[0]", {0}},    {"[1, 3]", {1, 3}},
-      {"1, 3", {1, 3}}, {"2,", {2}},          {"auto", {0, 1, 2, 3}}};
+  const std::vector<std::pair<const char*, Ids>> cases = {{"3", {0, 1, 2}},      {"-1", {0, 1, 2, 3}}, {"[0]", {0}},
+                                                          {"[1, 3]", {1, 3}},    {"1, 3", {1, 3}},     {"2,", {2}},
+                                                          {"auto", {0, 1, 2, 3}}};
   for (const auto& [text, ids] : cases) {
     const DeviceArg a = device_arg_from_text(text);
     EXPECT_EQ(parse_devices(a.spec(), "cuda", 4, false), ids) << text;
   }
   const DeviceArg big = device_arg_from_text("99999999999999999999");
   EXPECT_THAT(error_of(big.spec(), "cuda", 4, false).message, HasSubstr("too large"));
-  EXPECT_THAT(error_of(device_arg_from_text("1.5").spec(), "cuda", 4, false).message, HasSubstr("devices=1.5 is a float"));
+  EXPECT_THAT(error_of(device_arg_from_text("1.5").spec(), "cuda", 4, false).message,
+              HasSubstr("devices=1.5 is a float"));
 }
 
 TEST(DeviceArg, SpecPointsIntoStorage) {
@@ -380,10 +417,18 @@ TEST(Describe, AsTheUserWroteIt) {
 }
 
 TEST(Describe, FloatsLikePython) {
-  const std::vector<std::pair<double, const char*>> cases = {
-      {1.5, "1.5"},   {100.0, "100.0"}, {0.1, "0.1"},       {1e16, "1e+16"},    {1e-5, "1e-05"},
-      {-2.5, "-2.5"}, {0.0, "0.0"},     {3.5, "3.5"},       {123456.789, "123456.789"},
-      {0.0001, "0.0001"}, {1234567890123456.0, "1234567890123456.0"}, {2.5e-7, "2.5e-07"}};
+  const std::vector<std::pair<double, const char*>> cases = {{1.5, "1.5"},
+                                                             {100.0, "100.0"},
+                                                             {0.1, "0.1"},
+                                                             {1e16, "1e+16"},
+                                                             {1e-5, "1e-05"},
+                                                             {-2.5, "-2.5"},
+                                                             {0.0, "0.0"},
+                                                             {3.5, "3.5"},
+                                                             {123456.789, "123456.789"},
+                                                             {0.0001, "0.0001"},
+                                                             {1234567890123456.0, "1234567890123456.0"},
+                                                             {2.5e-7, "2.5e-07"}};
   for (const auto& [value, text] : cases) EXPECT_EQ(describe(F(value).spec()), text) << text;
 }
 

@@ -1,8 +1,8 @@
 // PL_Tensor <-> DLPack views: every dtype, shapes, strides, devices, and the refusals.
-#include <plrt/sdk/dlpack.hpp>
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <plrt/sdk/dlpack.hpp>
 
 using ::testing::HasSubstr;
 

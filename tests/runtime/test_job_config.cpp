@@ -1,10 +1,10 @@
 // Resolving Lightning's knobs into a job: what plrun --dry-run prints.
 #include "test_support.hpp"
 
-using ::testing::ElementsAre;
-using ::testing::HasSubstr;
 using plrt_test::error_of;
 using plrt_test::isolated;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
 
 namespace {
 pl::Runtime make_runtime() { return pl::Runtime(isolated({PLRT_TEST_PLUGIN_DIR, PLRT_BUILD_PLUGIN_DIR})); }

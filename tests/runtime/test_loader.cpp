@@ -1,14 +1,14 @@
 // Finding plugins by name, by alias, by path, through PL_PLUGIN_PATH; listing; unknown names.
-#include "test_support.hpp"
-
 #include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
 
-using ::testing::HasSubstr;
+#include "test_support.hpp"
+
 using plrt_test::error_of;
 using plrt_test::isolated;
+using ::testing::HasSubstr;
 
 TEST(Loader, FindsTheCpuAcceleratorInTheBuildTree) {
   pl::RuntimeOptions o;
@@ -57,16 +57,16 @@ TEST(Loader, CStrategyLoadsAndAnswers) {
   struct Ctx {
     int calls = 0;
   } ctx;
-  PL_ReplicaStepFn fn{sizeof(PL_ReplicaStepFn), &ctx,
-                      [](void* user, int32_t replica, int32_t n, PL_Device, PL_Parameter* params, size_t np) -> PL_Error* {
-                        static_cast<Ctx*>(user)->calls++;
-                        EXPECT_EQ(replica, 0);
-                        EXPECT_EQ(n, 1);
-                        for (size_t i = 0; i < np; ++i)
-                          for (int64_t j = 0; j < params[i].grad.numel; ++j)
-                            static_cast<float*>(params[i].grad.data)[j] = 4.0f;
-                        return nullptr;
-                      }};
+  PL_ReplicaStepFn fn{
+      sizeof(PL_ReplicaStepFn), &ctx,
+      [](void* user, int32_t replica, int32_t n, PL_Device, PL_Parameter* params, size_t np) -> PL_Error* {
+        static_cast<Ctx*>(user)->calls++;
+        EXPECT_EQ(replica, 0);
+        EXPECT_EQ(n, 1);
+        for (size_t i = 0; i < np; ++i)
+          for (int64_t j = 0; j < params[i].grad.numel; ++j) static_cast<float*>(params[i].grad.data)[j] = 4.0f;
+        return nullptr;
+      }};
   pl::check(rt.host(), api->run_step(s, &fn));
   pl::check(rt.host(), api->after_backward(s));
   EXPECT_EQ(ctx.calls, 1);

@@ -1,13 +1,12 @@
 // Shared by the runtime tests: runtimes that see exactly the folders a test names.
 #pragma once
 
-#include <plrt/sdk/runtime.hpp>
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <mutex>
+#include <plrt/sdk/runtime.hpp>
 #include <string>
 #include <thread>
 #include <vector>
@@ -34,7 +33,8 @@ struct LogCapture {
     return n;
   }
   // Waits (at most `limit`) for a line containing every needle; returns it, or "" if none came.
-  std::string wait_for(const std::vector<std::string>& needles, std::chrono::milliseconds limit = std::chrono::milliseconds(3000)) {
+  std::string wait_for(const std::vector<std::string>& needles,
+                       std::chrono::milliseconds limit = std::chrono::milliseconds(3000)) {
     auto end = Clock::now() + limit;
     for (;;) {
       {
@@ -56,7 +56,6 @@ struct LogCapture {
     return out;
   }
 };
-
 
 // A runtime that searches `dirs` only (no PL_PLUGIN_PATH, no build tree), logging quietly.
 inline pl::RuntimeOptions isolated(std::vector<std::string> dirs) {

@@ -1,12 +1,12 @@
 // Two runtimes in one process keep apart: their own search paths, loggers and instances.
-#include "test_support.hpp"
-
 #include <mutex>
 #include <thread>
 
-using ::testing::HasSubstr;
+#include "test_support.hpp"
+
 using plrt_test::error_of;
 using plrt_test::isolated;
+using ::testing::HasSubstr;
 
 namespace {
 

@@ -4,10 +4,6 @@
 // quickly, no child left, no CUDA in this process); scripted accelerators (scripted_cuda.c) for
 // the runtime's side: the options it passes, odd answers, and an accelerator without
 // device_status, whose every device is usable.
-#include "test_support.hpp"
-
-#include <plrt/sdk/usable_devices.hpp>
-
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -15,14 +11,17 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <plrt/sdk/usable_devices.hpp>
 #include <sstream>
 
+#include "test_support.hpp"
+
+using plrt_test::error_of;
+using plrt_test::isolated;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::Not;
-using plrt_test::error_of;
-using plrt_test::isolated;
 
 namespace {
 
@@ -31,12 +30,16 @@ class ScopedEnv {
  public:
   ScopedEnv(const char* name, const char* value) : name_(name) {
     if (const char* old = std::getenv(name)) old_ = old;
-    if (value) ::setenv(name, value, 1);
-    else ::unsetenv(name);
+    if (value)
+      ::setenv(name, value, 1);
+    else
+      ::unsetenv(name);
   }
   ~ScopedEnv() {
-    if (old_) ::setenv(name_.c_str(), old_->c_str(), 1);
-    else ::unsetenv(name_.c_str());
+    if (old_)
+      ::setenv(name_.c_str(), old_->c_str(), 1);
+    else
+      ::unsetenv(name_.c_str());
   }
 
  private:
@@ -107,7 +110,6 @@ std::string maps() {
 }
 
 }  // namespace
-
 
 // ---- the runtime's side, on scripted accelerators (no GPU, no nvcc needed) ----
 
@@ -213,8 +215,9 @@ TEST(UsableDevices, WithoutDeviceStatusEveryCountedDeviceIsUsable) {
   // The cpu accelerator has no device_status: its one device (the host) is usable.
   EXPECT_THAT(find(rt, 1, nullptr, "cpu"), ElementsAre(0));
   EXPECT_THAT(find(rt, -1, nullptr, "cpu"), ElementsAre(0));
-  EXPECT_THAT(error_of([&] { find(rt, 2, nullptr, "cpu"); }, PL_ERR_INVALID_ARGUMENT),
-              HasSubstr("find_usable_devices(2): you requested 2 devices but this machine has only 1 visible CPU device"));
+  EXPECT_THAT(
+      error_of([&] { find(rt, 2, nullptr, "cpu"); }, PL_ERR_INVALID_ARGUMENT),
+      HasSubstr("find_usable_devices(2): you requested 2 devices but this machine has only 1 visible CPU device"));
   ScopedEnv none("PLRT_SCRIPTED_CUDA", nullptr);
   EXPECT_THAT(error_of([&] { find(rt, 1, nullptr, "plain"); }, PL_ERR_INVALID_ARGUMENT),
               HasSubstr("find_usable_devices(1): no PLAIN device is visible (scripted: no device)"));
@@ -314,7 +317,8 @@ TEST(CudaUsableDevices, CApiOnASimulatedMachine) {
   EXPECT_THAT(msg, HasSubstr("1 'NVIDIA H100 80GB HBM3' (busy: 3.2 GiB used by other processes (pid 4242: 3.2 GiB), "
                              "more than 1024 MiB (PL_USABLE_MAX_FOREIGN_MEMORY_MB))"));
   EXPECT_THAT(msg, HasSubstr("2 'NVIDIA H100 80GB HBM3' (exclusive mode, held by another process (pid 77))"));
-  EXPECT_THAT(msg, HasSubstr("3 'NVIDIA H100 80GB HBM3' (busy: 87% utilization, more than 10% (PL_USABLE_MAX_UTILIZATION))"));
+  EXPECT_THAT(
+      msg, HasSubstr("3 'NVIDIA H100 80GB HBM3' (busy: 87% utilization, more than 10% (PL_USABLE_MAX_UTILIZATION))"));
   EXPECT_THAT(error_of([&] { find(rt, 6); }, PL_ERR_INVALID_ARGUMENT),
               HasSubstr("you requested 6 devices but this machine has only 5 visible CUDA devices"));
 }
@@ -412,7 +416,8 @@ TEST(CudaUsableDevices, ResolvingAJob) {
 }
 
 TEST(CudaUsableDevices, ResolvingWhenEveryDeviceIsTaken) {
-  TempFile table(R"({"devices": [{"name": "A", "compute_mode": "prohibited"}, {"name": "B", "utilization_percent": 50}]})");
+  TempFile table(
+      R"({"devices": [{"name": "A", "compute_mode": "prohibited"}, {"name": "B", "utilization_percent": 50}]})");
   ScopedEnv sim("PL_CUDA_DEVICE_TABLE", table.path().c_str());
   auto rt = make_runtime();
   pl::JobRequest r;

@@ -2,14 +2,14 @@
 // rules over the statuses an accelerator reports (which devices, in which order, the errors that
 // name each occupied device), the devices="usable:N" form, and PL_UsableDeviceOptions turned into
 // device_status's options.  The cuda plugin's judgement of each device: test_cuda_usable_rules.cpp.
-#include "error.hpp"
-#include "usable_devices.hpp"
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <map>
+
+#include "error.hpp"
+#include "usable_devices.hpp"
 
 using namespace plrt::rt;
 using ::testing::ElementsAre;
@@ -29,7 +29,8 @@ DeviceState occupied(int32_t i, const std::string& name, const std::string& reas
 
 // 4 devices: 1 busy, 3 held in exclusive mode; 0 and 2 free.
 std::vector<DeviceState> mixed() {
-  return {free_device(0), occupied(1, "NVIDIA H100 80GB HBM3", "busy: 3.2 GiB used by other processes (pid 4242: 3.2 GiB)"),
+  return {free_device(0),
+          occupied(1, "NVIDIA H100 80GB HBM3", "busy: 3.2 GiB used by other processes (pid 4242: 3.2 GiB)"),
           free_device(2), occupied(3, "NVIDIA A100", "exclusive mode, held by another process")};
 }
 
@@ -74,7 +75,8 @@ TEST(UsableSelection, TheFirstNUsableInOrder) {
   ASSERT_EQ(skipped.size(), 1u);  // it stops once it has 2: device 3 is not looked at
   EXPECT_EQ(skipped[0], "1 'NVIDIA H100 80GB HBM3' (busy: 3.2 GiB used by other processes (pid 4242: 3.2 GiB))");
   // The ids are the statuses' indices, not positions.
-  EXPECT_THAT(select_usable({free_device(0), occupied(1, "", "x"), free_device(2)}, -1, "t", "CUDA"), ElementsAre(0, 2));
+  EXPECT_THAT(select_usable({free_device(0), occupied(1, "", "x"), free_device(2)}, -1, "t", "CUDA"),
+              ElementsAre(0, 2));
 }
 
 TEST(UsableSelection, MoreThanVisibleIsAnError) {
@@ -180,7 +182,8 @@ TEST(UsableOptions, BadFieldsAreNamedBeforeAnythingIsAsked) {
   u.struct_size = sizeof u;
   u.has_max_foreign_memory = 1;
   u.max_foreign_memory_mb = -1;
-  EXPECT_THAT(error_of([&] { status_options(&u, &o); }), HasSubstr("max_foreign_memory_mb is -1; valid: a whole number"));
+  EXPECT_THAT(error_of([&] { status_options(&u, &o); }),
+              HasSubstr("max_foreign_memory_mb is -1; valid: a whole number"));
   u.struct_size = 8;
   EXPECT_THAT(error_of([&] { status_options(&u, &o); }, PL_ERR_VERSION), HasSubstr("struct_size 8"));
 }

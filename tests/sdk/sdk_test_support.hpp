@@ -2,12 +2,11 @@
 // device, and two ways of catching the pl::Error a statement throws.
 #pragma once
 
-#include <plrt/sdk/error.hpp>
-#include <plrt/sdk/runtime.hpp>
-
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <plrt/sdk/error.hpp>
+#include <plrt/sdk/runtime.hpp>
 #include <string>
 
 namespace sdk_test {

@@ -1,27 +1,25 @@
 // Mixed precision in the SDK: precision names, thread-local autocast, the layers under autocast,
 // the dynamic loss scaler alone and inside Trainer::fit (an overflowing step is skipped and the
 // scale lowered).
-#include "sdk_test_support.hpp"
-
-#include <plrt/sdk/amp.hpp>
-#include <plrt/sdk/nn.hpp>
-#include <plrt/sdk/trainer.hpp>
-
 #include <gmock/gmock.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <filesystem>
 #include <limits>
+#include <plrt/sdk/amp.hpp>
+#include <plrt/sdk/nn.hpp>
+#include <plrt/sdk/trainer.hpp>
 #include <thread>
 
-#include <unistd.h>
+#include "sdk_test_support.hpp"
 
 namespace {
 
-using ::testing::HasSubstr;
 using sdk_test::error_of;
 using sdk_test::kCpu;
 using sdk_test::runtime;
+using ::testing::HasSubstr;
 
 pl::Accelerator& cpu() {
   static pl::Accelerator acc(runtime(), "cpu");
@@ -194,7 +192,8 @@ struct Tiny : pl::LightningModule {
   }
 };
 
-std::vector<float> fit_tiny(double init_scale, int64_t steps, double* scale_out = nullptr, int64_t* skipped_out = nullptr) {
+std::vector<float> fit_tiny(double init_scale, int64_t steps, double* scale_out = nullptr,
+                            int64_t* skipped_out = nullptr) {
   auto dir = std::filesystem::temp_directory_path() / ("plrt-amp-" + std::to_string(::getpid()));
   pl::TrainerOptions o;
   o.accelerator = "cpu";

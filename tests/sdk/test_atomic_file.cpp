@@ -1,24 +1,22 @@
 // write_file_atomic, AtomicDir and clean_atomic_leftovers, ending with the crash test: a child
 // process committing checkpoints is SIGKILLed at varied moments, and every time the folder must
 // hold one complete generation.
-#include <plrt/sdk/atomic_file.hpp>
-#include <plrt/sdk/error.hpp>
-
-#include "sdk_test_support.hpp"
-
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <plrt/sdk/atomic_file.hpp>
+#include <plrt/sdk/error.hpp>
 #include <set>
 #include <thread>
 
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
+#include "sdk_test_support.hpp"
 
 namespace fs = std::filesystem;
 
@@ -133,7 +131,8 @@ TEST(AtomicDir, BadNamesAreRejected) {
   TempDir d;
   pl::AtomicDir a(d.path + "/ckpt");
   for (std::string bad : {"", ".", "..", "x/y"})
-    EXPECT_NE(error_or_none([&] { a.write(bad, "1"); }).find("file name '" + bad + "' must be a plain name"), std::string::npos);
+    EXPECT_NE(error_or_none([&] { a.write(bad, "1"); }).find("file name '" + bad + "' must be a plain name"),
+              std::string::npos);
   EXPECT_NE(error_or_none([] { pl::AtomicDir(""); }).find("is not a file or folder name"), std::string::npos);
   std::string e = error_or_none([&] { pl::AtomicDir(d.path + "/missing/ckpt"); });
   EXPECT_NE(e.find("cannot create folder '" + d.path + "/missing/ckpt.tmp-"), std::string::npos) << e;
@@ -147,7 +146,7 @@ TEST(AtomicDir, CleanRemovesOnlyTheLeftoversOfDeadProcesses) {
   fs::create_directory(p + ".tmp-" + dead);
   pl::write_file_atomic(p + ".tmp-" + dead + "/part", "x");
   pl::write_file_atomic(p + ".tmp-" + dead + "-3", "x");  // a write_file_atomic leftover
-  fs::create_directory(p + ".old-" + dead);                // a finished fallback commit's old folder
+  fs::create_directory(p + ".old-" + dead);               // a finished fallback commit's old folder
   fs::create_directory(p + ".tmp-" + live);
   pl::write_file_atomic(p + ".tmp-x", "not ours: no pid");
   pl::write_file_atomic(d.path + "/other.tmp-" + dead, "another path's");
@@ -274,8 +273,8 @@ TEST(AtomicDir, SigkillAtAnyMomentLeavesOneCompleteGeneration) {
   EXPECT_EQ(d.names(), std::set<std::string>{"ckpt"});
   RecordProperty("generations_committed", static_cast<int>(last));
   RecordProperty("further_commits", advanced);
-  std::printf("[ crash test ] %d kills, %d commits beyond each child's first, last generation %llu\n", kKills,
-              advanced, static_cast<unsigned long long>(last));
+  std::printf("[ crash test ] %d kills, %d commits beyond each child's first, last generation %llu\n", kKills, advanced,
+              static_cast<unsigned long long>(last));
 }
 
 }  // namespace

@@ -1,15 +1,14 @@
 // TensorDataset, DistributedSampler (torch.utils.data.DistributedSampler's index lists, worked out
 // by hand from torch's code) and DataLoader.
-#include <plrt/sdk/data.hpp>
-
-#include "sdk_test_support.hpp"
-
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <functional>
 #include <numeric>
+#include <plrt/sdk/data.hpp>
 #include <set>
+
+#include "sdk_test_support.hpp"
 
 namespace {
 
@@ -17,7 +16,8 @@ using sdk_test::error_or_none;
 
 using Indices = std::vector<int64_t>;
 
-#define EXPECT_ERROR_HAS(stmt, text) EXPECT_NE(error_or_none([&] { stmt; }).find(text), std::string::npos) << error_or_none([&] { stmt; })
+#define EXPECT_ERROR_HAS(stmt, text) \
+  EXPECT_NE(error_or_none([&] { stmt; }).find(text), std::string::npos) << error_or_none([&] { stmt; })
 
 Indices rank_indices(int64_t n, int w, int r, bool shuffle = false, uint64_t seed = 0, bool drop_last = false,
                      int64_t epoch = 0) {

@@ -1,25 +1,24 @@
 // pl::Module: dotted names in PyTorch's order, registration errors, placement with to(), the
 // root's training state, state_dict / load_state_dict (strict and not), and the grad_ready hook.
-#include <plrt/sdk/module.hpp>
-#include <plrt/sdk/nn.hpp>
-
-#include "sdk_test_support.hpp"
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <map>
 #include <memory>
+#include <plrt/sdk/module.hpp>
+#include <plrt/sdk/nn.hpp>
 #include <string>
 #include <vector>
+
+#include "sdk_test_support.hpp"
 
 using ::testing::HasSubstr;
 
 namespace {
 
-using sdk_test::runtime;
-using sdk_test::kCpu;
 using sdk_test::error_of;
+using sdk_test::kCpu;
+using sdk_test::runtime;
 
 pl::Tensor vec(std::vector<float> v) {
   const int64_t n = static_cast<int64_t>(v.size());
@@ -66,14 +65,17 @@ TEST(Module, NamesAreDottedInPyTorchOrder) {
 
 TEST(Module, BadNamesAndRegistrationsAreRejected) {
   Tree t;
-  EXPECT_THAT(error_of([&] { t.root.register_parameter("a", vec({0})); }), HasSubstr("'a' is already registered (as a parameter"));
-  EXPECT_THAT(error_of([&] { t.root.register_buffer("enc", vec({0})); }), HasSubstr("'enc' is already registered (as a submodule"));
+  EXPECT_THAT(error_of([&] { t.root.register_parameter("a", vec({0})); }),
+              HasSubstr("'a' is already registered (as a parameter"));
+  EXPECT_THAT(error_of([&] { t.root.register_buffer("enc", vec({0})); }),
+              HasSubstr("'enc' is already registered (as a submodule"));
   EXPECT_THAT(error_of([&] { t.enc.register_parameter("running", vec({0})); }), HasSubstr("as a buffer"));
   EXPECT_THAT(error_of([&] { t.root.register_parameter("", vec({0})); }), HasSubstr("must not be empty"));
   EXPECT_THAT(error_of([&] { t.root.register_parameter("x.y", vec({0})); }), HasSubstr("'x.y' contains '.'"));
   EXPECT_THAT(error_of([&] { t.root.register_parameter("u", pl::Tensor()); }), HasSubstr("undefined"));
   pl::Module other;
-  EXPECT_THAT(error_of([&] { other.register_module("again", t.enc); }), HasSubstr("already registered in another module"));
+  EXPECT_THAT(error_of([&] { other.register_module("again", t.enc); }),
+              HasSubstr("already registered in another module"));
   EXPECT_THAT(error_of([&] { t.dec0.register_module("up", t.root); }), HasSubstr("cycle"));
   EXPECT_THAT(error_of([&] { t.root.register_module("self", t.root); }), HasSubstr("cycle"));
   // Nothing was added by the failed calls.

@@ -1,24 +1,23 @@
 // pl::nn on the cpu accelerator: a finite-difference gradient check (f64) of
 // Linear -> ReLU -> Linear -> cross_entropy for every weight, bias and the input, with grad_scale
 // and accumulation; Linear's initialisation; buffer reuse; cross_entropy's results and errors.
-#include <plrt/sdk/nn.hpp>
-
-#include "sdk_test_support.hpp"
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <plrt/sdk/nn.hpp>
 #include <string>
 #include <vector>
+
+#include "sdk_test_support.hpp"
 
 using ::testing::HasSubstr;
 
 namespace {
 
-using sdk_test::runtime;
-using sdk_test::kCpu;
 using sdk_test::error_of;
+using sdk_test::kCpu;
+using sdk_test::runtime;
 
 struct Net : pl::Module {
   pl::nn::Linear l1, l2;
@@ -192,13 +191,24 @@ TEST(Nn, CrossEntropyMeanLossGradAndAccuracy) {
   for (size_t k = 0; k < g.size(); ++k) EXPECT_NEAR(g[k], grad[k], 1e-6) << k;
   EXPECT_FALSE(pl::nn::cross_entropy(logits, labels, false).grad.defined());
 
-  EXPECT_THAT(error_of([&] { pl::nn::cross_entropy(logits, pl::Tensor::from_vector<int64_t>({0, 3, 1}, {3})); }),
+  EXPECT_THAT(error_of([&] {
+                pl::nn::cross_entropy(logits, pl::Tensor::from_vector<int64_t>({0, 3, 1}, {3}));
+              }),
               HasSubstr("label 3 at row 1"));
-  EXPECT_THAT(error_of([&] { pl::nn::cross_entropy(logits, pl::Tensor::from_vector<int64_t>({0, 1}, {2})); }),
+  EXPECT_THAT(error_of([&] {
+                pl::nn::cross_entropy(logits, pl::Tensor::from_vector<int64_t>({0, 1}, {2}));
+              }),
               HasSubstr("labels must be int64 [3]"));
-  EXPECT_THAT(error_of([&] { pl::nn::cross_entropy(logits, pl::Tensor::from_vector<int32_t>({0, 1, 2}, {3})); }),
+  EXPECT_THAT(error_of([&] {
+                pl::nn::cross_entropy(logits, pl::Tensor::from_vector<int32_t>({0, 1, 2}, {3}));
+              }),
               HasSubstr("int32"));
-  EXPECT_THAT(error_of([&] { pl::nn::cross_entropy(pl::Tensor::zeros({3, 3}), labels); }), HasSubstr("plain host tensor"));
-  EXPECT_THAT(error_of([&] { pl::nn::cross_entropy(pl::Tensor::empty(acc, kCpu, {0, 3}), pl::Tensor::zeros({0}, PL_I64)); }),
+  EXPECT_THAT(error_of([&] {
+                pl::nn::cross_entropy(pl::Tensor::zeros({3, 3}), labels);
+              }),
+              HasSubstr("plain host tensor"));
+  EXPECT_THAT(error_of([&] {
+                pl::nn::cross_entropy(pl::Tensor::empty(acc, kCpu, {0, 3}), pl::Tensor::zeros({0}, PL_I64));
+              }),
               HasSubstr("empty batch"));
 }

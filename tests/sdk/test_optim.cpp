@@ -1,10 +1,6 @@
 // pl::SGD, pl::Adam, pl::AdamW on the cpu accelerator (float64) against straightforward reference
 // loops in double over 5 steps, with one parameter's gradient left unwritten in one step; state
 // round trips that continue identically; bad options and bad checkpoint state.
-#include <plrt/sdk/optim.hpp>
-
-#include "sdk_test_support.hpp"
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -14,16 +10,19 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <plrt/sdk/optim.hpp>
 #include <string>
 #include <vector>
+
+#include "sdk_test_support.hpp"
 
 using ::testing::HasSubstr;
 
 namespace {
 
-using sdk_test::runtime;
-using sdk_test::kCpu;
 using sdk_test::error_of;
+using sdk_test::kCpu;
+using sdk_test::runtime;
 
 constexpr int kSteps = 5;
 constexpr int kSkipStep = 2;  // parameter 1's gradient is not written in this step
@@ -49,7 +48,9 @@ struct Params {
 
 const std::vector<std::vector<double>> kInit = {{0.5, -1, 2, 0.25, -0.75, 1.5}, {3, -2, 0.1}};
 
-double grad_at(int step, size_t param, size_t k) { return std::sin(1.3 * step + 0.7 * static_cast<double>(k) + static_cast<double>(param)); }
+double grad_at(int step, size_t param, size_t k) {
+  return std::sin(1.3 * step + 0.7 * static_cast<double>(k) + static_cast<double>(param));
+}
 
 // Writes step `s`'s gradients (parameter 1 left unwritten in kSkipStep).
 void write_grads(Params& ps, int s) {
@@ -146,7 +147,8 @@ TEST(Optim, SgdVariantsMatchTheReference) {
     run(sgd, ps, 0, kSteps);
     auto want = kInit;
     ref_sgd(opts, want);
-    for (size_t i = 0; i < want.size(); ++i) expect_close(ps.value(i), want[i], label + " param " + std::to_string(i) + " ");
+    for (size_t i = 0; i < want.size(); ++i)
+      expect_close(ps.value(i), want[i], label + " param " + std::to_string(i) + " ");
     EXPECT_EQ(sgd.steps(), kSteps);
   }
 }
@@ -164,7 +166,8 @@ TEST(Optim, AdamAndAdamWMatchTheReference) {
     run(*opt, ps, 0, kSteps);
     auto want = kInit;
     ref_adam(o, decoupled, want);
-    for (size_t i = 0; i < want.size(); ++i) expect_close(ps.value(i), want[i], opt->name() + " param " + std::to_string(i) + " ");
+    for (size_t i = 0; i < want.size(); ++i)
+      expect_close(ps.value(i), want[i], opt->name() + " param " + std::to_string(i) + " ");
     // Parameter 1 missed one step: its own count is one lower.
     auto scalars = opt->state_scalars();
     EXPECT_EQ(scalars.at("state.0.step"), kSteps);
@@ -201,9 +204,16 @@ TEST(Optim, StateRoundTripContinuesIdentically) {
   pl::AdamOptions ao;
   ao.lr = 0.03;
   using Make = std::function<std::unique_ptr<pl::Optimizer>(Params&, double lr)>;
-  const std::vector<Make> makers = {
-      [&](Params& ps, double lr) { auto o = so; o.lr = lr; return std::make_unique<pl::SGD>(ps.ptrs(), o); },
-      [&](Params& ps, double lr) { auto o = ao; o.lr = lr; return std::make_unique<pl::AdamW>(ps.ptrs(), o); }};
+  const std::vector<Make> makers = {[&](Params& ps, double lr) {
+                                      auto o = so;
+                                      o.lr = lr;
+                                      return std::make_unique<pl::SGD>(ps.ptrs(), o);
+                                    },
+                                    [&](Params& ps, double lr) {
+                                      auto o = ao;
+                                      o.lr = lr;
+                                      return std::make_unique<pl::AdamW>(ps.ptrs(), o);
+                                    }};
   for (const auto& make : makers) {
     Params a(acc, kInit);
     auto opt_a = make(a, 0.1);
@@ -269,28 +279,46 @@ TEST(Optim, LoadStateRejectsBadNamesShapesAndPartialState) {
   pl::SGD sgd(ps.ptrs(), so);
   auto t6 = pl::Tensor::zeros({6}, PL_F64);
   auto t3 = pl::Tensor::zeros({3}, PL_F64);
-  EXPECT_THAT(error_of([&] { sgd.load_state({{"state.0.bogus", t6}}, {}); }),
+  EXPECT_THAT(error_of([&] {
+                sgd.load_state({{"state.0.bogus", t6}}, {});
+              }),
               HasSubstr("unexpected name 'state.0.bogus'; valid: state.<i>.momentum_buffer with i in [0, 2)"));
-  EXPECT_THAT(error_of([&] { sgd.load_state({{"state.2.momentum_buffer", t6}}, {}); }), HasSubstr("'state.2.momentum_buffer'"));
-  EXPECT_THAT(error_of([&] { sgd.load_state({{"state.0.momentum_buffer", t3}}, {}); }),
+  EXPECT_THAT(error_of([&] {
+                sgd.load_state({{"state.2.momentum_buffer", t6}}, {});
+              }),
+              HasSubstr("'state.2.momentum_buffer'"));
+  EXPECT_THAT(error_of([&] {
+                sgd.load_state({{"state.0.momentum_buffer", t3}}, {});
+              }),
               HasSubstr("'state.0.momentum_buffer' is float64 [3] but parameter 0 is float64 [6]"));
-  EXPECT_THAT(error_of([&] { sgd.load_state({{"state.1.momentum_buffer", pl::Tensor::zeros({3})}}, {}); }),
+  EXPECT_THAT(error_of([&] {
+                sgd.load_state({{"state.1.momentum_buffer", pl::Tensor::zeros({3})}}, {});
+              }),
               HasSubstr("float32 [3]"));
-  EXPECT_THAT(error_of([&] { sgd.load_state({}, {{"lr", 0.1}, {"momentum", 0.9}}); }), HasSubstr("unexpected scalar 'momentum'"));
+  EXPECT_THAT(error_of([&] {
+                sgd.load_state({}, {{"lr", 0.1}, {"momentum", 0.9}});
+              }),
+              HasSubstr("unexpected scalar 'momentum'"));
   EXPECT_THAT(error_of([&] { sgd.load_state({}, {{"step", -1}}); }), HasSubstr("'step' = -1"));
   EXPECT_THAT(error_of([&] { sgd.load_state({}, {{"lr", -3}}); }), HasSubstr("lr -3 is invalid"));
   EXPECT_EQ(sgd.lr(), 0.01);  // nothing applied by the failed loads
 
   pl::Adam adam(ps.ptrs(), pl::AdamOptions{});
-  EXPECT_THAT(error_of([&] { adam.load_state({{"state.0.exp_avg", t6}}, {{"state.0.step", 2}}); }),
+  EXPECT_THAT(error_of([&] {
+                adam.load_state({{"state.0.exp_avg", t6}}, {{"state.0.step", 2}});
+              }),
               HasSubstr("'state.0.exp_avg_sq' is missing"));
-  EXPECT_THAT(error_of([&] { adam.load_state({{"state.1.exp_avg", t3}, {"state.1.exp_avg_sq", t3}}, {}); }),
+  EXPECT_THAT(error_of([&] {
+                adam.load_state({{"state.1.exp_avg", t3}, {"state.1.exp_avg_sq", t3}}, {});
+              }),
               HasSubstr("'state.1.step (a scalar)' is missing"));
   EXPECT_THAT(error_of([&] {
                 adam.load_state({{"state.1.exp_avg", t3}, {"state.1.exp_avg_sq", t3}}, {{"state.1.step", 1.5}});
               }),
               HasSubstr("'state.1.step' = 1.5"));
-  EXPECT_THAT(error_of([&] { adam.load_state({{"state.0.momentum_buffer", t6}}, {}); }),
+  EXPECT_THAT(error_of([&] {
+                adam.load_state({{"state.0.momentum_buffer", t6}}, {});
+              }),
               HasSubstr("valid: state.<i>.exp_avg, state.<i>.exp_avg_sq"));
   adam.load_state({{"state.1.exp_avg", t3}, {"state.1.exp_avg_sq", t3}}, {{"state.1.step", 4}, {"step", 4}});
   EXPECT_EQ(adam.state_scalars().at("state.1.step"), 4);

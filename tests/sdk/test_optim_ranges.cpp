@@ -4,10 +4,6 @@
 // steps its elements only, with state of its own (checked against torch's formulas written out
 // here), saved under "state.<i>.<begin>-<end>.<field>" and restored identically; bad ranges and
 // bad range state names are refused before anything changes.
-#include <plrt/sdk/optim.hpp>
-
-#include "sdk_test_support.hpp"
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -16,8 +12,11 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <plrt/sdk/optim.hpp>
 #include <string>
 #include <vector>
+
+#include "sdk_test_support.hpp"
 
 using ::testing::HasSubstr;
 
@@ -75,8 +74,14 @@ std::vector<std::pair<std::string, Make>> optimizers() {
          o.lr = 0.1, o.momentum = 0.9, o.nesterov = true, o.weight_decay = 0.01;
          return std::make_unique<pl::SGD>(p, o);
        }},
-      {"SGD plain", [](auto p) { return std::make_unique<pl::SGD>(p, pl::SgdOptions{0.05, 0, 0, 0, false}); }},
-      {"Adam", [](auto p) { return std::make_unique<pl::Adam>(p, pl::AdamOptions{0.01, 0.9, 0.99, 1e-8, 0.02}); }},
+      {"SGD plain",
+       [](auto p) {
+         return std::make_unique<pl::SGD>(p, pl::SgdOptions{0.05, 0, 0, 0, false});
+       }},
+      {"Adam",
+       [](auto p) {
+         return std::make_unique<pl::Adam>(p, pl::AdamOptions{0.01, 0.9, 0.99, 1e-8, 0.02});
+       }},
       {"AdamW", [](auto p) { return std::make_unique<pl::AdamW>(p); }},
   };
 }
@@ -230,14 +235,22 @@ TEST(OptimRanges, BadRangeStateNamesAreRefused) {
   pl::Adam adam(ps.ptrs(), pl::AdamOptions{});
   auto t4 = pl::Tensor::zeros({4}, PL_F64);
   std::map<std::string, double> step{{"state.0.2-6.step", 1}};
-  EXPECT_THAT(error_of([&] { adam.load_state({{"state.0.2-9.exp_avg", t4}}, {}); }),
+  EXPECT_THAT(error_of([&] {
+                adam.load_state({{"state.0.2-9.exp_avg", t4}}, {});
+              }),
               HasSubstr("0 <= begin < end <= 8"));
-  EXPECT_THAT(error_of([&] { adam.load_state({{"state.0.0-8.exp_avg", pl::Tensor::zeros({8}, PL_F64)}}, {}); }),
+  EXPECT_THAT(error_of([&] {
+                adam.load_state({{"state.0.0-8.exp_avg", pl::Tensor::zeros({8}, PL_F64)}}, {});
+              }),
               HasSubstr("not the whole parameter"));
   EXPECT_THAT(error_of([&] { adam.load_state({{"state.0.2-x.exp_avg", t4}}, {}); }), HasSubstr("unexpected name"));
-  EXPECT_THAT(error_of([&] { adam.load_state({{"state.0.2-6.exp_avg", pl::Tensor::zeros({3}, PL_F64)}}, step); }),
+  EXPECT_THAT(error_of([&] {
+                adam.load_state({{"state.0.2-6.exp_avg", pl::Tensor::zeros({3}, PL_F64)}}, step);
+              }),
               HasSubstr("needs float64 [4]"));
-  EXPECT_THAT(error_of([&] { adam.load_state({{"state.0.2-6.exp_avg", t4}}, step); }),
+  EXPECT_THAT(error_of([&] {
+                adam.load_state({{"state.0.2-6.exp_avg", t4}}, step);
+              }),
               HasSubstr("state.0.2-6.exp_avg_sq"));
   adam.load_state({{"state.0.2-6.exp_avg", t4}, {"state.0.2-6.exp_avg_sq", t4}}, step);
   EXPECT_EQ(adam.state_tensors().size(), 2u);

@@ -1,16 +1,15 @@
 // pl::Generator (reproducible draws, state round trips, bad input) and the process-wide seed
 // (seed_everything, the rank generator, PL_GLOBAL_SEED read lazily in a fresh process).
-#include <plrt/sdk/error.hpp>
-#include <plrt/sdk/random.hpp>
-
-#include "sdk_test_support.hpp"
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <plrt/sdk/error.hpp>
+#include <plrt/sdk/random.hpp>
 #include <set>
 #include <string>
+
+#include "sdk_test_support.hpp"
 
 using ::testing::HasSubstr;
 

@@ -1,15 +1,14 @@
 // pl::safetensors: round trips of every dtype, a byte string written by hand from the format's
 // description, and one test per kind of malformed file.
-#include <plrt/sdk/atomic_file.hpp>
-#include <plrt/sdk/safetensors.hpp>
-
-#include "sdk_test_support.hpp"
-
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
+#include <plrt/sdk/atomic_file.hpp>
+#include <plrt/sdk/safetensors.hpp>
+
+#include "sdk_test_support.hpp"
 
 namespace {
 
@@ -121,7 +120,8 @@ TEST(Safetensors, MalformedFilesNameTheProblemAndTheSource) {
       {"not utf-8", file_of("{\"\xff\":{}}", ""), "the header is not valid JSON"},
       {"not an object", file_of("[1,2]", ""), "the header must be a JSON object, not array"},
       {"entry not object", file_of("{\"a\":5}", ""), "tensor 'a' must be an object"},
-      {"no dtype", file_of("{\"a\":{\"shape\":[],\"data_offsets\":[0,4]}}", "1234"), "tensor 'a' has no \"dtype\" field"},
+      {"no dtype", file_of("{\"a\":{\"shape\":[],\"data_offsets\":[0,4]}}", "1234"),
+       "tensor 'a' has no \"dtype\" field"},
       {"no shape", file_of("{\"a\":{\"dtype\":\"F32\",\"data_offsets\":[0,4]}}", "1234"), "has no \"shape\" field"},
       {"no offsets", file_of("{\"a\":{\"dtype\":\"F32\",\"shape\":[]}}", "1234"), "has no \"data_offsets\" field"},
       {"dtype type", file_of("{\"a\":{\"dtype\":4,\"shape\":[1],\"data_offsets\":[0,4]}}", "1234"),
@@ -139,7 +139,8 @@ TEST(Safetensors, MalformedFilesNameTheProblemAndTheSource) {
       {"overflowing shape",
        file_of("{\"a\":{\"dtype\":\"U8\",\"shape\":[4294967296,4294967296],\"data_offsets\":[0,1]}}", "1"),
        "overflows 64 bits"},
-      {"offsets arity", file_of("{\"a\":" + f4 + "[0]}}", "1234"), "data_offsets must be an array [begin, end], not [0]"},
+      {"offsets arity", file_of("{\"a\":" + f4 + "[0]}}", "1234"),
+       "data_offsets must be an array [begin, end], not [0]"},
       {"negative offset", file_of("{\"a\":" + f4 + "[-4,0]}}", "1234"), "data_offsets begin is negative (-4)"},
       {"end before begin", file_of("{\"a\":" + f4 + "[4,0]}}", "1234"), "data_offsets [4,0] end before begin"},
       {"size mismatch", file_of("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,4]}}", "1234"),
@@ -169,7 +170,10 @@ TEST(Safetensors, SerializeRejectsBadTensors) {
   pl::Tensor t = pl::Tensor::zeros({2});
   EXPECT_NE(error_or_none([&] { st::serialize({{"a", t}, {"a", t}}); }).find("'a' appears twice"), std::string::npos);
   EXPECT_NE(error_or_none([&] { st::serialize({{"__metadata__", t}}); }).find("reserved"), std::string::npos);
-  EXPECT_NE(error_or_none([&] { st::serialize({{"u", pl::Tensor()}}); }).find("tensor 'u' is undefined"), std::string::npos);
+  EXPECT_NE(error_or_none([&] {
+              st::serialize({{"u", pl::Tensor()}});
+            }).find("tensor 'u' is undefined"),
+            std::string::npos);
   EXPECT_NE(error_or_none([&] { st::serialize({{"bad\xff", t}}); }).find("is not valid UTF-8"), std::string::npos);
 }
 

@@ -2,10 +2,6 @@
 // the producer stays `depth` ahead, early destruction neither hangs nor leaks, the dataset's
 // exceptions come out of next(), and on cuda (skipped without a GPU) batches the user keeps are
 // never overwritten.
-#include <plrt/sdk/staging.hpp>
-
-#include "sdk_test_support.hpp"
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -13,15 +9,18 @@
 #include <chrono>
 #include <cstring>
 #include <memory>
+#include <plrt/sdk/staging.hpp>
 #include <stdexcept>
 #include <thread>
 
+#include "sdk_test_support.hpp"
+
 namespace {
 
-using ::testing::HasSubstr;
 using sdk_test::error_of;
 using sdk_test::kCpu;
 using sdk_test::runtime;
+using ::testing::HasSubstr;
 using Clock = std::chrono::steady_clock;
 
 pl::Accelerator& cpu() {
@@ -132,12 +131,14 @@ TEST(StagingLoader, DepthOneAndFourGiveTheSameBatchesAndStayThatFarAhead) {
     sl.start();
     // Nobody consumes: the producer fills `depth` batches and then waits.
     const auto deadline = Clock::now() + std::chrono::seconds(5);
-    while (ds->built.load() < depth && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    while (ds->built.load() < depth && Clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     EXPECT_EQ(ds->built.load(), depth) << "depth " << depth;
     pl::Batch b;
     ASSERT_TRUE(sl.next(b));  // one taken: one more is built
-    while (ds->built.load() < depth + 1 && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    while (ds->built.load() < depth + 1 && Clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     EXPECT_EQ(ds->built.load(), depth + 1) << "depth " << depth;
     expect_pass(sl, loader, 0, "depth " + std::to_string(depth));
@@ -218,7 +219,9 @@ TEST(StagingLoader, BadArgumentsAreNamed) {
   EXPECT_THAT(error_of([&] { pl::StagingLoader(loader, cpu(), kCpu, 0); }),
               HasSubstr("depth 0 is invalid; it must be >= 1"));
   EXPECT_THAT(error_of([&] { pl::StagingLoader(loader, cpu(), kCpu, -3); }), HasSubstr("depth -3"));
-  EXPECT_THAT(error_of([&] { pl::StagingLoader(loader, cpu(), PL_Device{PL_DEVICE_CUDA, 0}); }),
+  EXPECT_THAT(error_of([&] {
+                pl::StagingLoader(loader, cpu(), PL_Device{PL_DEVICE_CUDA, 0});
+              }),
               HasSubstr("cuda:0 is not a device of accelerator 'cpu'"));
   pl::StagingLoader sl(loader, cpu(), kCpu);
   EXPECT_THAT(error_of([&] {

@@ -1,9 +1,9 @@
 // pl::Tensor and pl::Accelerator over the cpu plugin: allocation, views, copies, errors.
+#include <gtest/gtest.h>
+
 #include <plrt/sdk/tensor.hpp>
 
 #include "sdk_test_support.hpp"
-
-#include <gtest/gtest.h>
 
 namespace {
 

@@ -4,11 +4,11 @@
 // anything else aborts (as do the sanitizers on a memory or UB error).
 //
 //   build/<dir>/bin/fuzz_store_protocol -max_total_time=60 <new-corpus-dir> tests/store/corpus
-#include "store/protocol.hpp"
-
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+
+#include "store/protocol.hpp"
 
 namespace {
 

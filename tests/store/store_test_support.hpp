@@ -2,27 +2,25 @@
 // speak (or mangle) the wire protocol, and environment variables set for one test.
 #pragma once
 
-#include "store/protocol.hpp"
-#include "test_support.hpp"
-
-#include <plrt/sdk/store.hpp>
-
 #include <arpa/inet.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
-
 #include <chrono>
 #include <cstdlib>
 #include <mutex>
 #include <optional>
+#include <plrt/sdk/store.hpp>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "store/protocol.hpp"
+#include "test_support.hpp"
 
 namespace store_test {
 

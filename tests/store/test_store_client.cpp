@@ -1,8 +1,8 @@
 // The client against a fake server (a plain listening socket run by the test): answers that never
 // come, broken replies, connections closed mid-call, a handshake cut short.
-#include "store_test_support.hpp"
-
 #include <functional>
+
+#include "store_test_support.hpp"
 
 namespace {
 
@@ -124,7 +124,7 @@ TEST_F(StoreClient, BrokenRepliesAreErrors) {
   FakeServer fake([](int fd, int index) {
     FakeServer::accept_handshake(fd);
     if (!FakeServer::read_frame(fd)) return;
-    if (index == 0) FakeServer::send(fd, std::string("\x01\x00\x00\x00\x63", 5));  // reply type 99
+    if (index == 0) FakeServer::send(fd, std::string("\x01\x00\x00\x00\x63", 5));    // reply type 99
     if (index == 1) FakeServer::send(fd, encode_response({Reply::Int, {}, 5, {}}));  // int for a set
     if (index == 2) FakeServer::send(fd, std::string("\xff\xff\xff\x7f", 4));        // a 2 GiB frame
     if (index == 3) return;                                                          // closes

@@ -1,10 +1,10 @@
 // Many clients at once, and one store shared by threads while one of them is blocked in a wait.
-#include "store_test_support.hpp"
-
 #include <algorithm>
 #include <atomic>
 #include <future>
 #include <numeric>
+
+#include "store_test_support.hpp"
 
 namespace {
 
@@ -117,9 +117,8 @@ TEST_F(StoreConcurrency, OneSetWakesEveryWaiter) {
 
 TEST_F(StoreConcurrency, TimeoutsInOneThreadDoNotDisturbAnother) {
   pl::Store shared{rt, client_options(server.port())};
-  auto timing_out = std::async(std::launch::async, [&] {
-    return error_of([&] { shared.wait({"nobody-sets-this"}, 300ms); }, PL_ERR_TIMEOUT);
-  });
+  auto timing_out = std::async(
+      std::launch::async, [&] { return error_of([&] { shared.wait({"nobody-sets-this"}, 300ms); }, PL_ERR_TIMEOUT); });
   auto served = std::async(std::launch::async, [&] { return shared.get("soon", 5000ms); });
   std::this_thread::sleep_for(500ms);
   server.set("soon", "here");

@@ -1,8 +1,8 @@
 // Serving and connecting: ports, retries, job tokens, and option resolution (with the environment).
-#include "store_test_support.hpp"
-
 #include <cstdint>
 #include <future>
+
+#include "store_test_support.hpp"
 
 namespace {
 
@@ -66,7 +66,7 @@ TEST_F(StoreConnect, AClientStartedBeforeTheServerConnectsByRetrying) {
 }
 
 TEST_F(StoreConnect, BindsOnlyTheAddressGiven) {
-  pl::Store server{rt, server_options()};  // 127.0.0.1 only
+  pl::Store server{rt, server_options()};       // 127.0.0.1 only
   RawSocket other(server.port(), "127.0.0.2");  // also loopback, but another address
   EXPECT_FALSE(other.connected());
   EXPECT_EQ(other.connect_errno(), ECONNREFUSED);
@@ -86,9 +86,8 @@ TEST_F(StoreConnect, AllInterfacesOnlyWhenAskedLiterally) {
 
 TEST_F(StoreConnect, HugeTimeoutsAreClampedNotOverflowed) {
   pl::Store server{rt, server_options()};
-  auto waiter = std::async(std::launch::async, [&] {
-    return server.get("later", std::chrono::milliseconds(INT64_MAX));
-  });
+  auto waiter =
+      std::async(std::launch::async, [&] { return server.get("later", std::chrono::milliseconds(INT64_MAX)); });
   std::this_thread::sleep_for(50ms);
   server.set("later", "x");
   ASSERT_EQ(waiter.wait_for(5s), std::future_status::ready);
@@ -121,8 +120,7 @@ TEST_F(StoreConnect, HostNamesAndIpv6) {
 TEST_F(StoreConnect, AWrongJobTokenIsRefusedAndLogged) {
   pl::Store server{rt, server_options("right-token")};
   auto start = Clock::now();
-  std::string msg = error_of([&] { pl::Store bad(rt, client_options(server.port(), "wrong-token")); },
-                             PL_ERR_RUNTIME);
+  std::string msg = error_of([&] { pl::Store bad(rt, client_options(server.port(), "wrong-token")); }, PL_ERR_RUNTIME);
   EXPECT_THAT(msg, HasSubstr("the store at 127.0.0.1:" + std::to_string(server.port()) + " refused the job token"));
   EXPECT_THAT(msg, HasSubstr("check PL_JOB_TOKEN"));
   EXPECT_LT(ms_since(start), 2000);  // a refusal is final: no retries until the timeout
@@ -235,9 +233,8 @@ TEST_F(StoreConnect, DestroyingTheServerBreaksItsClientsCleanly) {
   auto server = std::make_unique<pl::Store>(rt, server_options());
   pl::Store client{rt, client_options(server->port(), "job-secret", 500ms)};
   client.set("k", "v");
-  auto waiter = std::async(std::launch::async, [&] {
-    return error_of([&] { client.get("never", 20000ms); }, PL_ERR_RUNTIME);
-  });
+  auto waiter =
+      std::async(std::launch::async, [&] { return error_of([&] { client.get("never", 20000ms); }, PL_ERR_RUNTIME); });
   std::this_thread::sleep_for(100ms);
   auto start = Clock::now();
   server.reset();  // closes every connection, the waiting one included

@@ -1,8 +1,8 @@
 // Every store operation's semantics, through the SDK (pl::Store) and the C table.
-#include "store_test_support.hpp"
-
 #include <climits>
 #include <random>
+
+#include "store_test_support.hpp"
 
 namespace {
 
@@ -99,7 +99,7 @@ TEST_F(StoreOps, AddOnTextOrOverflowIsAnError) {
   msg = error_of([&] { client.add("big", 1); }, PL_ERR_RUNTIME);
   EXPECT_THAT(msg, HasSubstr("overflows int64"));
   EXPECT_EQ(client.get("big"), std::to_string(LLONG_MAX));  // unchanged
-  EXPECT_EQ(client.add("big", -1), LLONG_MAX - 1);           // and the connection still works
+  EXPECT_EQ(client.add("big", -1), LLONG_MAX - 1);          // and the connection still works
 }
 
 TEST_F(StoreOps, CompareSetFollowsTcpStore) {

@@ -1,16 +1,15 @@
 // The wire format alone (runtime/src/store/protocol.cpp, compiled into this test): round trips,
 // strictness, limits, and deterministic random garbage (the libFuzzer target goes further where
 // clang is available).
-#include "store/protocol.hpp"
-
-#include <gtest/gtest.h>
-
 #include <dirent.h>
+#include <gtest/gtest.h>
 
 #include <cstring>
 #include <fstream>
 #include <iterator>
 #include <random>
+
+#include "store/protocol.hpp"
 
 namespace {
 
@@ -112,7 +111,10 @@ TEST(StoreProtocol, EveryTruncationAndEveryExtraByteIsRejected) {
 TEST(StoreProtocol, FramesAndLimits) {
   size_t len = 0;
   EXPECT_EQ(peek_frame(nullptr, 0, kMaxFrame, &len), FrameStatus::NeedMore);
-  std::string header("\x05\x00\x00\x00" "abc", 7);
+  std::string header(
+      "\x05\x00\x00\x00"
+      "abc",
+      7);
   EXPECT_EQ(peek_frame(bytes(header), header.size(), kMaxFrame, &len), FrameStatus::NeedMore);
   EXPECT_EQ(len, 5u);
   std::string huge("\x01\x00\x00\x04", 4);  // 64 MiB + 1
@@ -174,10 +176,18 @@ TEST(StoreProtocol, RandomGarbageNeverCrashesAndDecodedMessagesRoundTrip) {
   for (int i = 0; i < 100000; ++i) {
     std::string p = valid[gen() % valid.size()];
     switch (gen() % 4) {
-      case 0: if (!p.empty()) p[gen() % p.size()] = static_cast<char>(gen()); break;
-      case 1: p.resize(gen() % (p.size() + 1)); break;
-      case 2: p.insert(gen() % (p.size() + 1), 1, static_cast<char>(gen())); break;
-      default: if (!p.empty()) p[gen() % p.size()] ^= static_cast<char>(1 << (gen() % 8)); break;
+      case 0:
+        if (!p.empty()) p[gen() % p.size()] = static_cast<char>(gen());
+        break;
+      case 1:
+        p.resize(gen() % (p.size() + 1));
+        break;
+      case 2:
+        p.insert(gen() % (p.size() + 1), 1, static_cast<char>(gen()));
+        break;
+      default:
+        if (!p.empty()) p[gen() % p.size()] ^= static_cast<char>(1 << (gen() % 8));
+        break;
     }
     decoded += probe(p);
     if (::testing::Test::HasFailure()) return;
@@ -198,8 +208,7 @@ TEST(StoreProtocol, SeedCorpusHoldsValidFrames) {
     size_t off = 0, frames = 0;
     while (off < data.size()) {
       size_t len = 0;
-      ASSERT_EQ(peek_frame(bytes(data) + off, data.size() - off, kMaxFrame, &len), FrameStatus::Complete)
-          << e->d_name;
+      ASSERT_EQ(peek_frame(bytes(data) + off, data.size() - off, kMaxFrame, &len), FrameStatus::Complete) << e->d_name;
       EXPECT_TRUE(probe(data.substr(off + kHeaderSize, len))) << e->d_name << " frame " << frames;
       off += kHeaderSize + len;
       ++frames;

@@ -106,7 +106,10 @@ TEST_F(StoreRobustness, FrameBeforeTheHandshake) {
 TEST_F(StoreRobustness, MalformedRequestAfterTheHandshake) {
   RawSocket raw(port);
   ASSERT_TRUE(raw.handshake(kToken));
-  raw.send(frame(std::string("\x02\x0a\x00\x00\x00" "abc", 8)));  // set: the key announces 10 bytes, 3 follow
+  raw.send(
+      frame(std::string("\x02\x0a\x00\x00\x00"
+                        "abc",
+                        8)));  // set: the key announces 10 bytes, 3 follow
   EXPECT_TRUE(raw.closed_by_peer());
   expect_dropped({"malformed message: set request: the key announces 10 bytes but only 3 remain"});
 
@@ -170,7 +173,7 @@ TEST_F(StoreRobustness, SlowAndHalfOpenClientsDoNotBlockTheServer) {
   RawSocket half_frame(port);
   ASSERT_TRUE(half_frame.handshake(kToken));
   half_frame.send(std::string("\x00\x10\x00\x00\x02", 5));  // 4096 bytes announced, 1 sent
-  RawSocket silent(port);                                    // connects, says nothing
+  RawSocket silent(port);                                   // connects, says nothing
   auto start = Clock::now();
   expect_still_serving();
   EXPECT_LT(ms_since(start), 1000);

@@ -4,17 +4,16 @@
 // tests expect is exact in float32.
 #pragma once
 
-#include "strategy_harness.hpp"
-
-#include <plrt/sdk/process_group.hpp>  // pl::tensor_view
-
 #include <cstdint>
 #include <cstring>
 #include <exception>
 #include <functional>
+#include <plrt/sdk/process_group.hpp>  // pl::tensor_view
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "strategy_harness.hpp"
 
 namespace ddptest {
 

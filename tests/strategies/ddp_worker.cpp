@@ -12,10 +12,7 @@
 //   ddp_worker peer-fails --mode exit|stall [--timeout-ms N] [--tag T]
 //       rank W-1 leaves (exits, or stays idle) after setup; the others' after_backward must fail
 //       with the process group's message naming it.
-#include "ddp_harness.hpp"
-
-#include <plrt/sdk/process_group.hpp>
-#include <plrt/sdk/store.hpp>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -24,9 +21,12 @@
 #include <map>
 #include <memory>
 #include <numeric>
+#include <plrt/sdk/process_group.hpp>
+#include <plrt/sdk/store.hpp>
 #include <random>
 #include <regex>
-#include <unistd.h>
+
+#include "ddp_harness.hpp"
 
 namespace {
 
@@ -114,9 +114,9 @@ int run_train(Rank& r, const Flags& f) {
   st.setup(m.params());
   for (size_t i = 0; i < m.size(); ++i)
     for (int64_t j = 0; j < m.spec(i).numel; ++j)
-      r.expect(m.value(i, j) == ddptest::init_value(i, j, 0),
-               "after setup " + at(m, i, j) + " is " + std::to_string(m.value(i, j)) + ", rank 0's is " +
-                   std::to_string(ddptest::init_value(i, j, 0)));
+      r.expect(m.value(i, j) == ddptest::init_value(i, j, 0), "after setup " + at(m, i, j) + " is " +
+                                                                  std::to_string(m.value(i, j)) + ", rank 0's is " +
+                                                                  std::to_string(ddptest::init_value(i, j, 0)));
   const size_t buffer = 2;  // bn.running_mean
   int synced = 0;
   for (int s = 0; s < steps; ++s) {
@@ -129,8 +129,9 @@ int run_train(Rank& r, const Flags& f) {
       r.expect(n == m.size() && p == m.params().data(), "run_step handed the step other parameters");
       for (int64_t j = 0; j < m.spec(buffer).numel; ++j) {
         const double want = ddptest::buffer_value(j, bcast ? 0 : me, s);
-        r.expect(m.value(buffer, j) == want, "step " + std::to_string(s) + ": in the step " + at(m, buffer, j) + " is " +
-                                                 std::to_string(m.value(buffer, j)) + ", expected " + std::to_string(want));
+        r.expect(m.value(buffer, j) == want, "step " + std::to_string(s) + ": in the step " + at(m, buffer, j) +
+                                                 " is " + std::to_string(m.value(buffer, j)) + ", expected " +
+                                                 std::to_string(want));
       }
       // Backward: gradients in reverse registration order, or a shuffle of this rank's own.
       std::vector<size_t> idx;
@@ -157,24 +158,26 @@ int run_train(Rank& r, const Flags& f) {
                               " is " + std::to_string(m.grad(i, j)) + ", expected " + std::to_string(want));
       }
     }
-    r.expect(st.stat("steps") == s + 1, "stat steps is " + std::to_string(st.stat("steps")) + " after " +
-                                            std::to_string(s + 1) + " steps");
+    r.expect(st.stat("steps") == s + 1,
+             "stat steps is " + std::to_string(st.stat("steps")) + " after " + std::to_string(s + 1) + " steps");
   }
   const double buckets = st.stat("buckets"), early = st.stat("early_launches");
   const double exposed = st.stat("exposed_allreduce_ms"), total = st.stat("allreduce_ms");
   std::cout << r.tag() << "buckets " << buckets << " early_launches " << early << " exposed_allreduce_ms " << exposed
             << " allreduce_ms " << total << std::endl;
   if (f.kv.count("expect-buckets"))
-    r.expect(buckets == f.get_int("expect-buckets", 0), "stat buckets is " + std::to_string(buckets) + ", expected " +
-                                                            f.get("expect-buckets"));
-  r.expect(st.stat("bucket_bytes") == m.grad_bytes(), "stat bucket_bytes is " + std::to_string(st.stat("bucket_bytes")) +
+    r.expect(buckets == f.get_int("expect-buckets", 0),
+             "stat buckets is " + std::to_string(buckets) + ", expected " + f.get("expect-buckets"));
+  r.expect(st.stat("bucket_bytes") == m.grad_bytes(), "stat bucket_bytes is " +
+                                                          std::to_string(st.stat("bucket_bytes")) +
                                                           ", the gradients have " + std::to_string(m.grad_bytes()));
   const double per_step = f.kv.count("expect-early-per-step") ? f.get_int("expect-early-per-step", 0) : buckets;
   r.expect(early == per_step * synced, "stat early_launches is " + std::to_string(early) + ", expected " +
                                            std::to_string(per_step * synced) + " (" + std::to_string(synced) +
                                            " synced steps)");
-  r.expect(exposed >= 0 && total >= 0 && exposed <= total + 1e-3,
-           "exposed_allreduce_ms " + std::to_string(exposed) + " must lie in [0, allreduce_ms " + std::to_string(total) + "]");
+  r.expect(exposed >= 0 && total >= 0 && exposed <= total + 1e-3, "exposed_allreduce_ms " + std::to_string(exposed) +
+                                                                      " must lie in [0, allreduce_ms " +
+                                                                      std::to_string(total) + "]");
   r.expect(synced == 0 || total > 0, "allreduce_ms is 0 after " + std::to_string(synced) + " synced steps");
   // The trainer's metric sync uses the strategy's group.
   auto [pg_api, pg] = st.process_group();
@@ -183,7 +186,8 @@ int run_train(Rank& r, const Flags& f) {
     std::vector<float> x{static_cast<float>(me + 1)};
     PL_Tensor t = pl::tensor_view(x);
     pl::check(r.rt->host(), pg_api->allreduce(pg, &t, PL_REDUCE_SUM, nullptr));
-    r.expect(x[0] == W * (W + 1) / 2.0f, "a metric allreduce through the strategy's group gave " + std::to_string(x[0]));
+    r.expect(x[0] == W * (W + 1) / 2.0f,
+             "a metric allreduce through the strategy's group gave " + std::to_string(x[0]));
   }
   st.teardown();
   if (!r.failed) std::cout << r.tag() << "train: OK" << std::endl;
@@ -192,7 +196,8 @@ int run_train(Rank& r, const Flags& f) {
 
 // "rank 2", "ranks 1, 2", "missing ranks: 2" ... name rank q.
 bool names_rank(const std::string& msg, int q) {
-  std::regex re("ranks?[^0-9a-zA-Z]{0,4}([0-9]+[^0-9a-zA-Z]{1,3})*" + std::to_string(q) + "([^0-9]|$)", std::regex::icase);
+  std::regex re("ranks?[^0-9a-zA-Z]{0,4}([0-9]+[^0-9a-zA-Z]{1,3})*" + std::to_string(q) + "([^0-9]|$)",
+                std::regex::icase);
   return std::regex_search(msg, re);
 }
 
@@ -224,13 +229,15 @@ int run_peer_fails(Rank& r, const Flags& f) {
     st.after_backward();
     r.expect(false, "after_backward succeeded although rank " + std::to_string(gone) + " never took part");
   } catch (const pl::Error& e) {
-    const long took = static_cast<long>(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count());
+    const long took =
+        static_cast<long>(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count());
     const std::string msg = e.what();
     std::cout << r.tag() << "error after " << took << " ms (code " << e.code() << "): " << msg << std::endl;
     r.expect(msg.find("ddp: the gradient allreduce of bucket") == 0, "the message does not say which bucket failed");
     r.expect(msg.find("gloo allreduce #") != std::string::npos, "the message does not carry the process group's");
     r.expect(names_rank(msg, gone), "the message does not name rank " + std::to_string(gone));
-    if (mode == "stall") r.expect(e.code() == PL_ERR_TIMEOUT, "expected PL_ERR_TIMEOUT, got code " + std::to_string(e.code()));
+    if (mode == "stall")
+      r.expect(e.code() == PL_ERR_TIMEOUT, "expected PL_ERR_TIMEOUT, got code " + std::to_string(e.code()));
     r.expect(took <= timeout + 10000, "the error came only after " + std::to_string(took) + " ms");
   }
   if (mode == "stall") r.store->set(done + std::to_string(me), "1");

@@ -4,16 +4,16 @@
 // ddp_harness.hpp.
 #pragma once
 
-#include "ddp_harness.hpp"
-#include "expect_error.hpp"
-#include "strategy_harness.hpp"
-
 #include <exception>
 #include <functional>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "ddp_harness.hpp"
+#include "expect_error.hpp"
+#include "strategy_harness.hpp"
 
 namespace dptest {
 

@@ -1,9 +1,9 @@
 // The error a call throws, for the strategy tests' expectations on its code and message.
 #pragma once
 
-#include <plrt/sdk/error.hpp>
-
 #include <gtest/gtest.h>
+
+#include <plrt/sdk/error.hpp>
 
 namespace strattest {
 

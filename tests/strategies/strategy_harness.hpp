@@ -4,15 +4,14 @@
 // differ).  No GoogleTest here: ddp_worker uses it too.
 #pragma once
 
-#include <plrt/sdk/accelerator.hpp>
-#include <plrt/sdk/error.hpp>
-#include <plrt/sdk/runtime.hpp>
-#include <plrt/sdk/store.hpp>
-
 #include <chrono>
 #include <cstdint>
 #include <exception>
 #include <functional>
+#include <plrt/sdk/accelerator.hpp>
+#include <plrt/sdk/error.hpp>
+#include <plrt/sdk/runtime.hpp>
+#include <plrt/sdk/store.hpp>
 #include <string>
 #include <thread>
 #include <utility>

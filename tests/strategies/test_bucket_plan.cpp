@@ -1,16 +1,16 @@
 // plrt_ddp_core's pure parts, called directly: the bucket assignment (reverse order, caps, dtype
 // groups) and the option parser.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
 #include "bucket_plan.hpp"
 #include "ddp_options.hpp"
 #include "plugin_support.hpp"
 
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
-
+using plrt::reducer::plan_buckets;
+using plrt::reducer::PlanInput;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
-using plrt::reducer::PlanInput;
-using plrt::reducer::plan_buckets;
 
 namespace {
 

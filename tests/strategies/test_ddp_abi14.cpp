@@ -1,23 +1,22 @@
 // ddp's ABI 1.4 entries: parameter kinds (frozen parameters broadcast at setup only), optimizer_step
 // (every trainable parameter whole), and reduce / all_gather / agree_skip on the metrics group,
 // alone and across 2 and 3 ranks as threads (the test serving the store).
-#include "ddp_harness.hpp"
-#include "expect_error.hpp"
-
-#include <plrt/sdk/store.hpp>
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <plrt/sdk/store.hpp>
 #include <thread>
+
+#include "ddp_harness.hpp"
+#include "expect_error.hpp"
 
 namespace {
 
-using ::testing::HasSubstr;
 using ddptest::Model;
 using ddptest::ParamSpec;
 using strattest::error_of;
+using ::testing::HasSubstr;
 
 // Trainable, frozen, buffer, trainable (PyTorch's order puts buffers last; kinds may interleave here).
 std::vector<ParamSpec> kinded_specs() {
@@ -59,7 +58,8 @@ TEST(DdpAbi14, AloneTheCollectivesAreLocalAndTheStepCoversEveryTrainableParamete
 
   EXPECT_EQ(st.stat("frozen_bytes"), 32 * 4);
   EXPECT_EQ(st.stat("buffer_broadcast_bytes"), 8 * 4);
-  EXPECT_THAT(error_of([&] { st.on_grad_ready(1); }).what(), HasSubstr("'emb.weight' (index 1) has requires_grad 0 (a frozen parameter)"));
+  EXPECT_THAT(error_of([&] { st.on_grad_ready(1); }).what(),
+              HasSubstr("'emb.weight' (index 1) has requires_grad 0 (a frozen parameter)"));
   EXPECT_THAT(error_of([&] { st.on_grad_ready(2); }).what(), HasSubstr("(a buffer)"));
   st.teardown();
 }
@@ -71,8 +71,7 @@ TEST(DdpAbi14, BadArgumentsAreNamed) {
   {
     ddptest::Strategy st(rt, "ddp", c);
     Model m({{"w", PL_F32, 4, true, PL_PARAM_BUFFER}});
-    EXPECT_THAT(error_of([&] { st.setup(m.params()); }).what(),
-                HasSubstr("kind 3 disagrees with requires_grad 1"));
+    EXPECT_THAT(error_of([&] { st.setup(m.params()); }).what(), HasSubstr("kind 3 disagrees with requires_grad 1"));
   }
   {
     ddptest::Strategy st(rt, "ddp", c);

@@ -3,13 +3,13 @@
 // a deadline; a job past it is killed and the report names the ranks still running.  The workers
 // check the numbers themselves (ddp_worker.cpp); this file picks the configurations and reads
 // their exit codes.  DDP_TEST_VERBOSE=1 prints every rank's output, passing or not.
-#include "ddp_harness.hpp"
-#include "spawn.hpp"
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
 
 #include <plrt/sdk/store.hpp>
 
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
+#include "ddp_harness.hpp"
+#include "spawn.hpp"
 
 using ::testing::HasSubstr;
 using namespace std::chrono_literals;
@@ -49,8 +49,9 @@ class DdpMultiProcess : public ::testing::Test {
   }
 };
 
-const std::vector<std::string> kSmallCaps = {"--bucket-cap-mb", "0.001", "--first-bucket-cap-mb", "0.001",
-                                             "--expect-buckets", std::to_string(ddptest::kSmallCapBuckets)};
+const std::vector<std::string> kSmallCaps = {"--bucket-cap-mb",       "0.001",
+                                             "--first-bucket-cap-mb", "0.001",
+                                             "--expect-buckets",      std::to_string(ddptest::kSmallCapBuckets)};
 
 std::vector<std::string> with(std::vector<std::string> a, const std::vector<std::string>& b) {
   a.insert(a.end(), b.begin(), b.end());
@@ -65,7 +66,8 @@ TEST_F(DdpMultiProcess, W2DefaultCaps) {
 // Ranks produce gradients in different orders, yet issue the buckets' allreduces alike; no_sync
 // steps accumulate locally and the synced one averages the sums.
 TEST_F(DdpMultiProcess, W2SmallBucketsShuffledWithAccumulation) {
-  expect_all(run(2, with({"train", "--order", "shuffle", "--accumulate", "2", "--steps", "4"}, kSmallCaps)), "train: OK");
+  expect_all(run(2, with({"train", "--order", "shuffle", "--accumulate", "2", "--steps", "4"}, kSmallCaps)),
+             "train: OK");
 }
 
 // layer0.weight (alone in the last bucket) never reports ready: after_backward takes its grad as

@@ -1,21 +1,20 @@
 // The ddp and ddp_spawn plugins in one process: the descriptor and launch info, the config and
 // option errors, a job of one rank (no store, no group), get_stat, and the misuse errors of the
 // step protocol.  Several ranks: test_ddp_multiprocess.cpp.
-#include "ddp_harness.hpp"
-#include "expect_error.hpp"
-
-#include <plrt/sdk/store.hpp>
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <memory>
 #include <mutex>
+#include <plrt/sdk/store.hpp>
 
-using ::testing::AllOf;
-using ::testing::HasSubstr;
+#include "ddp_harness.hpp"
+#include "expect_error.hpp"
+
 using ddptest::Model;
 using strattest::error_of;
+using ::testing::AllOf;
+using ::testing::HasSubstr;
 
 namespace {
 
@@ -77,8 +76,9 @@ TEST_F(DdpStrategy, LaunchInfoOfDdpAndDdpSpawn) {
 TEST_F(DdpStrategy, UnknownOptionListsTheValidNames) {
   const auto e = option_error("bucket_size_mb", "5");
   EXPECT_EQ(e.code(), PL_ERR_INVALID_ARGUMENT);
-  EXPECT_THAT(e.what(), AllOf(HasSubstr("'bucket_size_mb'"), HasSubstr("bucket_cap_mb"), HasSubstr("first_bucket_cap_mb"),
-                              HasSubstr("broadcast_buffers"), HasSubstr("pg.<name>")));
+  EXPECT_THAT(e.what(),
+              AllOf(HasSubstr("'bucket_size_mb'"), HasSubstr("bucket_cap_mb"), HasSubstr("first_bucket_cap_mb"),
+                    HasSubstr("broadcast_buffers"), HasSubstr("pg.<name>")));
   EXPECT_THAT(option_error("pg.", "1").what(), HasSubstr("pg.<name>"));
 }
 
@@ -93,7 +93,8 @@ TEST_F(DdpStrategy, BadOptionValuesAreNamed) {
   EXPECT_THAT(e.what(), AllOf(HasSubstr("broadcast_buffers='maybe'"), HasSubstr("true or false")));
   // pg.* options reach the group's own checks only when there is a group (world size 1: none).
   auto c = cfg_;
-  c.options = {{"bucket_cap_mb", "0.5"}, {"first_bucket_cap_mb", "2"}, {"broadcast_buffers", "False"}, {"pg.probe_ms", "0"}};
+  c.options = {
+      {"bucket_cap_mb", "0.5"}, {"first_bucket_cap_mb", "2"}, {"broadcast_buffers", "False"}, {"pg.probe_ms", "0"}};
   EXPECT_NO_THROW(ddptest::Strategy(*rt_, "ddp", c));
 }
 
@@ -291,7 +292,7 @@ TEST_F(DdpStrategy, StepProtocolMisuseIsNamed) {
               HasSubstr("call after_backward first"));
   st.after_backward();
   st.set_grad_sync(false);  // between steps: fine
-  st.on_grad_ready(3);       // a new step
+  st.on_grad_ready(3);      // a new step
   st.after_backward();
   st.teardown();
   st.setup(m.params());  // a strategy is set up again after teardown (fit, then test)

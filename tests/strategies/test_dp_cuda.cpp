@@ -1,14 +1,14 @@
 // dp on the cuda accelerator: replicas on two GPUs (values copied device to device, gradients
 // staged through a scratch buffer on the root's GPU), and the device checks of setup_replica.
 // Each test skips, saying why, where the cuda plugin, its axpy kernel or the GPUs are missing.
-#include "dp_harness.hpp"
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "dp_harness.hpp"
+
+using dptest::error_of;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
-using dptest::error_of;
 
 namespace {
 
@@ -54,7 +54,8 @@ TEST_F(DpCuda, ReplicaOnAnotherGpuIsNamed) {
     for (auto& p : m->params()) p.value.device = p.grad.device = {PL_DEVICE_CUDA, 0};
   st.setup(root.params());
   const auto e = error_of([&] { st.setup_replica(1, rep.params()); });
-  EXPECT_THAT(e.what(), AllOf(HasSubstr("entry 0 'w' value is on cuda:0"), HasSubstr("replica 1 (device 1) drives cuda:1")));
+  EXPECT_THAT(e.what(),
+              AllOf(HasSubstr("entry 0 'w' value is on cuda:0"), HasSubstr("replica 1 (device 1) drives cuda:1")));
   root.params()[0].value.device = {PL_DEVICE_CUDA, 1};
   dptest::Strategy st2(*rt_, "dp", config({0, 1}));
   EXPECT_THAT(error_of([&] { st2.setup(root.params()); }).what(), HasSubstr("replica 0 (device 0) drives cuda:0"));

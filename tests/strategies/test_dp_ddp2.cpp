@@ -3,18 +3,17 @@
 // instance with 2 cpu replicas.  Checks rank 0's start-up broadcast, the average over ranks of each
 // rank's replica sum, and no_sync.  Every wait is bounded (group timeouts of 20 s), and a rank that
 // throws records the failure instead of leaving the test hanging.
-#include "dp_harness.hpp"
-
-#include <plrt/sdk/store.hpp>
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <plrt/sdk/store.hpp>
 #include <thread>
 
-using ::testing::HasSubstr;
+#include "dp_harness.hpp"
+
 using dptest::Model;
 using dptest::Replicas;
+using ::testing::HasSubstr;
 
 namespace {
 
@@ -74,11 +73,13 @@ void rank_main(int rank, int world, int port) {
   Replicas reps(kReplicas);
   for (int r = 0; r < kReplicas; ++r)
     for (size_t i = 0; i < reps[r].size(); ++i)
-      for (int64_t j = 0; j < reps[r].spec(i).numel; ++j) reps[r].set_value(i, j, ddptest::init_value(i, j, rank + 10 * r));
+      for (int64_t j = 0; j < reps[r].spec(i).numel; ++j)
+        reps[r].set_value(i, j, ddptest::init_value(i, j, rank + 10 * r));
   reps.register_with(st);
   // Setup broadcast rank 0's values (parameters and the buffer) into every rank's root.
-  EXPECT_EQ(first_difference(reps[0], false, [](size_t i, int64_t j) { return ddptest::init_value(i, j, 0); },
-                             [&](size_t i, int64_t j) { return reps[0].value(i, j); }),
+  EXPECT_EQ(first_difference(
+                reps[0], false, [](size_t i, int64_t j) { return ddptest::init_value(i, j, 0); },
+                [&](size_t i, int64_t j) { return reps[0].value(i, j); }),
             "")
       << "rank " << rank << ": root after setup";
 
@@ -87,8 +88,9 @@ void rank_main(int rank, int world, int port) {
     st.set_grad_sync(sync);
     st.run_step([&](int r, int, PL_Device, PL_Parameter*, size_t) {
       if (step == 0) {  // the replicas start from the root's values, which are rank 0's
-        EXPECT_EQ(first_difference(reps[r], false, [](size_t i, int64_t j) { return ddptest::init_value(i, j, 0); },
-                                   [&](size_t i, int64_t j) { return reps[r].value(i, j); }),
+        EXPECT_EQ(first_difference(
+                      reps[r], false, [](size_t i, int64_t j) { return ddptest::init_value(i, j, 0); },
+                      [&](size_t i, int64_t j) { return reps[r].value(i, j); }),
                   "")
             << "rank " << rank << " replica " << r;
       }
@@ -111,12 +113,12 @@ class Ddp2 : public ::testing::TestWithParam<int> {};
 
 TEST_P(Ddp2, RootGradsAreTheMeanOverRanksOfEachRanksReplicaSum) {
   const int world = GetParam();
-  const auto failures = strattest::run_ranks(world, "dp-ddp2-test", [&](int r, int port) { rank_main(r, world, port); });
+  const auto failures =
+      strattest::run_ranks(world, "dp-ddp2-test", [&](int r, int port) { rank_main(r, world, port); });
   for (int r = 0; r < world; ++r) EXPECT_EQ(failures[r], "") << "rank " << r;
 }
 
-INSTANTIATE_TEST_SUITE_P(Ranks, Ddp2, ::testing::Values(2, 3), [](const auto& info) {
-  return "world" + std::to_string(info.param);
-});
+INSTANTIATE_TEST_SUITE_P(Ranks, Ddp2, ::testing::Values(2, 3),
+                         [](const auto& info) { return "world" + std::to_string(info.param); });
 
 }  // namespace

@@ -2,8 +2,6 @@
 // accelerator and n = 1..4 cpu "devices": the replicas' gradient sum, their concurrency, the
 // copy of the root's values only when dirty, errors from a replica, every setup_replica mismatch,
 // the config and option errors, get_stat.  ddp2 across processes: test_dp_ddp2.cpp.
-#include "dp_harness.hpp"
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -13,12 +11,14 @@
 #include <set>
 #include <thread>
 
+#include "dp_harness.hpp"
+
+using dptest::error_of;
+using dptest::Model;
+using dptest::Replicas;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
-using dptest::Model;
-using dptest::Replicas;
-using dptest::error_of;
 using namespace std::chrono_literals;
 
 namespace {
@@ -261,7 +261,8 @@ TEST_F(DpStrategy, SetupReplicaMismatchesAreNamed) {
   e = bad([](auto& p) { p[4].grad.numel = 2; });
   EXPECT_THAT(e.what(), AllOf(HasSubstr("'layer1.bias'"), HasSubstr("grad is float32[2]"), HasSubstr("float32[3]")));
   e = bad([&](auto& p) { p[5].grad.data = reps[0].params()[5].grad.data; });
-  EXPECT_THAT(e.what(), HasSubstr("'layer2.weight' grad is the root's own memory; each replica needs its own gradients"));
+  EXPECT_THAT(e.what(),
+              HasSubstr("'layer2.weight' grad is the root's own memory; each replica needs its own gradients"));
   e = bad([&](auto& p) { p[5].value.data = reps[0].params()[5].value.data; });
   EXPECT_THAT(e.what(), HasSubstr("'layer2.weight' value is the root's own memory; each replica needs its own copy"));
   e = bad([](auto& p) { p[0].value.data = nullptr; });
@@ -281,8 +282,7 @@ TEST_F(DpStrategy, SetupReplicaMismatchesAreNamed) {
   auto one = make(1);
   Replicas single(2);
   one->setup(single[0].params());
-  EXPECT_THAT(error_of([&] { one->setup_replica(1, single[1].params()); }).what(),
-              HasSubstr("drives 1 replica"));
+  EXPECT_THAT(error_of([&] { one->setup_replica(1, single[1].params()); }).what(), HasSubstr("drives 1 replica"));
 }
 
 // The root's own checks: a device of another kind than the accelerator's.
@@ -291,7 +291,8 @@ TEST_F(DpStrategy, SetupChecksTheRootTable) {
   Model m(ddptest::standard_specs());
   m.params()[3].value.device = {PL_DEVICE_CUDA, 0};
   const auto e = error_of([&] { st->setup(m.params()); });
-  EXPECT_THAT(e.what(), AllOf(HasSubstr("dp: setup: entry 3 'layer1.weight' value is on cuda:0"), HasSubstr("cpu device")));
+  EXPECT_THAT(e.what(),
+              AllOf(HasSubstr("dp: setup: entry 3 'layer1.weight' value is on cuda:0"), HasSubstr("cpu device")));
   m.params()[3].value.device = {PL_DEVICE_CPU, 0};
   st->setup(m.params());
   EXPECT_THAT(error_of([&] { st->setup(m.params()); }).what(), HasSubstr("setup was called twice"));

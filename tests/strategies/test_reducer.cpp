@@ -3,17 +3,16 @@
 // a sharded or compressed strategy chains them.  Ranks report their gradients in different orders;
 // the result must be every gradient's mean over the ranks (an independent reference computed here),
 // each bucket must have run both stages, and the process group's order check must never fire.
-#include "ddp_harness.hpp"
-#include "reducer.hpp"
-
-#include <plrt/sdk/store.hpp>
-
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <numeric>
+#include <plrt/sdk/store.hpp>
 #include <random>
 #include <thread>
+
+#include "ddp_harness.hpp"
+#include "reducer.hpp"
 
 namespace {
 
@@ -56,7 +55,8 @@ class ScatterScaleGather final : public BucketComm {
       st->slices.push_back(sub_view(b.flat, begin, count));
     }
     const PL_Tensor& own = st->slices[static_cast<size_t>(rank_)];
-    st->mine = plrt::strategy::DeviceMemory(r.device(), std::max<size_t>(1, own.numel * pl_dtype_size(own.dtype)), "scratch");
+    st->mine =
+        plrt::strategy::DeviceMemory(r.device(), std::max<size_t>(1, own.numel * pl_dtype_size(own.dtype)), "scratch");
     st->mine_view = own;
     st->mine_view.data = st->mine.get();
     b.state = std::move(st);
@@ -77,10 +77,10 @@ class ScatterScaleGather final : public BucketComm {
     const auto* a = r.device().api;
     plrt::strategy::check(r.device().host, a->scale(r.device().acc, &st.mine_view, 1.0 / world_, nullptr), "scale");
     PL_Work* w = nullptr;
-    plrt::strategy::check(r.device().host,
-                          r.group().api()->allgather(r.group().get(), &st.mine_view, st.slices.data(),
-                                                     st.slices.size(), &w),
-                          "allgather");
+    plrt::strategy::check(
+        r.device().host,
+        r.group().api()->allgather(r.group().get(), &st.mine_view, st.slices.data(), st.slices.size(), &w),
+        "allgather");
     return w;
   }
 
@@ -119,7 +119,7 @@ void rank_main(int rank, int world, int port) {
         order.push_back(i);
         for (int64_t j = 0; j < m.spec(i).numel; ++j) m.set_grad(i, j, ddptest::grad_value(i, j, rank, step));
       }
-      std::shuffle(order.begin(), order.end(), rng);  // every rank its own order
+      std::shuffle(order.begin(), order.end(), rng);           // every rank its own order
       order.resize(order.size() - static_cast<size_t>(step));  // and some never reported (finish starts them)
       for (size_t i : order) red.on_grad_ready(i);
       red.finish_step();
@@ -145,7 +145,8 @@ class ReducerStages : public ::testing::TestWithParam<int> {};
 
 TEST_P(ReducerStages, ScatterScaleGatherEqualsTheMeanWhateverTheReadyOrder) {
   const int world = GetParam();
-  const auto failures = strattest::run_ranks(world, "reducer-test", [&](int r, int port) { rank_main(r, world, port); });
+  const auto failures =
+      strattest::run_ranks(world, "reducer-test", [&](int r, int port) { rank_main(r, world, port); });
   for (int r = 0; r < world; ++r) EXPECT_EQ(failures[static_cast<size_t>(r)], "") << "rank " << r;
 }
 

@@ -4,12 +4,11 @@
 // LightningModule::all_gather.  Everything is deterministic from the seed.
 #pragma once
 
-#include <plrt/sdk/nn.hpp>
-#include <plrt/sdk/trainer.hpp>
-
 #include <cmath>
 #include <limits>
 #include <memory>
+#include <plrt/sdk/nn.hpp>
+#include <plrt/sdk/trainer.hpp>
 #include <vector>
 
 namespace entries_test {
@@ -36,8 +35,7 @@ class Model : public pl::LightningModule {
     pl::Tensor h = relu_.forward(l1_.forward(batch.at(0)));
     auto ce = pl::nn::cross_entropy(l2_.forward(h), batch.at(1), true);
     l1_.backward(relu_.backward(l2_.backward(ce.grad)), false);
-    if (inject && !c_.inf_in_input)
-      l2_.weight().grad.data_ptr<float>()[0] = std::numeric_limits<float>::infinity();
+    if (inject && !c_.inf_in_input) l2_.weight().grad.data_ptr<float>()[0] = std::numeric_limits<float>::infinity();
     if (c_.gather) {
       gathered = all_gather(static_cast<double>(global_rank() + 1));
       pl::LogOptions o;

@@ -7,13 +7,12 @@
 //           (ddp: an inf input instead, as its gradient copy-out would overwrite a written one)
 //   fit     two epochs with checkpoints (and resumes from the checkpoint when one is given)
 //   failsave  like fit, but rank 1's strategy cannot save its state in the second epoch
-#include "entries_model.hpp"
-
-#include <nlohmann/json.hpp>
-
 #include <fstream>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <string>
+
+#include "entries_model.hpp"
 
 namespace {
 
@@ -64,7 +63,8 @@ int main(int argc, char** argv) {
     j["gathered"] = model.gathered;
     j["l2_weight"] = model.l2().weight().value.to_vector<float>();
     j["log_dir"] = trainer.log_dir();
-    for (const char* s : {"reduce_calls", "all_gather_calls", "restored", "run_steps", "optimizer_steps", "agree_skip_calls", "skips"})
+    for (const char* s :
+         {"reduce_calls", "all_gather_calls", "restored", "run_steps", "optimizer_steps", "agree_skip_calls", "skips"})
       j["stats"][s] = stat_or(trainer, s);
   } catch (const std::exception& e) {
     j["error"] = e.what();

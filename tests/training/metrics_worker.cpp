@@ -3,12 +3,10 @@
 // batch sizes differ.  validation_step logs each row-mean of known values with every reduce_fx;
 // rank 0 writes callback_metrics as JSON to argv[1] so the test can compare them with the exact
 // answers.
-#include <plrt/sdk/trainer.hpp>
-
-#include <nlohmann/json.hpp>
-
 #include <fstream>
 #include <iostream>
+#include <nlohmann/json.hpp>
+#include <plrt/sdk/trainer.hpp>
 
 namespace {
 

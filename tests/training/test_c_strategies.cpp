@@ -2,18 +2,18 @@
 // reference for plugin authors, and independent_c's bad options), and the contract breaches of a
 // strategy's optimizer_step that the trainer must report (an entry past setup's array, fn->step
 // not called, called twice).
-#include "entries_model.hpp"
-#include "training_support.hpp"
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <functional>
 
+#include "entries_model.hpp"
+#include "training_support.hpp"
+
 namespace {
 
-using ::testing::HasSubstr;
 using plrt_training::TempDir;
+using ::testing::HasSubstr;
 
 pl::RuntimeOptions test_plugins() {
   pl::RuntimeOptions ro;
@@ -132,7 +132,8 @@ TEST(SingleDeviceEntries, BadArgumentsAreNamed) {
   EXPECT_THAT(message(sd.rt, sd.api->reduce(sd.s, &t, 9), &code), HasSubstr("reduce op 9 is not valid (1 sum"));
   EXPECT_EQ(code, PL_ERR_INVALID_ARGUMENT);
   PL_Tensor outs[2] = {SingleDevice::flat(sd.a), SingleDevice::flat(sd.a)};
-  EXPECT_THAT(message(sd.rt, sd.api->all_gather(sd.s, &t, outs, 2), &code), HasSubstr("2 outputs but the world size is 1"));
+  EXPECT_THAT(message(sd.rt, sd.api->all_gather(sd.s, &t, outs, 2), &code),
+              HasSubstr("2 outputs but the world size is 1"));
   EXPECT_EQ(code, PL_ERR_INVALID_ARGUMENT);
   PL_Tensor small = SingleDevice::flat(sd.b);
   EXPECT_THAT(message(sd.rt, sd.api->all_gather(sd.s, &t, &small, 1)), HasSubstr("output holds 2 elements"));

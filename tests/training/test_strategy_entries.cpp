@@ -5,18 +5,17 @@
 // per-rank strategy state in checkpoints (round trip, damaged and missing files, another world
 // size).  Also the SDK lifetimes: a module that outlives its trainer, a trainer that outlives its
 // module.  Multi-process cases run entries_worker under plrun.
-#include "entries_model.hpp"
-#include "training_support.hpp"
-
-#include <plrt/sdk/atomic_file.hpp>
-#include <plrt/sdk/safetensors.hpp>
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cstdio>
 #include <fstream>
 #include <functional>
+#include <plrt/sdk/atomic_file.hpp>
+#include <plrt/sdk/safetensors.hpp>
+
+#include "entries_model.hpp"
+#include "training_support.hpp"
 
 namespace {
 
@@ -69,7 +68,7 @@ struct Trained {
   std::function<double(const std::string&)> stat;
 };
 Trained train(const std::string& strategy, std::vector<std::pair<std::string, std::string>> opts = {},
-          ModelConfig c = {}, const std::string& precision = "32-true") {
+              ModelConfig c = {}, const std::string& precision = "32-true") {
   TempDir dir;
   auto o = options(dir, strategy);
   o.strategy_options = std::move(opts);
@@ -91,9 +90,9 @@ Trained train(const std::string& strategy, std::vector<std::pair<std::string, st
 TEST(StrategyEntries, WholeStepsAreBitIdenticalThroughEveryPathAndFrozenParametersStay) {
   ModelConfig frozen;
   frozen.freeze_l1_bias = true;
-  Trained sd = train("single_device", {}, frozen);        // its optimizer_step: every trainable parameter
-  Trained ic = train("independent_c", {}, frozen);        // the same, from a third-party plugin
-  Trained old = train("independent_c13", {}, frozen);     // ABI 1.3: the host's own optimizer->step()
+  Trained sd = train("single_device", {}, frozen);     // its optimizer_step: every trainable parameter
+  Trained ic = train("independent_c", {}, frozen);     // the same, from a third-party plugin
+  Trained old = train("independent_c13", {}, frozen);  // ABI 1.3: the host's own optimizer->step()
   EXPECT_EQ(sd.steps, 12);
   EXPECT_EQ(sd.final, old.final);
   EXPECT_EQ(ic.final, old.final);
@@ -332,9 +331,10 @@ TEST(SdkLifetimes, ATrainerThatOutlivesItsModuleTearsTheStrategyDownSafely) {
 
 std::vector<std::string> worker(const std::string& strategy, int ranks, const std::string& mode, const TempDir& dir,
                                 const std::string& resume = "") {
-  std::vector<std::string> a{PLRUN_PATH, "--accelerator", "cpu", "--strategy", strategy, "--devices",
-                             std::to_string(ranks), "--plugin-path", PLRT_TEST_PLUGIN_DIR, "--",
-                             ENTRIES_WORKER_PATH, mode, dir / "out", dir.path.string(), strategy};
+  std::vector<std::string> a{
+      PLRUN_PATH,      "--accelerator",      "cpu", "--strategy",        strategy, "--devices", std::to_string(ranks),
+      "--plugin-path", PLRT_TEST_PLUGIN_DIR, "--",  ENTRIES_WORKER_PATH, mode,     dir / "out", dir.path.string(),
+      strategy};
   if (!resume.empty()) a.push_back(resume);
   return a;
 }

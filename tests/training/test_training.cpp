@@ -4,9 +4,9 @@
 //  - gradient accumulation = a larger batch
 //  - resume from a checkpoint = a run that never stopped
 //  - sync_dist with unequal data per rank gives the true mean, sum, min, max
-#include "training_support.hpp"
-
 #include <fstream>
+
+#include "training_support.hpp"
 
 namespace {
 
@@ -15,9 +15,10 @@ using namespace plrt_training;
 void ddp_matches_union(int world, const std::string& optimizer) {
   TempDir dir;
   const int per_rank = 8;
-  auto ddp = run(plrun("ddp", world,
-                       mlp_args({"--optimizer", optimizer, "--batch-size", std::to_string(per_rank), "--max-steps", "50",
-                                 "--epochs", "100", "--root-dir", dir.path.string(), "--save", dir / "ddp.safetensors"})));
+  auto ddp =
+      run(plrun("ddp", world,
+                mlp_args({"--optimizer", optimizer, "--batch-size", std::to_string(per_rank), "--max-steps", "50",
+                          "--epochs", "100", "--root-dir", dir.path.string(), "--save", dir / "ddp.safetensors"})));
   EXPECT_RAN(ddp);
   auto single = run(mlp_args({"--optimizer", optimizer, "--strategy", "single_device", "--devices", "1", "--batch-size",
                               std::to_string(per_rank * world), "--max-steps", "50", "--epochs", "100", "--root-dir",
@@ -39,13 +40,14 @@ TEST(Training, DdpThreeRanksAdamEqualsUnionBatch) { ddp_matches_union(3, "adam")
 
 TEST(Training, DdpSpawnParentHoldsTheTrainedWeights) {
   TempDir dir;
-  auto spawn = run(mlp_args({"--strategy", "ddp_spawn", "--accelerator", "cpu", "--devices", "2", "--batch-size", "8",
-                             "--max-steps", "40", "--epochs", "100", "--root-dir", dir.path.string(), "--save",
-                             dir / "spawn.safetensors"}));
+  auto spawn = run(
+      mlp_args({"--strategy", "ddp_spawn", "--accelerator", "cpu", "--devices", "2", "--batch-size", "8", "--max-steps",
+                "40", "--epochs", "100", "--root-dir", dir.path.string(), "--save", dir / "spawn.safetensors"}));
   EXPECT_RAN(spawn);
   EXPECT_NE(spawn.output.find("held-out accuracy"), std::string::npos) << spawn.output;
-  auto single = run(mlp_args({"--strategy", "single_device", "--devices", "1", "--batch-size", "16", "--max-steps", "40",
-                              "--epochs", "100", "--root-dir", dir.path.string(), "--save", dir / "single.safetensors"}));
+  auto single =
+      run(mlp_args({"--strategy", "single_device", "--devices", "1", "--batch-size", "16", "--max-steps", "40",
+                    "--epochs", "100", "--root-dir", dir.path.string(), "--save", dir / "single.safetensors"}));
   EXPECT_RAN(single);
   EXPECT_LE(relative_difference(dir / "spawn.safetensors", dir / "single.safetensors"), 1e-5);
 }
@@ -61,9 +63,9 @@ TEST(Training, GradientAccumulationEqualsLargerBatch) {
   EXPECT_RAN(big);
   EXPECT_LE(relative_difference(dir / "acc.safetensors", dir / "big.safetensors"), 1e-5);
   // ... and under ddp, where the accumulating steps skip the allreduce (no_sync).
-  auto ddp = run(plrun("ddp", 2, mlp_args({"--batch-size", "4", "--accumulate-grad-batches", "3", "--max-steps", "30",
-                                           "--epochs", "100", "--root-dir", dir.path.string(), "--save",
-                                           dir / "ddp_acc.safetensors"})));
+  auto ddp = run(plrun("ddp", 2,
+                       mlp_args({"--batch-size", "4", "--accumulate-grad-batches", "3", "--max-steps", "30", "--epochs",
+                                 "100", "--root-dir", dir.path.string(), "--save", dir / "ddp_acc.safetensors"})));
   EXPECT_RAN(ddp);
   EXPECT_LE(relative_difference(dir / "ddp_acc.safetensors", dir / "big.safetensors"), 1e-5);
 }
@@ -79,11 +81,11 @@ void resume_matches(const std::vector<std::string>& launcher_prefix, int world) 
   };
   // 2400 samples, 12.5% held out, 2100 / (16 x world) batches per epoch: 70 steps cross an epoch.
   const std::string bs = std::to_string(16 / world);
-  auto full = run(with({"--batch-size", bs, "--max-steps", "70", "--epochs", "100", "--root-dir", dir / "full", "--save",
-                        dir / "full.safetensors", "--optimizer", "adam"}));
+  auto full = run(with({"--batch-size", bs, "--max-steps", "70", "--epochs", "100", "--root-dir", dir / "full",
+                        "--save", dir / "full.safetensors", "--optimizer", "adam"}));
   EXPECT_RAN(full);
-  auto first = run(with({"--batch-size", bs, "--max-steps", "45", "--epochs", "100", "--root-dir", dir / "part",
-                         "--optimizer", "adam"}));
+  auto first = run(with(
+      {"--batch-size", bs, "--max-steps", "45", "--epochs", "100", "--root-dir", dir / "part", "--optimizer", "adam"}));
   EXPECT_RAN(first);
   std::string ckpt = dir / "part/lightning_logs/version_0/checkpoints/last";
   ASSERT_TRUE(fs::exists(ckpt + "/model.safetensors")) << first.output;

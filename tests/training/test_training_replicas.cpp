@@ -4,9 +4,9 @@
 //  - ddp2 on 2 nodes x 2 devices = one process on the union batch
 //  - 32-true / bf16-mixed / 16-mixed converge, under single_device, ddp and dp
 //  - the effective batch size is reported
-#include "training_support.hpp"
-
 #include <gmock/gmock.h>
+
+#include "training_support.hpp"
 
 namespace {
 
@@ -14,8 +14,12 @@ using namespace plrt_training;
 using ::testing::HasSubstr;
 
 std::vector<std::string> steps(int batch, int max_steps, const TempDir& dir, const std::string& save) {
-  return {"--batch-size", std::to_string(batch), "--max-steps", std::to_string(max_steps), "--epochs", "100",
-          "--root-dir", dir.path.string(), "--save", dir / save, "--no-checkpoint"};
+  return {"--batch-size",   std::to_string(batch),
+          "--max-steps",    std::to_string(max_steps),
+          "--epochs",       "100",
+          "--root-dir",     dir.path.string(),
+          "--save",         dir / save,
+          "--no-checkpoint"};
 }
 
 std::vector<std::string> with(std::vector<std::string> a, const std::vector<std::string>& more) {
@@ -28,9 +32,9 @@ void dp_matches_ddp(int devices, bool whole_batch_loss) {
   const int per_device = 8;
   auto ddp = run(plrun("ddp", devices, mlp_args(steps(per_device, 40, dir, "ddp.safetensors"))));
   EXPECT_RAN(ddp);
-  auto args = with(steps(per_device * devices, 40, dir, "dp.safetensors"),
-                   {"--strategy", "dp", "--accelerator", "cpu", "--devices", std::to_string(devices), "--report",
-                    dir / "dp.json"});
+  auto args = with(
+      steps(per_device * devices, 40, dir, "dp.safetensors"),
+      {"--strategy", "dp", "--accelerator", "cpu", "--devices", std::to_string(devices), "--report", dir / "dp.json"});
   if (whole_batch_loss) args.push_back("--whole-batch-loss");
   auto dp = run(mlp_args(args));
   EXPECT_RAN(dp);
@@ -40,7 +44,8 @@ void dp_matches_ddp(int devices, bool whole_batch_loss) {
   EXPECT_EQ(rep.value("replicas", 0), devices);
   EXPECT_EQ(rep.value("effective_batch_size", 0), per_device * devices);
   // not vacuous: training moved the weights
-  auto init = run(mlp_args(with(steps(8, 0, dir, "init.safetensors"), {"--strategy", "single_device", "--devices", "1"})));
+  auto init =
+      run(mlp_args(with(steps(8, 0, dir, "init.safetensors"), {"--strategy", "single_device", "--devices", "1"})));
   EXPECT_RAN(init);
   EXPECT_GT(relative_difference(dir / "init.safetensors", dir / "dp.safetensors"), 1e-2);
 }
@@ -55,7 +60,8 @@ TEST(Replicas, DpUnevenSplitWithWholeBatchLossEqualsOneProcess) {
   auto dp = run(mlp_args(with(steps(10, 30, dir, "dp.safetensors"),
                               {"--strategy", "dp", "--accelerator", "cpu", "--devices", "3", "--whole-batch-loss"})));
   EXPECT_RAN(dp);
-  auto single = run(mlp_args(with(steps(10, 30, dir, "single.safetensors"), {"--strategy", "single_device", "--devices", "1"})));
+  auto single =
+      run(mlp_args(with(steps(10, 30, dir, "single.safetensors"), {"--strategy", "single_device", "--devices", "1"})));
   EXPECT_RAN(single);
   EXPECT_LE(relative_difference(dir / "dp.safetensors", dir / "single.safetensors"), 1e-5);
 }
@@ -71,8 +77,22 @@ TEST(Replicas, Ddp2TwoNodesEqualsUnionBatch) {
   const std::string port = std::to_string(plrt_test::free_tcp_port());
   auto node = [&](int rank) {
     plrt_test::ProcessSpec s;
-    s.argv = {PLRUN_PATH, "--accelerator", "cpu", "--strategy", "ddp2", "--devices", "2", "--num-nodes", "2",
-              "--node-rank", std::to_string(rank), "--master-addr", "127.0.0.1", "--master-port", port, "--"};
+    s.argv = {PLRUN_PATH,
+              "--accelerator",
+              "cpu",
+              "--strategy",
+              "ddp2",
+              "--devices",
+              "2",
+              "--num-nodes",
+              "2",
+              "--node-rank",
+              std::to_string(rank),
+              "--master-addr",
+              "127.0.0.1",
+              "--master-port",
+              port,
+              "--"};
     auto prog = mlp_args(with(steps(8, 40, dir, "ddp2.safetensors"), {"--report", dir / "ddp2.json"}));
     s.argv.insert(s.argv.end(), prog.begin(), prog.end());
     s.env = {{"PL_JOB_TOKEN", "ddp2-test"}, {"PL_LOG_LEVEL", "warn"}};
@@ -85,7 +105,8 @@ TEST(Replicas, Ddp2TwoNodesEqualsUnionBatch) {
   auto job = plrt_test::run_job({node(0), node(1)}, w);
   ASSERT_TRUE(job.all_ok()) << job.report();
   // each node's batch of 8 is split over its 2 devices; the two nodes together take 16 per step
-  auto single = run(mlp_args(with(steps(16, 40, dir, "single.safetensors"), {"--strategy", "single_device", "--devices", "1"})));
+  auto single =
+      run(mlp_args(with(steps(16, 40, dir, "single.safetensors"), {"--strategy", "single_device", "--devices", "1"})));
   EXPECT_RAN(single);
   EXPECT_LE(relative_difference(dir / "ddp2.safetensors", dir / "single.safetensors"), 1e-5);
   auto rep = report(dir / "ddp2.json");
@@ -118,8 +139,12 @@ void converges(const std::string& precision, const std::vector<std::string>& lau
   }
 }
 
-TEST(Precision, Bf16MixedConvergesOnOneDevice) { converges("bf16-mixed", {"--strategy", "single_device", "--devices", "1"}); }
-TEST(Precision, Fp16MixedConvergesOnOneDevice) { converges("16-mixed", {"--strategy", "single_device", "--devices", "1"}); }
+TEST(Precision, Bf16MixedConvergesOnOneDevice) {
+  converges("bf16-mixed", {"--strategy", "single_device", "--devices", "1"});
+}
+TEST(Precision, Fp16MixedConvergesOnOneDevice) {
+  converges("16-mixed", {"--strategy", "single_device", "--devices", "1"});
+}
 TEST(Precision, Fp16MixedConvergesUnderDdp) { converges("16-mixed", {"ddp"}); }
 TEST(Precision, Fp16MixedConvergesUnderDp) {
   converges("16-mixed", {"--strategy", "dp", "--accelerator", "cpu", "--devices", "2"});
@@ -154,10 +179,12 @@ TEST(Training, EffectiveBatchSizeIsReported) {
   plrt_test::ProcessSpec s;
   s.argv = spec;
   s.env = {{"PL_LOG_LEVEL", "info"}};
-  s.unset_env = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "PL_JOB_TOKEN", "PL_USE_AGENT_STORE"};
+  s.unset_env = {"RANK",        "WORLD_SIZE",   "LOCAL_RANK",        "MASTER_ADDR",
+                 "MASTER_PORT", "PL_JOB_TOKEN", "PL_USE_AGENT_STORE"};
   auto r = plrt_test::run_job({s}).processes.at(0);
   EXPECT_RAN(r);
-  EXPECT_THAT(r.output, HasSubstr("effective batch size 16 (8 per device x 2 device(s) x 1 node(s)), 32 per optimizer step"));
+  EXPECT_THAT(r.output,
+              HasSubstr("effective batch size 16 (8 per device x 2 device(s) x 1 node(s)), 32 per optimizer step"));
 }
 
 }  // namespace

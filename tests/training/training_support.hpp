@@ -1,19 +1,18 @@
 // Helpers of the training tests: run plrun / plrt-mlp as a user would and compare saved weights.
 #pragma once
 
-#include <plrt/sdk/safetensors.hpp>
-
-#include "spawn.hpp"
-
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
+#include <plrt/sdk/safetensors.hpp>
 #include <string>
 #include <vector>
+
+#include "spawn.hpp"
 
 namespace plrt_training {
 
@@ -34,8 +33,8 @@ struct TempDir {
 
 // A small problem so that every run takes well under a second of compute.
 inline std::vector<std::string> mlp_args(const std::vector<std::string>& extra) {
-  std::vector<std::string> a{MLP_PATH, "--features", "24", "--hidden", "16,12", "--classes", "5", "--samples", "2400",
-                             "--no-shuffle", "--seed", "7", "--lr", "0.05"};
+  std::vector<std::string> a{MLP_PATH,    "--features", "24",           "--hidden", "16,12", "--classes", "5",
+                             "--samples", "2400",       "--no-shuffle", "--seed",   "7",     "--lr",      "0.05"};
   a.insert(a.end(), extra.begin(), extra.end());
   return a;
 }
@@ -45,8 +44,8 @@ inline plrt_test::ProcessResult run(std::vector<std::string> argv, plrt_test::En
   spec.argv = std::move(argv);
   spec.env = std::move(env);
   spec.env.emplace_back("PL_LOG_LEVEL", "warn");
-  spec.unset_env = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "PL_JOB_TOKEN",
-                    "PL_USE_AGENT_STORE", "SLURM_PROCID", "SLURM_NTASKS", "OMPI_COMM_WORLD_RANK"};
+  spec.unset_env = {"RANK",         "WORLD_SIZE",         "LOCAL_RANK",   "MASTER_ADDR",  "MASTER_PORT",
+                    "PL_JOB_TOKEN", "PL_USE_AGENT_STORE", "SLURM_PROCID", "SLURM_NTASKS", "OMPI_COMM_WORLD_RANK"};
   plrt_test::WaitOptions w;
   w.deadline = std::chrono::seconds(120);
   auto result = plrt_test::run_job({spec}, w);
@@ -54,8 +53,8 @@ inline plrt_test::ProcessResult run(std::vector<std::string> argv, plrt_test::En
 }
 
 inline std::vector<std::string> plrun(const std::string& strategy, int devices, std::vector<std::string> program) {
-  std::vector<std::string> a{PLRUN_PATH, "--accelerator", "cpu", "--strategy", strategy, "--devices",
-                             std::to_string(devices), "--"};
+  std::vector<std::string> a{PLRUN_PATH,  "--accelerator",         "cpu", "--strategy", strategy,
+                             "--devices", std::to_string(devices), "--"};
   a.insert(a.end(), program.begin(), program.end());
   return a;
 }
@@ -86,9 +85,6 @@ inline double relative_difference(const std::string& a_path, const std::string& 
   }
   return std::sqrt(diff) / std::sqrt(norm);
 }
-
-
-
 
 // The JSON summary plrt-mlp --report wrote.
 inline nlohmann::json report(const std::string& path) {

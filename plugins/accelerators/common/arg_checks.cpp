@@ -29,12 +29,13 @@ void check_tensor_on(Target target, const PL_Tensor* t, const char* op, const ch
   if (target == Target::cpu && t->device.type != PL_DEVICE_CPU)
     fail(PL_ERR_INVALID_ARGUMENT, where + "; the cpu accelerator takes host (cpu) tensors only");
   if (target == Target::cuda && t->device.type != PL_DEVICE_CUDA)
-    fail(PL_ERR_INVALID_ARGUMENT, where + "; the cuda accelerator's kernels take tensors in CUDA device memory only "
-                                          "(copy host data to a cuda device first)");
+    fail(PL_ERR_INVALID_ARGUMENT, where +
+                                      "; the cuda accelerator's kernels take tensors in CUDA device memory only "
+                                      "(copy host data to a cuda device first)");
 }
 
-void check_same_device(Target target, const PL_Tensor* a, const char* a_name, const PL_Tensor* b,
-                       const char* b_name, const char* op) {
+void check_same_device(Target target, const PL_Tensor* a, const char* a_name, const PL_Tensor* b, const char* b_name,
+                       const char* op) {
   if (target == Target::cpu) return;  // one host: the index means nothing
   if (a->device.index != b->device.index)
     fail(PL_ERR_INVALID_ARGUMENT, std::string(op) + ": " + a_name + " is on " + device_name(a->device) + " but " +
@@ -58,8 +59,8 @@ void check_same_dtype(const PL_Tensor* a, const char* a_name, const PL_Tensor* b
 namespace {
 
 [[noreturn]] void unsupported(const PL_Tensor* t, const char* op, const char* what, const char* supported) {
-  fail(PL_ERR_UNSUPPORTED, std::string(op) + ": " + what + " has dtype " + pl_dtype_name(t->dtype) +
-                               "; supported: " + supported);
+  fail(PL_ERR_UNSUPPORTED,
+       std::string(op) + ": " + what + " has dtype " + pl_dtype_name(t->dtype) + "; supported: " + supported);
 }
 
 }  // namespace

@@ -4,12 +4,12 @@
 // the argument, the bad value and what would be valid.  Pure host code: no data is read.
 #pragma once
 
-#include "plugin_support.hpp"
-
 #include <plrt/pl_accelerator.h>
 
 #include <cstdint>
 #include <string>
+
+#include "plugin_support.hpp"
 
 namespace plrt::kernel_args {
 
@@ -19,7 +19,10 @@ using plrt::plugin::fail;
 //  cpu:  device.type PL_DEVICE_CPU; the index is not checked (all host memory is one device).
 //  cuda: device.type PL_DEVICE_CUDA, and the tensors of one call on the same index (whether that
 //        index names a visible device is the plugin's own check, made when it selects the device).
-enum class Target { cpu, cuda };
+enum class Target {
+  cpu,
+  cuda
+};
 
 // A number in its shortest form that reads back exactly ("0.1", "10", "1e+30", "nan").  The float
 // overload prints a float's own shortest form ("3e+38", not the digits of its double widening).
@@ -36,8 +39,8 @@ inline bool is_int_dtype(PL_DType d) { return d == PL_I32 || d == PL_I64 || d ==
 void check_tensor_on(Target target, const PL_Tensor* t, const char* op, const char* what);
 
 // cuda: `b` must be on `a`'s device index.  cpu: nothing to check.
-void check_same_device(Target target, const PL_Tensor* a, const char* a_name, const PL_Tensor* b,
-                       const char* b_name, const char* op);
+void check_same_device(Target target, const PL_Tensor* a, const char* a_name, const PL_Tensor* b, const char* b_name,
+                       const char* op);
 
 void check_same_numel(const PL_Tensor* a, const char* a_name, const PL_Tensor* b, const char* b_name, const char* op);
 void check_same_dtype(const PL_Tensor* a, const char* a_name, const PL_Tensor* b, const char* b_name, const char* op);

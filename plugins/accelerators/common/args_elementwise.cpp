@@ -1,9 +1,9 @@
 // The argument rules of fill, scale, axpy, cast and unscale_check (see kernel_args.hpp).
-#include "kernel_args.hpp"
-
 #include <cmath>
 #include <limits>
 #include <string>
+
+#include "kernel_args.hpp"
 
 namespace plrt::kernel_args {
 namespace {
@@ -11,8 +11,8 @@ namespace {
 // A scalar for an integer tensor: a whole number, and (for arithmetic) within int64.
 int64_t integral_scalar(double v, const char* op, const char* what, PL_DType dtype) {
   const std::string head = std::string(op) + ": " + what + " " + num(v) + " ";
-  const std::string tail = std::string("; ") + pl_dtype_name(dtype) +
-                           " tensors take integral scalars only (whole numbers in [-2^63, 2^63))";
+  const std::string tail =
+      std::string("; ") + pl_dtype_name(dtype) + " tensors take integral scalars only (whole numbers in [-2^63, 2^63))";
   if (!std::isfinite(v) || v != std::trunc(v)) fail(PL_ERR_INVALID_ARGUMENT, head + "is not a whole number" + tail);
   if (!(v >= -0x1p63 && v < 0x1p63)) fail(PL_ERR_INVALID_ARGUMENT, head + "is out of range" + tail);
   return static_cast<int64_t>(v);
@@ -23,9 +23,21 @@ int64_t fill_value(double v, PL_DType dtype) {
   double lo = 0, hi = 0;
   const char* range = "";
   switch (dtype) {
-    case PL_I32: lo = -2147483648.0; hi = 2147483647.0; range = "[-2147483648, 2147483647]"; break;
-    case PL_I64: lo = -0x1p63; hi = 0x1p63; range = "[-9223372036854775808, 9223372036854775807]"; break;
-    default: lo = 0; hi = 255; range = "[0, 255]"; break;
+    case PL_I32:
+      lo = -2147483648.0;
+      hi = 2147483647.0;
+      range = "[-2147483648, 2147483647]";
+      break;
+    case PL_I64:
+      lo = -0x1p63;
+      hi = 0x1p63;
+      range = "[-9223372036854775808, 9223372036854775807]";
+      break;
+    default:
+      lo = 0;
+      hi = 255;
+      range = "[0, 255]";
+      break;
   }
   const std::string valid = std::string("; valid for ") + pl_dtype_name(dtype) + ": whole numbers in " + range;
   if (!std::isfinite(v) || v != std::trunc(v))
@@ -87,10 +99,10 @@ void unscale_check(Target target, const PL_Tensor* x, double inv_scale, const PL
   const bool f64 = x->dtype == PL_F64;
   const double limit = f64 ? std::numeric_limits<double>::max() : std::numeric_limits<float>::max();
   if (!(std::fabs(inv_scale) <= limit))
-    fail(PL_ERR_INVALID_ARGUMENT,
-         std::string(op) + ": inv_scale " + num(inv_scale) + " is invalid; it must be finite" +
-             (f64 ? "" : " in float32 (|inv_scale| <= " + num(std::numeric_limits<float>::max()) + ") for a " +
-                             pl_dtype_name(x->dtype) + " tensor"));
+    fail(PL_ERR_INVALID_ARGUMENT, std::string(op) + ": inv_scale " + num(inv_scale) + " is invalid; it must be finite" +
+                                      (f64 ? ""
+                                           : " in float32 (|inv_scale| <= " + num(std::numeric_limits<float>::max()) +
+                                                 ") for a " + pl_dtype_name(x->dtype) + " tensor"));
 }
 
 }  // namespace plrt::kernel_args

@@ -1,9 +1,9 @@
 // The argument rules of the dense layers' kernels: gemm, add_bias, sum_rows, relu, relu_backward,
 // cross_entropy, argmax_rows (see kernel_args.hpp).  They name shapes in their errors, which the
 // element-wise kernels (counts only) never need.
-#include "kernel_args.hpp"
-
 #include <string>
+
+#include "kernel_args.hpp"
 
 namespace plrt::kernel_args {
 namespace {
@@ -37,8 +37,8 @@ void check_elementwise(Target target, const PL_Tensor* t, const char* op, const 
 
 // A matrix m [rows, cols] and a vector v [cols] of its dtype, one of them written: add_bias
 // (y += bias, the matrix written) and sum_rows (out = column sums of x, the vector written).
-void matrix_and_column_vector(Target target, const char* op, const PL_Tensor* m, const char* m_name,
-                              const PL_Tensor* v, const char* v_name, bool vector_written) {
+void matrix_and_column_vector(Target target, const char* op, const PL_Tensor* m, const char* m_name, const PL_Tensor* v,
+                              const char* v_name, bool vector_written) {
   check_shaped(target, m, 2, op, m_name);
   check_shaped(target, v, 1, op, v_name);
   require_float_dtype(m, op, m_name);
@@ -150,8 +150,8 @@ void cross_entropy(Target target, const PL_Tensor* logits, const PL_Tensor* labe
   check_shaped(target, grad, 2, op, "grad");
   check_same_dtype(logits, "logits", grad, "grad", op);
   if (grad->shape[0] != n || grad->shape[1] != c)
-    fail(PL_ERR_INVALID_ARGUMENT, std::string(op) + ": " + both_shapes(logits, "logits", grad, "grad") +
-                                      "; they must match");
+    fail(PL_ERR_INVALID_ARGUMENT,
+         std::string(op) + ": " + both_shapes(logits, "logits", grad, "grad") + "; they must match");
   check_no_overlap(grad, "grad", logits, "logits", op, true);
   check_no_overlap(grad, "grad", labels, "labels", op, false);
   check_no_overlap(grad, "grad", loss, "loss", op, false);

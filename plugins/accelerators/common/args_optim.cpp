@@ -1,10 +1,10 @@
 // The argument rules of sgd_step and adam_step, and the per-call scalars every accelerator derives
 // from the checked parameters (in double, once, so that they are the same bits everywhere; see
 // kernel_args.hpp).
-#include "kernel_args.hpp"
-
 #include <cmath>
 #include <string>
+
+#include "kernel_args.hpp"
 
 namespace plrt::kernel_args {
 namespace {
@@ -48,8 +48,8 @@ SgdScalars sgd_step(Target target, const PL_Tensor* param, const PL_Tensor* grad
          "sgd_step: dampening " + num(params->dampening) + " is invalid; valid: a finite number");
   if (params->nesterov && (params->momentum <= 0 || params->dampening != 0))
     fail(PL_ERR_INVALID_ARGUMENT,
-         "sgd_step: nesterov momentum requires momentum > 0 and dampening == 0 (got momentum " +
-             num(params->momentum) + ", dampening " + num(params->dampening) + ")");
+         "sgd_step: nesterov momentum requires momentum > 0 and dampening == 0 (got momentum " + num(params->momentum) +
+             ", dampening " + num(params->dampening) + ")");
 
   check_tensor_on(target, param, op, "param");
   check_tensor_on(target, grad, op, "grad");

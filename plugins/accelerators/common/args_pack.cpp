@@ -1,11 +1,11 @@
 // The argument rules of pack and unpack (see kernel_args.hpp and pl_accelerator.h): the bucket
 // copies of the gradient-sync core.  Addresses and counts only; nothing is read.
-#include "kernel_args.hpp"
-
 #include <algorithm>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "kernel_args.hpp"
 
 namespace plrt::kernel_args {
 
@@ -17,7 +17,8 @@ void pack(Target target, const PL_Tensor* parts, size_t num_parts, const int64_t
   const std::string o = op;
   check_tensor_on(target, flat, op, "flat");
   if (num_parts == 0) return;
-  if (parts == nullptr) fail(PL_ERR_INVALID_ARGUMENT, o + ": parts is NULL for " + std::to_string(num_parts) + " parts");
+  if (parts == nullptr)
+    fail(PL_ERR_INVALID_ARGUMENT, o + ": parts is NULL for " + std::to_string(num_parts) + " parts");
   if (offsets == nullptr)
     fail(PL_ERR_INVALID_ARGUMENT, o + ": offsets is NULL for " + std::to_string(num_parts) + " parts");
   std::vector<std::pair<uintptr_t, size_t>> spans;  // unpack: the parts' byte ranges, for the overlap check

@@ -1,29 +1,29 @@
 // The argument rules of quantize_u8 / dequantize_u8, and the messages of their data errors (see
 // kernel_args.hpp).
-#include "kernel_args.hpp"
-
 #include <limits>
 #include <string>
+
+#include "kernel_args.hpp"
 
 namespace plrt::kernel_args {
 namespace {
 
 void check_chunk_size(int64_t chunk_size, const char* op) {
   if (chunk_size < 1)
-    fail(PL_ERR_INVALID_ARGUMENT, std::string(op) + ": chunk_size " + std::to_string(chunk_size) +
-                                      " is invalid; valid: chunk_size >= 1");
+    fail(PL_ERR_INVALID_ARGUMENT,
+         std::string(op) + ": chunk_size " + std::to_string(chunk_size) + " is invalid; valid: chunk_size >= 1");
 }
 
 void check_minmax(const PL_Tensor* minmax, int64_t n, int64_t chunk_size, const char* op) {
   if (minmax->dtype != PL_F32)
-    fail(PL_ERR_INVALID_ARGUMENT, std::string(op) + ": minmax is " + pl_dtype_name(minmax->dtype) +
-                                      "; it must be float32");
+    fail(PL_ERR_INVALID_ARGUMENT,
+         std::string(op) + ": minmax is " + pl_dtype_name(minmax->dtype) + "; it must be float32");
   const int64_t chunks = chunk_count(n, chunk_size);
   if (minmax->numel != 2 * chunks)
-    fail(PL_ERR_INVALID_ARGUMENT, std::string(op) + ": minmax has " + std::to_string(minmax->numel) +
-                                      " elements but " + std::to_string(n) + " elements in chunks of " +
-                                      std::to_string(chunk_size) + " make " + std::to_string(chunks) +
-                                      " chunks, which need " + std::to_string(2 * chunks) + " (min, max per chunk)");
+    fail(PL_ERR_INVALID_ARGUMENT, std::string(op) + ": minmax has " + std::to_string(minmax->numel) + " elements but " +
+                                      std::to_string(n) + " elements in chunks of " + std::to_string(chunk_size) +
+                                      " make " + std::to_string(chunks) + " chunks, which need " +
+                                      std::to_string(2 * chunks) + " (min, max per chunk)");
 }
 
 void require_quant_dtype(const PL_Tensor* t, const char* op, const char* what) {
@@ -39,8 +39,7 @@ void require_u8(const PL_Tensor* q, const char* op) {
 
 }  // namespace
 
-void quantize_u8(Target target, const PL_Tensor* src, const PL_Tensor* q, const PL_Tensor* minmax,
-                 int64_t chunk_size) {
+void quantize_u8(Target target, const PL_Tensor* src, const PL_Tensor* q, const PL_Tensor* minmax, int64_t chunk_size) {
   constexpr const char* op = "quantize_u8";
   check_tensor_on(target, src, op, "src");
   check_tensor_on(target, q, op, "q");

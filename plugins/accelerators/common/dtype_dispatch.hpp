@@ -8,12 +8,12 @@
 // before a dispatch, so a miss is an internal error.
 #pragma once
 
-#include "plugin_support.hpp"
-
 #include <plrt/pl_tensor.h>
 
 #include <cstdint>
 #include <string>
+
+#include "plugin_support.hpp"
 
 namespace plrt::kernel_args {
 

@@ -11,13 +11,13 @@
 // are each plugin's own, with the messages built by the *_message functions below.
 #pragma once
 
-#include "arg_checks.hpp"
-
 #include <plrt/pl_accelerator.h>
 
 #include <cstdint>
 #include <optional>
 #include <string>
+
+#include "arg_checks.hpp"
 
 namespace plrt::kernel_args {
 
@@ -61,15 +61,14 @@ void pack(Target target, const PL_Tensor* parts, size_t num_parts, const int64_t
 // ceil(n / chunk_size) without overflow; chunk_size >= 1.
 inline int64_t chunk_count(int64_t n, int64_t chunk_size) { return n / chunk_size + (n % chunk_size != 0 ? 1 : 0); }
 
-void quantize_u8(Target target, const PL_Tensor* src, const PL_Tensor* q, const PL_Tensor* minmax,
-                 int64_t chunk_size);
+void quantize_u8(Target target, const PL_Tensor* src, const PL_Tensor* q, const PL_Tensor* minmax, int64_t chunk_size);
 void dequantize_u8(Target target, const PL_Tensor* q, const PL_Tensor* minmax, const PL_Tensor* dst,
                    int64_t chunk_size);
 
 // The data errors' messages, after "<op>: ".
-std::string nonfinite_src_message(int64_t index, float value);         // quantize: src[index] is inf/NaN
-std::string chunk_range_message(int64_t chunk, float lo, float hi);    // (hi - lo) / 255 overflows float
-std::string chunk_minmax_message(int64_t chunk, float lo, float hi);   // dequantize: not finite, or lo > hi
+std::string nonfinite_src_message(int64_t index, float value);        // quantize: src[index] is inf/NaN
+std::string chunk_range_message(int64_t chunk, float lo, float hi);   // (hi - lo) / 255 overflows float
+std::string chunk_minmax_message(int64_t chunk, float lo, float hi);  // dequantize: not finite, or lo > hi
 
 // ---- dense layers (args_layers.cpp) ----
 

@@ -7,13 +7,7 @@
 // crosses the C ABI.  The host table lives in the instance (PL_Accelerator), never in a global.
 // A NULL instance (or a NULL host in create) leaves no way to report an error through the host;
 // that is a broken caller invariant and aborts with a message on stderr.
-#include "arg_checks.hpp"
-#include "cpu_options.hpp"
-#include "kernels.hpp"
-#include "plugin_support.hpp"
-
 #include <plrt/pl_plugin.h>
-
 #include <unistd.h>
 
 #include <cstdio>
@@ -21,6 +15,11 @@
 #include <cstring>
 #include <fstream>
 #include <string>
+
+#include "arg_checks.hpp"
+#include "cpu_options.hpp"
+#include "kernels.hpp"
+#include "plugin_support.hpp"
 
 struct PL_Accelerator {
   const PL_Host* host;  // borrowed; outlives the instance
@@ -38,9 +37,9 @@ struct PL_Event {
 
 namespace {
 
+using plrt::kernel_args::device_name;
 using plrt::plugin::fail;
 using plrt::plugin::guard;
-using plrt::kernel_args::device_name;
 
 constexpr size_t kAlignment = 64;
 
@@ -92,8 +91,8 @@ void write_out(T* out, T value, size_t v1_size, const char* fn, const char* type
   require_out(out, fn);
   if (out->struct_size < v1_size)
     fail(PL_ERR_VERSION, std::string(fn) + ": " + type + ".struct_size " + std::to_string(out->struct_size) +
-                             " is smaller than the v1 size " + std::to_string(v1_size) + "; set it to sizeof(" +
-                             type + ")");
+                             " is smaller than the v1 size " + std::to_string(v1_size) + "; set it to sizeof(" + type +
+                             ")");
   const size_t n = out->struct_size < sizeof(T) ? out->struct_size : sizeof(T);
   value.struct_size = n;
   std::memcpy(static_cast<void*>(out), &value, n);

@@ -1,8 +1,6 @@
 // The cpu accelerator's options: "num_threads", the size of OpenBLAS's thread pool for gemm.
 #include "cpu_options.hpp"
 
-#include "plugin_support.hpp"
-
 #include <sched.h>
 
 #include <algorithm>
@@ -11,6 +9,8 @@
 #include <string>
 #include <system_error>
 #include <thread>
+
+#include "plugin_support.hpp"
 
 namespace plrt::cpu {
 namespace {
@@ -55,8 +55,8 @@ int thread_option(const PL_OptionList* options) {
     fail(PL_ERR_VERSION, "create: PL_OptionList.struct_size " + std::to_string(options->struct_size) +
                              " is smaller than the v1 size " + std::to_string(PL_STRUCT_SIZE(PL_OptionList, count)));
   if (options->count > 0 && options->items == nullptr)
-    fail(PL_ERR_INVALID_ARGUMENT, "create: options.count is " + std::to_string(options->count) +
-                                      " but options.items is NULL");
+    fail(PL_ERR_INVALID_ARGUMENT,
+         "create: options.count is " + std::to_string(options->count) + " but options.items is NULL");
   for (size_t i = 0; i < options->count; ++i) {
     const PL_Option& o = options->items[i];
     const std::string key = o.key ? o.key : "(NULL)";

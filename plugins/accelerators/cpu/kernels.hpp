@@ -64,8 +64,7 @@ void cast(const PL_Tensor* dst, const PL_Tensor* src);
 // Checks (as PyTorch's constructor, plus finiteness): lr, momentum, weight_decay finite and >= 0;
 // dampening finite; nesterov needs momentum > 0 and dampening == 0.  momentum_buf may be NULL only
 // when momentum == 0 (it is then ignored).
-void sgd_step(const PL_Tensor* param, const PL_Tensor* grad, const PL_Tensor* momentum_buf,
-              const PL_SgdParams* params);
+void sgd_step(const PL_Tensor* param, const PL_Tensor* grad, const PL_Tensor* momentum_buf, const PL_SgdParams* params);
 
 // One torch.optim.Adam / AdamW step (single-tensor path, no amsgrad) on float32/float64/float16/
 // bfloat16; param, grad, exp_avg, exp_avg_sq of one dtype and numel.  Scalars in double:
@@ -81,8 +80,8 @@ void sgd_step(const PL_Tensor* param, const PL_Tensor* grad, const PL_Tensor* mo
 // m, v and p are rounded once on store.  (PyTorch computes m with lerp_, m + (1-beta1)*(g - m):
 // the same value up to rounding.)  Checks: step >= 1; beta1, beta2 in [0, 1); lr, eps,
 // weight_decay finite and >= 0.
-void adam_step(const PL_Tensor* param, const PL_Tensor* grad, const PL_Tensor* exp_avg,
-               const PL_Tensor* exp_avg_sq, const PL_AdamParams* params);
+void adam_step(const PL_Tensor* param, const PL_Tensor* grad, const PL_Tensor* exp_avg, const PL_Tensor* exp_avg_sq,
+               const PL_AdamParams* params);
 
 // ByteGrad min-max quantisation.  src: float32/float16/bfloat16 with n elements, in chunks of
 // chunk_size (>= 1) elements, the last possibly shorter; nchunks = ceil(n / chunk_size).
@@ -96,16 +95,14 @@ void adam_step(const PL_Tensor* param, const PL_Tensor* grad, const PL_Tensor* e
 // A non-finite src element is PL_ERR_INVALID_ARGUMENT naming its index; a chunk whose scale is not
 // finite (hi - lo beyond the float range) is PL_ERR_INVALID_ARGUMENT naming the chunk.  After an
 // error the contents of q and minmax are unspecified (chunks before the bad one are written).
-void quantize_u8(const PL_Tensor* src, const PL_Tensor* q, const PL_Tensor* minmax,
-                 int64_t chunk_size);
+void quantize_u8(const PL_Tensor* src, const PL_Tensor* q, const PL_Tensor* minmax, int64_t chunk_size);
 
 // The inverse: q uint8 (n), minmax float32 (2 * nchunks), dst float32/float16/bfloat16 (n), dst
 // overlapping neither:
 //    scale = (hi - lo) / 255.0f;   x = lo + (float)q * scale   (in float, rounded once to dst)
 // minmax values must be finite with lo <= hi, and scale finite (else PL_ERR_INVALID_ARGUMENT
 // naming the chunk).  The round trip error is at most scale / 2 plus float rounding.
-void dequantize_u8(const PL_Tensor* q, const PL_Tensor* minmax, const PL_Tensor* dst,
-                   int64_t chunk_size);
+void dequantize_u8(const PL_Tensor* q, const PL_Tensor* minmax, const PL_Tensor* dst, int64_t chunk_size);
 
 // ---- ABI 1.2/1.3: the math of dense layers (kernels_gemm.cpp, kernels_layers.cpp) ----
 // Matrices are row-major tensors with ndim == 2 and numel == shape[0] * shape[1]; vectors have

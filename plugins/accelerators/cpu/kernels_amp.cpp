@@ -1,9 +1,9 @@
 // unscale_check: the gradient scaler's unscale with its inf/NaN check (ABI 1.3; see kernels.hpp).
-#include "kernels.hpp"
-#include "kernels_detail.hpp"
-
 #include <cmath>
 #include <limits>
+
+#include "kernels.hpp"
+#include "kernels_detail.hpp"
 
 namespace plrt::cpu {
 namespace {

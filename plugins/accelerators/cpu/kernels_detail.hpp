@@ -3,17 +3,17 @@
 // part of the kernels' interface (kernels.hpp).
 #pragma once
 
+#include <cstdint>
+
 #include "dtype_dispatch.hpp"
 #include "half.hpp"
 #include "kernel_args.hpp"
 #include "kernels.hpp"
 
-#include <cstdint>
-
 namespace plrt::cpu::detail {
 
-using plrt::plugin::fail;
 using kernel_args::Case;
+using plrt::plugin::fail;
 
 // What every check here is given: the cpu accelerator takes host tensors.
 constexpr kernel_args::Target kTarget = kernel_args::Target::cpu;

@@ -1,10 +1,10 @@
 // fill, scale, axpy, cast: the element-wise kernels of the CPU accelerator (see kernels.hpp).
-#include "kernels.hpp"
-#include "kernels_detail.hpp"
-
 #include <cstring>
 #include <string>
 #include <type_traits>
+
+#include "kernels.hpp"
+#include "kernels_detail.hpp"
 
 namespace plrt::cpu {
 namespace {

@@ -1,14 +1,14 @@
 // gemm through OpenBLAS, and the size of OpenBLAS's thread pool (see kernels.hpp).  float16 and
 // bfloat16 are emulated as tensor cores compute them: widened to float scratch, cblas_sgemm, each
 // result rounded once.
-#include "kernels.hpp"
-#include "kernels_detail.hpp"
-
 #include <cblas.h>
 
 #include <limits>
 #include <string>
 #include <vector>
+
+#include "kernels.hpp"
+#include "kernels_detail.hpp"
 
 namespace plrt::cpu {
 namespace {

@@ -2,11 +2,11 @@
 // accelerator besides gemm (see kernels.hpp).  Plain loops over contiguous rows, which the
 // compiler vectorises (no fused multiply-add: the library builds with -ffp-contract=off).  The
 // first four take every float dtype (ABI 1.3); the loss and argmax stay float32/float64.
-#include "kernels.hpp"
-#include "kernels_detail.hpp"
-
 #include <cmath>
 #include <vector>
+
+#include "kernels.hpp"
+#include "kernels_detail.hpp"
 
 namespace plrt::cpu {
 namespace {

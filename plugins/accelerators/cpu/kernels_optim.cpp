@@ -1,9 +1,9 @@
 // sgd_step and adam_step: torch.optim.SGD and torch.optim.Adam/AdamW on the CPU (see kernels.hpp).
 // The checks and the per-call scalars are the shared rules' (kernel_args.hpp); the loops are here.
+#include <cmath>
+
 #include "kernels.hpp"
 #include "kernels_detail.hpp"
-
-#include <cmath>
 
 namespace plrt::cpu {
 namespace {
@@ -14,8 +14,8 @@ using kernel_args::AdamScalars;
 using kernel_args::SgdScalars;
 
 template <class Tr>
-void sgd_loop(typename Tr::Storage* p, const typename Tr::Storage* g, typename Tr::Storage* buf,
-              int64_t n, const SgdScalars& s) {
+void sgd_loop(typename Tr::Storage* p, const typename Tr::Storage* g, typename Tr::Storage* buf, int64_t n,
+              const SgdScalars& s) {
   using C = typename Tr::C;
   const C lr = static_cast<C>(s.lr);
   const C mom = static_cast<C>(s.momentum);
@@ -36,8 +36,8 @@ void sgd_loop(typename Tr::Storage* p, const typename Tr::Storage* g, typename T
 }
 
 template <class Tr>
-void adam_loop(typename Tr::Storage* p, const typename Tr::Storage* g, typename Tr::Storage* m,
-               typename Tr::Storage* v, int64_t n, const AdamScalars& s) {
+void adam_loop(typename Tr::Storage* p, const typename Tr::Storage* g, typename Tr::Storage* m, typename Tr::Storage* v,
+               int64_t n, const AdamScalars& s) {
   using C = typename Tr::C;
   const C b1 = static_cast<C>(s.beta1);
   const C b2 = static_cast<C>(s.beta2);
@@ -78,13 +78,13 @@ void sgd_step(const PL_Tensor* param, const PL_Tensor* grad, const PL_Tensor* mo
   });
 }
 
-void adam_step(const PL_Tensor* param, const PL_Tensor* grad, const PL_Tensor* exp_avg,
-               const PL_Tensor* exp_avg_sq, const PL_AdamParams* params) {
+void adam_step(const PL_Tensor* param, const PL_Tensor* grad, const PL_Tensor* exp_avg, const PL_Tensor* exp_avg_sq,
+               const PL_AdamParams* params) {
   const AdamScalars s = kernel_args::adam_step(kTarget, param, grad, exp_avg, exp_avg_sq, params);
   dispatch_float(param->dtype, [&](auto tr) {
     using Tr = decltype(tr);
-    adam_loop<Tr>(data_of<Tr>(param), data_of<Tr>(grad), data_of<Tr>(exp_avg), data_of<Tr>(exp_avg_sq),
-                  param->numel, s);
+    adam_loop<Tr>(data_of<Tr>(param), data_of<Tr>(grad), data_of<Tr>(exp_avg), data_of<Tr>(exp_avg_sq), param->numel,
+                  s);
   });
 }
 

@@ -1,10 +1,10 @@
 // pack and unpack: a bucket's tensors gathered into one flat buffer and scattered back (ABI 1.4;
 // see kernels.hpp).  Plain memcpy per part: on the host a bucket copy is bound by memory bandwidth,
 // and one call per bucket (instead of one accelerator call per tensor) is what the batching buys.
+#include <cstring>
+
 #include "kernels.hpp"
 #include "kernels_detail.hpp"
-
-#include <cstring>
 
 namespace plrt::cpu {
 
@@ -14,7 +14,8 @@ void pack(const PL_Tensor* parts, size_t num_parts, const int64_t* offsets, cons
   auto* base = static_cast<unsigned char*>(flat->data);
   for (size_t i = 0; i < num_parts; ++i)
     if (parts[i].numel > 0)
-      std::memcpy(base + static_cast<size_t>(offsets[i]) * elem, parts[i].data, static_cast<size_t>(parts[i].numel) * elem);
+      std::memcpy(base + static_cast<size_t>(offsets[i]) * elem, parts[i].data,
+                  static_cast<size_t>(parts[i].numel) * elem);
 }
 
 void unpack(const PL_Tensor* flat, const int64_t* offsets, const PL_Tensor* parts, size_t num_parts) {
@@ -23,7 +24,8 @@ void unpack(const PL_Tensor* flat, const int64_t* offsets, const PL_Tensor* part
   const auto* base = static_cast<const unsigned char*>(flat->data);
   for (size_t i = 0; i < num_parts; ++i)
     if (parts[i].numel > 0)
-      std::memcpy(parts[i].data, base + static_cast<size_t>(offsets[i]) * elem, static_cast<size_t>(parts[i].numel) * elem);
+      std::memcpy(parts[i].data, base + static_cast<size_t>(offsets[i]) * elem,
+                  static_cast<size_t>(parts[i].numel) * elem);
 }
 
 }  // namespace plrt::cpu

@@ -1,9 +1,9 @@
 // quantize_u8 / dequantize_u8: ByteGrad per-chunk min-max uint8 quantisation (see kernels.hpp).
-#include "kernels.hpp"
-#include "kernels_detail.hpp"
-
 #include <cmath>
 #include <string>
+
+#include "kernels.hpp"
+#include "kernels_detail.hpp"
 
 namespace plrt::cpu {
 namespace {
@@ -25,8 +25,7 @@ float chunk_scale(float lo, float hi, int64_t chunk, const char* op) {
 }
 
 template <class Tr>
-void quantize_loop(const typename Tr::Storage* src, uint8_t* q, float* minmax, int64_t n,
-                   int64_t chunk_size) {
+void quantize_loop(const typename Tr::Storage* src, uint8_t* q, float* minmax, int64_t n, int64_t chunk_size) {
   const int64_t chunks = chunk_count(n, chunk_size);
   for (int64_t c = 0; c < chunks; ++c) {
     const int64_t begin = c * chunk_size;
@@ -66,8 +65,7 @@ void quantize_loop(const typename Tr::Storage* src, uint8_t* q, float* minmax, i
 }
 
 template <class Tr>
-void dequantize_loop(const uint8_t* q, const float* minmax, typename Tr::Storage* dst, int64_t n,
-                     int64_t chunk_size) {
+void dequantize_loop(const uint8_t* q, const float* minmax, typename Tr::Storage* dst, int64_t n, int64_t chunk_size) {
   const int64_t chunks = chunk_count(n, chunk_size);
   for (int64_t c = 0; c < chunks; ++c) {
     const float lo = minmax[2 * c];
@@ -96,8 +94,8 @@ void quantize_u8(const PL_Tensor* src, const PL_Tensor* q, const PL_Tensor* minm
   if (src->numel == 0) return;
   dispatch_quant(src->dtype, [&](auto tr) {
     using Tr = decltype(tr);
-    quantize_loop<Tr>(data_of<Tr>(src), static_cast<uint8_t*>(q->data), static_cast<float*>(minmax->data),
-                      src->numel, chunk_size);
+    quantize_loop<Tr>(data_of<Tr>(src), static_cast<uint8_t*>(q->data), static_cast<float*>(minmax->data), src->numel,
+                      chunk_size);
   });
 }
 
@@ -106,8 +104,8 @@ void dequantize_u8(const PL_Tensor* q, const PL_Tensor* minmax, const PL_Tensor*
   if (q->numel == 0) return;
   dispatch_quant(dst->dtype, [&](auto tr) {
     using Tr = decltype(tr);
-    dequantize_loop<Tr>(static_cast<const uint8_t*>(q->data), static_cast<const float*>(minmax->data),
-                        data_of<Tr>(dst), q->numel, chunk_size);
+    dequantize_loop<Tr>(static_cast<const uint8_t*>(q->data), static_cast<const float*>(minmax->data), data_of<Tr>(dst),
+                        q->numel, chunk_size);
   });
 }
 

@@ -43,8 +43,8 @@ cublasHandle_t BlasHandles::bind_locked(int device, cudaStream_t stream) {
   auto it = d.workspaces.find(stream);
   if (it == d.workspaces.end()) {
     void* ws = nullptr;
-    check_cuda(cudaMalloc(&ws, d.workspace_bytes), "cudaMalloc of a cuBLAS workspace (" +
-                                                       std::to_string(d.workspace_bytes >> 20) + " MiB)");
+    check_cuda(cudaMalloc(&ws, d.workspace_bytes),
+               "cudaMalloc of a cuBLAS workspace (" + std::to_string(d.workspace_bytes >> 20) + " MiB)");
     it = d.workspaces.emplace(stream, ws).first;
   }
   check_blas(api.set_stream(d.handle, stream), "cublasSetStream");  // resets the workspace: set it after

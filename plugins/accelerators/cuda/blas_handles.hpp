@@ -4,11 +4,11 @@
 // different streams.  One caller at a time binds and enqueues (the binding is the handle's state).
 #pragma once
 
-#include "cublas_loader.hpp"
-#include "cuda_common.hpp"
-
 #include <map>
 #include <mutex>
+
+#include "cublas_loader.hpp"
+#include "cuda_common.hpp"
 
 namespace plrt::cuda {
 

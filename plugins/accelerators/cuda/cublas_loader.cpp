@@ -1,12 +1,12 @@
 // dlopen of cuBLAS on first use (see cublas_loader.hpp).
 #include "cublas_loader.hpp"
 
-#include "cuda_common.hpp"
-
 #include <dlfcn.h>
 
 #include <string>
 #include <type_traits>
+
+#include "cuda_common.hpp"
 
 namespace plrt::cuda {
 namespace {
@@ -21,8 +21,8 @@ static_assert(std::is_same_v<decltype(CublasApi::sgemm), decltype(&cublasSgemm_v
 static_assert(std::is_same_v<decltype(CublasApi::dgemm), decltype(&cublasDgemm_v2)>);
 // cublasGemmEx is overloaded in C++ (an inline shim takes the old cudaDataType compute type): the
 // cast compiles only if the C prototype matches.
-static_assert(std::is_same_v<decltype(CublasApi::gemm_ex),
-                             decltype(static_cast<decltype(CublasApi::gemm_ex)>(&cublasGemmEx))>);
+static_assert(
+    std::is_same_v<decltype(CublasApi::gemm_ex), decltype(static_cast<decltype(CublasApi::gemm_ex)>(&cublasGemmEx))>);
 static_assert(std::is_same_v<decltype(CublasApi::status_name), decltype(&cublasGetStatusName)>);
 static_assert(std::is_same_v<decltype(CublasApi::status_string), decltype(&cublasGetStatusString)>);
 

@@ -12,17 +12,17 @@
 // Errors that only the data shows (quantize_u8's non-finite values, dequantize_u8's invalid
 // min/max) are reported by the next synchronisation through this instance: stream_synchronize,
 // event_synchronize, or a copy on the default stream (kernel_checks.hpp).
-#include "arg_checks.hpp"
-#include "device_scope.hpp"
-#include "device_status.hpp"
-#include "entries.hpp"
-#include "instance.hpp"
-
 #include <plrt/pl_plugin.h>
 
 #include <cstdio>
 #include <cstring>
 #include <string>
+
+#include "arg_checks.hpp"
+#include "device_scope.hpp"
+#include "device_status.hpp"
+#include "entries.hpp"
+#include "instance.hpp"
 
 namespace {
 
@@ -44,9 +44,9 @@ template <class T>
 void write_out(T* out, T value, size_t v1_size, const char* fn, const char* type) {
   require_out(out, fn);
   if (out->struct_size < v1_size)
-    fail(PL_ERR_VERSION, std::string("cuda: ") + fn + ": " + type + ".struct_size " +
-                             std::to_string(out->struct_size) + " is smaller than the v1 size " +
-                             std::to_string(v1_size) + "; set it to sizeof(" + type + ")");
+    fail(PL_ERR_VERSION, std::string("cuda: ") + fn + ": " + type + ".struct_size " + std::to_string(out->struct_size) +
+                             " is smaller than the v1 size " + std::to_string(v1_size) + "; set it to sizeof(" + type +
+                             ")");
   const size_t n = out->struct_size < sizeof(T) ? out->struct_size : sizeof(T);
   value.struct_size = n;
   std::memcpy(static_cast<void*>(out), &value, n);
@@ -56,8 +56,8 @@ void write_out(T* out, T value, size_t v1_size, const char* fn, const char* type
 void check_device(PL_Device d, const char* what) {
   if (d.type == PL_DEVICE_CPU) return;
   if (d.type != PL_DEVICE_CUDA)
-    fail(PL_ERR_INVALID_ARGUMENT, std::string("cuda: ") + what + ": device type " + std::to_string(d.type) +
-                                      " is neither cpu (1) nor cuda (2)");
+    fail(PL_ERR_INVALID_ARGUMENT,
+         std::string("cuda: ") + what + ": device type " + std::to_string(d.type) + " is neither cpu (1) nor cuda (2)");
   check_device_index(d.index, std::string("cuda: ") + what + " is cuda:" + std::to_string(d.index));
 }
 
@@ -72,8 +72,8 @@ PL_Error* cuda_create(const PL_Host* host, const PL_OptionList* options, PL_Acce
     require_out(out, "create");
     *out = nullptr;
     if (options && options->count > 0)
-      fail(PL_ERR_INVALID_ARGUMENT, std::string("cuda: unknown option '") + options->items[0].key +
-                                        "'; the cuda accelerator takes no options");
+      fail(PL_ERR_INVALID_ARGUMENT,
+           std::string("cuda: unknown option '") + options->items[0].key + "'; the cuda accelerator takes no options");
     *out = new PL_Accelerator(host);
   });
 }
@@ -159,13 +159,14 @@ PL_Error* cuda_free_host(PL_Accelerator* acc, void* ptr) {
 
 // Asynchronous on a stream; on the default stream (NULL) it waits, and then reports the errors
 // that earlier kernels found in their data.
-PL_Error* cuda_copy(PL_Accelerator* acc, void* dst, PL_Device dst_dev, const void* src, PL_Device src_dev,
-                    size_t bytes, PL_Stream* stream) {
+PL_Error* cuda_copy(PL_Accelerator* acc, void* dst, PL_Device dst_dev, const void* src, PL_Device src_dev, size_t bytes,
+                    PL_Stream* stream) {
   return run(acc, [&] {
     check_device(dst_dev, "copy destination");
     check_device(src_dev, "copy source");
     if (bytes == 0) return;
-    if (!dst || !src) fail(PL_ERR_INVALID_ARGUMENT, "cuda: copy of " + std::to_string(bytes) + " bytes with a NULL pointer");
+    if (!dst || !src)
+      fail(PL_ERR_INVALID_ARGUMENT, "cuda: copy of " + std::to_string(bytes) + " bytes with a NULL pointer");
     // Unified addressing: cudaMemcpyDefault infers the direction from the pointers.
     check_cuda(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, cuda_stream(stream)), "cudaMemcpyAsync");
     if (stream == nullptr) {
@@ -295,15 +296,24 @@ PL_AcceleratorApi make_api() {
 
 const PL_AcceleratorApi kApi = make_api();
 
-const PL_Alias kAliases[] = {
-    {sizeof(PL_Alias), "gpu", "Lightning's accelerator=\"gpu\": NVIDIA GPUs through CUDA", {sizeof(PL_OptionList), nullptr, 0}}};
+const PL_Alias kAliases[] = {{sizeof(PL_Alias),
+                              "gpu",
+                              "Lightning's accelerator=\"gpu\": NVIDIA GPUs through CUDA",
+                              {sizeof(PL_OptionList), nullptr, 0}}};
 
 const PL_Plugin kPlugin = {
-    sizeof(PL_Plugin), PL_ABI_MAJOR, PL_ABI_MINOR, PL_PLUGIN_ACCELERATOR, "cuda", "0.2.0",
+    sizeof(PL_Plugin),
+    PL_ABI_MAJOR,
+    PL_ABI_MINOR,
+    PL_PLUGIN_ACCELERATOR,
+    "cuda",
+    "0.2.0",
     "NVIDIA GPUs through the CUDA runtime (honours CUDA_VISIBLE_DEVICES): every kernel of the cpu reference on the "
     "GPU (fused SGD/Adam, uint8 quantisation, f16/bf16 layers, gemm on cuBLAS, unscale_check, bucket pack/unpack); "
     "device_status: which GPUs are free (NVML and a context probe in a child process)",
-    kAliases, 1, &kApi};
+    kAliases,
+    1,
+    &kApi};
 
 }  // namespace
 

@@ -3,12 +3,12 @@
 // launch needs to know (device, stream, SM count).
 #pragma once
 
-#include "plugin_support.hpp"
-
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
 #include <string>
+
+#include "plugin_support.hpp"
 
 namespace plrt::cuda {
 

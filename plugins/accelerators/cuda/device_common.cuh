@@ -7,15 +7,15 @@
 // kernels build with -ffp-contract=off).  They are memory-bound; the FMA would buy nothing.
 #pragma once
 
-#include "check_types.hpp"
-#include "cuda_common.hpp"
-#include "dtype_dispatch.hpp"
-
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
+
+#include "check_types.hpp"
+#include "cuda_common.hpp"
+#include "dtype_dispatch.hpp"
 
 namespace plrt::cuda::dev {
 

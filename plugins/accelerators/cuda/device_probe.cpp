@@ -3,11 +3,6 @@
 // into a table.  See device_probe.hpp for why it is a child and what happens when it hangs or dies.
 #include "device_probe.hpp"
 
-#include "plugin_support.hpp"
-
-
-#include <nlohmann/json.hpp>
-
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -20,9 +15,12 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "plugin_support.hpp"
 
 namespace plrt::cuda {
 
@@ -140,8 +138,10 @@ ChildOutput wait_for_child(pid_t pid, int fd, std::chrono::milliseconds timeout)
 DeviceTable table_from_child(const ChildOutput& out, std::chrono::milliseconds timeout) {
   const std::string origin = "the CUDA device probe";
   std::string ended;  // why the child stopped early, if it did
-  if (out.timed_out) ended = "no answer within " + std::to_string(timeout.count()) + " ms (the probe was stopped)";
-  else if (out.status != -1 && WIFSIGNALED(out.status)) ended = "the probe died with " + signal_text(WTERMSIG(out.status));
+  if (out.timed_out)
+    ended = "no answer within " + std::to_string(timeout.count()) + " ms (the probe was stopped)";
+  else if (out.status != -1 && WIFSIGNALED(out.status))
+    ended = "the probe died with " + signal_text(WTERMSIG(out.status));
   else if (out.status != -1 && WIFEXITED(out.status) && WEXITSTATUS(out.status) != 0)
     ended = "the probe exited with code " + std::to_string(WEXITSTATUS(out.status));
   DeviceTable t;

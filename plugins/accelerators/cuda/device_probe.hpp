@@ -20,13 +20,13 @@
 // crash or fail on cue without a GPU (tests/runtime/test_cuda_probe.cpp).
 #pragma once
 
-#include "device_table.hpp"
-
 #include <chrono>
 #include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
+
+#include "device_table.hpp"
 
 namespace plrt::cuda {
 

@@ -16,8 +16,8 @@ std::string no_device_reason(cudaError_t rc) {
   const std::string detail = std::string(cudaGetErrorName(rc)) + ": " + cudaGetErrorString(rc);
   switch (rc) {
     case cudaErrorInsufficientDriver:
-      return "no CUDA driver, or one older than this plugin's CUDA runtime " + runtime_version() + " needs (" +
-             detail + ")";
+      return "no CUDA driver, or one older than this plugin's CUDA runtime " + runtime_version() + " needs (" + detail +
+             ")";
     case cudaErrorStubLibrary:
       return "no CUDA driver: only the toolkit's stub libcuda.so was found (" + detail + ")";
     case cudaErrorNoDevice:

@@ -3,9 +3,9 @@
 // the end, as a device guard does), and describes the launch.
 #pragma once
 
-#include "cuda_common.hpp"
-
 #include <plrt/pl_accelerator.h>
+
+#include "cuda_common.hpp"
 
 namespace plrt::cuda {
 

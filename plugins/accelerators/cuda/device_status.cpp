@@ -2,15 +2,15 @@
 // PL_DeviceStatus per device; see device_status.hpp.
 #include "device_status.hpp"
 
-#include "device_probe.hpp"
-#include "instance.hpp"
-#include "usable_rules.hpp"
-
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+
+#include "device_probe.hpp"
+#include "instance.hpp"
+#include "usable_rules.hpp"
 
 namespace plrt::cuda {
 namespace {
@@ -37,8 +37,8 @@ DeviceTable device_table(const PL_Host* host, std::chrono::milliseconds timeout)
 
 }  // namespace
 
-PL_Error* cuda_device_status(PL_Accelerator* acc, const PL_OptionList* options, PL_DeviceStatus* out,
-                             size_t capacity, size_t* out_count) {
+PL_Error* cuda_device_status(PL_Accelerator* acc, const PL_OptionList* options, PL_DeviceStatus* out, size_t capacity,
+                             size_t* out_count) {
   return run(acc, [&] {
     // Every argument is checked before anything is probed: a typo costs no fork.
     if (out_count == nullptr) fail(PL_ERR_INVALID_ARGUMENT, "cuda: device_status: out_count is NULL");

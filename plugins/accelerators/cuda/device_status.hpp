@@ -12,7 +12,7 @@
 
 namespace plrt::cuda {
 
-PL_Error* cuda_device_status(PL_Accelerator* acc, const PL_OptionList* options, PL_DeviceStatus* out,
-                             size_t capacity, size_t* out_count);
+PL_Error* cuda_device_status(PL_Accelerator* acc, const PL_OptionList* options, PL_DeviceStatus* out, size_t capacity,
+                             size_t* out_count);
 
 }  // namespace plrt::cuda

@@ -2,16 +2,15 @@
 // field and what would be valid, and writing.
 #include "device_table.hpp"
 
-#include "plugin_support.hpp"
-
-#include <nlohmann/json.hpp>
-
 #include <cerrno>
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
+
+#include "plugin_support.hpp"
 
 namespace plrt::cuda {
 
@@ -64,15 +63,18 @@ struct Reader {
 
   DeviceRecord device(const json& j, int32_t position, const std::string& field) const {
     if (!j.is_object()) bad(field, "is " + j.dump() + ", not an object");
-    only_keys(j, field, {"index", "name", "uuid", "compute_mode", "processes", "utilization_percent", "context_ok",
-                         "context_error"});
+    only_keys(
+        j, field,
+        {"index", "name", "uuid", "compute_mode", "processes", "utilization_percent", "context_ok", "context_error"});
     DeviceRecord d;
     d.index = position;
     if (j.contains("index")) {
       const int64_t index = integer(j["index"], field + ".index", 0);
       if (index != position)
-        bad(field + ".index", "is " + std::to_string(index) + "; the table lists CUDA's visible devices in order, so "
-                              "it must be " + std::to_string(position) + " (or be left out)");
+        bad(field + ".index", "is " + std::to_string(index) +
+                                  "; the table lists CUDA's visible devices in order, so "
+                                  "it must be " +
+                                  std::to_string(position) + " (or be left out)");
     }
     d.name = string_at(j, "name", field);
     d.uuid = string_at(j, "uuid", field);
@@ -105,7 +107,8 @@ struct Reader {
       d.utilization_percent = v;
     }
     if (j.contains("context_ok")) {
-      if (!j["context_ok"].is_boolean()) bad(field + ".context_ok", "is " + j["context_ok"].dump() + ", not true or false");
+      if (!j["context_ok"].is_boolean())
+        bad(field + ".context_ok", "is " + j["context_ok"].dump() + ", not true or false");
       d.context_ok = j["context_ok"].get<bool>();
     }
     d.context_error = string_at(j, "context_error", field);
@@ -140,11 +143,16 @@ json device_json(const DeviceRecord& d) {
 
 const char* compute_mode_name(ComputeMode mode) {
   switch (mode) {
-    case ComputeMode::kDefault: return "default";
-    case ComputeMode::kExclusiveProcess: return "exclusive_process";
-    case ComputeMode::kExclusiveThread: return "exclusive_thread";
-    case ComputeMode::kProhibited: return "prohibited";
-    case ComputeMode::kUnknown: break;
+    case ComputeMode::kDefault:
+      return "default";
+    case ComputeMode::kExclusiveProcess:
+      return "exclusive_process";
+    case ComputeMode::kExclusiveThread:
+      return "exclusive_thread";
+    case ComputeMode::kProhibited:
+      return "prohibited";
+    case ComputeMode::kUnknown:
+      break;
   }
   return "unknown";
 }
@@ -154,7 +162,8 @@ DeviceTable table_from_json(const std::string& text, const std::string& origin) 
   const json j = parse(text, origin);
   if (!j.is_object()) r.bad("the table", "is " + j.dump().substr(0, 80) + ", not an object {\"devices\": [...]}");
   r.only_keys(j, "the table", {"devices", "reason", "notes"});
-  if (!j.contains("devices")) r.bad("the table", "has no \"devices\" list (write \"devices\": [] for a machine without one)");
+  if (!j.contains("devices"))
+    r.bad("the table", "has no \"devices\" list (write \"devices\": [] for a machine without one)");
   if (!j["devices"].is_array()) r.bad("devices", "is " + j["devices"].dump().substr(0, 80) + ", not a list");
   DeviceTable t;
   const json& ds = j["devices"];

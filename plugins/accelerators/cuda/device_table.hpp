@@ -35,7 +35,13 @@
 
 namespace plrt::cuda {
 
-enum class ComputeMode { kUnknown, kDefault, kExclusiveProcess, kExclusiveThread, kProhibited };
+enum class ComputeMode {
+  kUnknown,
+  kDefault,
+  kExclusiveProcess,
+  kExclusiveThread,
+  kProhibited
+};
 
 struct ForeignProcess {
   int64_t pid = 0;

@@ -3,9 +3,9 @@
 // then launches on the given stream.
 #pragma once
 
-#include "kernel_args.hpp"
-
 #include <plrt/pl_accelerator.h>
+
+#include "kernel_args.hpp"
 
 namespace plrt::cuda {
 

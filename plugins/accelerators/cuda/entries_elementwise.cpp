@@ -1,12 +1,12 @@
 // fill, scale, axpy, cast, unscale_check: the shared argument rules (kernel_args.hpp), then one
 // asynchronous launch on the caller's stream.
+#include <cstdint>
+#include <optional>
+
 #include "device_scope.hpp"
 #include "entries.hpp"
 #include "instance.hpp"
 #include "kernels.hpp"
-
-#include <cstdint>
-#include <optional>
 
 namespace plrt::cuda {
 namespace {

@@ -2,14 +2,14 @@
 // whose data errors (a non-finite value, a chunk's range, an invalid min/max) are deferred: the
 // launch stays asynchronous and the error is reported by the next synchronisation through this
 // instance, with the cpu reference's message (kernel_checks.hpp, kernel_args.hpp).
+#include <cmath>
+#include <cstring>
+#include <string>
+
 #include "device_scope.hpp"
 #include "entries.hpp"
 #include "instance.hpp"
 #include "kernels.hpp"
-
-#include <cmath>
-#include <cstring>
-#include <string>
 
 namespace plrt::cuda {
 namespace {

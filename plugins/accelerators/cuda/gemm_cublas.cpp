@@ -6,13 +6,13 @@
 // row-major c = op(a) @ op(b) is computed as the column-major c^T = op(b)^T @ op(a)^T: b first, a
 // second, m and n swapped, each operand's "transpose" flag unchanged, leading dimensions the
 // stored row lengths.
+#include <limits>
+#include <string>
+
 #include "device_scope.hpp"
 #include "entries.hpp"
 #include "instance.hpp"
 #include "kernels.hpp"
-
-#include <limits>
-#include <string>
 
 namespace plrt::cuda {
 namespace {

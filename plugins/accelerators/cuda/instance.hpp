@@ -3,13 +3,13 @@
 // check pools and the cuBLAS handles, so that two runtimes' instances stay apart.
 #pragma once
 
-#include "blas_handles.hpp"
-#include "kernel_checks.hpp"
-#include "plugin_support.hpp"
-
 #include <cstdio>
 #include <cstdlib>
 #include <utility>
+
+#include "blas_handles.hpp"
+#include "kernel_checks.hpp"
+#include "plugin_support.hpp"
 
 struct PL_Accelerator {
   explicit PL_Accelerator(const PL_Host* h) : host(h), checks(h) {}

@@ -146,8 +146,7 @@ void KernelChecks::report(const char* where) {
   for (size_t i = 1; i < errors.size(); ++i)
     plrt::plugin::logf(host_, PL_LOG_ERROR, "cuda", "%s (found on the GPU as well; only the first error is returned)",
                        errors[i].c_str());
-  fail(PL_ERR_INVALID_ARGUMENT,
-       errors[0] + " (found on the GPU after the call returned; reported at " + where + ")");
+  fail(PL_ERR_INVALID_ARGUMENT, errors[0] + " (found on the GPU after the call returned; reported at " + where + ")");
 }
 
 std::vector<std::string> KernelChecks::harvest_locked(bool wait_all) {

@@ -13,15 +13,15 @@
 // Slots and records are pooled per device and reused; nothing is allocated per launch.
 #pragma once
 
-#include "check_types.hpp"
-#include "cuda_common.hpp"
-
 #include <deque>
 #include <functional>
 #include <map>
 #include <mutex>
 #include <string>
 #include <vector>
+
+#include "check_types.hpp"
+#include "cuda_common.hpp"
 
 namespace plrt::cuda {
 
@@ -32,8 +32,8 @@ class KernelChecks {
 
   struct Ticket {
     int device = -1;
-    int index = -1;                      // in the device's pool
-    CheckRef ref;                        // what the kernel gets
+    int index = -1;                       // in the device's pool
+    CheckRef ref;                         // what the kernel gets
     const CheckRecord* record = nullptr;  // the host's view of ref.record
   };
 
@@ -57,8 +57,8 @@ class KernelChecks {
 
  private:
   struct Block {
-    CheckSlot* slots = nullptr;        // device
-    CheckRecord* records = nullptr;    // pinned host
+    CheckSlot* slots = nullptr;          // device
+    CheckRecord* records = nullptr;      // pinned host
     CheckRecord* records_dev = nullptr;  // the same records, as the device addresses them
   };
   struct Pool {

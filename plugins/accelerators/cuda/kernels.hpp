@@ -6,12 +6,12 @@
 // The arithmetic is the cpu reference's (plugins/accelerators/cpu/kernels.hpp), element for element.
 #pragma once
 
-#include "cuda_common.hpp"
-#include "kernel_args.hpp"
-
 #include <plrt/pl_accelerator.h>
 
 #include <cstdint>
+
+#include "cuda_common.hpp"
+#include "kernel_args.hpp"
 
 namespace plrt::cuda {
 
@@ -39,8 +39,8 @@ void launch_adam(const Launch& L, const PL_Tensor& param, const PL_Tensor& grad,
 // ---- kernels_quant.cu: ByteGrad; errors go to `check` (keys in kernel_checks.hpp) ----
 void launch_quantize(const Launch& L, const PL_Tensor& src, uint8_t* q, float* minmax, int64_t chunk_size,
                      const CheckRef& check);
-void launch_dequantize(const Launch& L, const uint8_t* q, const float* minmax, const PL_Tensor& dst,
-                       int64_t chunk_size, const CheckRef& check);
+void launch_dequantize(const Launch& L, const uint8_t* q, const float* minmax, const PL_Tensor& dst, int64_t chunk_size,
+                       const CheckRef& check);
 
 // ---- kernels_layers.cu: row-major matrices of f32, f64, f16 or bf16 ----
 void launch_add_bias(const Launch& L, const PL_Tensor& y, const PL_Tensor& bias);

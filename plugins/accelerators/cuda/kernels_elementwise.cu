@@ -2,10 +2,10 @@
 // packs when every operand is 16-byte aligned (device_common.cuh).  Arithmetic as the cpu
 // reference: float dtypes in the compute type C, rounded once on store; integer dtypes in
 // unsigned arithmetic, wrapping modulo 2^bits.
+#include <type_traits>
+
 #include "device_common.cuh"
 #include "kernels.hpp"
-
-#include <type_traits>
 
 namespace plrt::cuda {
 namespace {
@@ -167,8 +167,7 @@ void launch_axpy_float(const Launch& L, const PL_Tensor& y, double alpha, const 
   dispatch_float(y.dtype, [&](auto tr) {
     using Tr = decltype(tr);
     using S = typename Tr::S;
-    const AxpyFloat<Tr> op{static_cast<S*>(y.data), static_cast<const S*>(x.data),
-                           static_cast<typename Tr::C>(alpha)};
+    const AxpyFloat<Tr> op{static_cast<S*>(y.data), static_cast<const S*>(x.data), static_cast<typename Tr::C>(alpha)};
     launch_apply<pack_width(sizeof(S))>(L, y.numel, aligned(y.data, 16) && aligned(x.data, 16), op, "axpy");
   });
 }
@@ -189,8 +188,8 @@ void launch_cast(const Launch& L, const PL_Tensor& dst, const PL_Tensor& src) {
     dispatch_float(dst.dtype, [&](auto d) {
       using Src = decltype(s);
       using Dst = decltype(d);
-      constexpr size_t kMin = sizeof(typename Src::S) < sizeof(typename Dst::S) ? sizeof(typename Src::S)
-                                                                                : sizeof(typename Dst::S);
+      constexpr size_t kMin =
+          sizeof(typename Src::S) < sizeof(typename Dst::S) ? sizeof(typename Src::S) : sizeof(typename Dst::S);
       const CastOp<Src, Dst> op{static_cast<typename Dst::S*>(dst.data), static_cast<const typename Src::S*>(src.data)};
       launch_apply<pack_width(kMin)>(L, dst.numel, aligned(dst.data, 16) && aligned(src.data, 16), op, "cast");
     });

@@ -2,10 +2,10 @@
 // the matrix product (gemm_cublas.cpp).  f32, f64, f16, bf16; half types compute in f32 and round
 // each result once (ABI 1.3).  relu and relu_backward select an operand or zero without arithmetic,
 // so they pass values through bit for bit.
+#include <algorithm>
+
 #include "device_common.cuh"
 #include "kernels.hpp"
-
-#include <algorithm>
 
 namespace plrt::cuda {
 namespace {
@@ -75,8 +75,8 @@ struct ScaleOutputOp {  // c = beta == 0 ? 0 : beta * c (beta == 0 drops NaNs in
 
 // y[r, j] += bias[j]: threadIdx.x walks columns (coalesced), threadIdx.y rows.
 template <class Tr>
-__global__ void __launch_bounds__(kThreads) add_bias_kernel(typename Tr::S* y, const typename Tr::S* bias,
-                                                            int64_t rows, int64_t cols) {
+__global__ void __launch_bounds__(kThreads)
+    add_bias_kernel(typename Tr::S* y, const typename Tr::S* bias, int64_t rows, int64_t cols) {
   for (int64_t r = static_cast<int64_t>(blockIdx.y) * kTileRows + threadIdx.y; r < rows;
        r += static_cast<int64_t>(gridDim.y) * kTileRows) {
     typename Tr::S* row = y + r * cols;
@@ -96,10 +96,9 @@ __device__ typename Tr::S finish_sum(typename Tr::C total, const typename Tr::S*
 // each sum every eighth row, then lane sums add in a fixed order (deterministic).  One segment:
 // the result goes straight to out; several: to partial[seg, col], added up by sum_rows_finish.
 template <class Tr>
-__global__ void __launch_bounds__(kThreads) sum_rows_kernel(const typename Tr::S* x, int64_t rows, int64_t cols,
-                                                            int64_t rows_per_seg, typename Tr::C* partial,
-                                                            typename Tr::S* out, typename Tr::C alpha,
-                                                            typename Tr::C beta, bool beta_zero) {
+__global__ void __launch_bounds__(kThreads)
+    sum_rows_kernel(const typename Tr::S* x, int64_t rows, int64_t cols, int64_t rows_per_seg, typename Tr::C* partial,
+                    typename Tr::S* out, typename Tr::C alpha, typename Tr::C beta, bool beta_zero) {
   using C = typename Tr::C;
   __shared__ C acc[kTileRows][kTileCols + 1];
   const int tx = threadIdx.x, ty = threadIdx.y;
@@ -128,9 +127,9 @@ __global__ void __launch_bounds__(kThreads) sum_rows_kernel(const typename Tr::S
 }
 
 template <class Tr>
-__global__ void __launch_bounds__(kThreads) sum_rows_finish(const typename Tr::C* partial, int64_t segs, int64_t cols,
-                                                            typename Tr::S* out, typename Tr::C alpha,
-                                                            typename Tr::C beta, bool beta_zero) {
+__global__ void __launch_bounds__(kThreads)
+    sum_rows_finish(const typename Tr::C* partial, int64_t segs, int64_t cols, typename Tr::S* out,
+                    typename Tr::C alpha, typename Tr::C beta, bool beta_zero) {
   for (int64_t j = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x; j < cols;
        j += static_cast<int64_t>(gridDim.x) * kThreads) {
     typename Tr::C t = partial[j];
@@ -179,8 +178,9 @@ void launch_add_bias(const Launch& L, const PL_Tensor& y, const PL_Tensor& bias)
     const int64_t target = static_cast<int64_t>(L.sm_count) * resident_blocks_per_sm<add_bias_kernel<Tr>>();
     const int64_t gx = std::min<int64_t>(ceil_div(cols, kTileCols), target);
     const int64_t gy = std::min<int64_t>({ceil_div(rows, kTileRows), std::max<int64_t>(1, target / gx), 65535});
-    add_bias_kernel<Tr><<<dim3(static_cast<unsigned>(gx), static_cast<unsigned>(gy)), dim3(kTileCols, kTileRows), 0,
-                          L.stream>>>(static_cast<S*>(y.data), static_cast<const S*>(bias.data), rows, cols);
+    add_bias_kernel<Tr>
+        <<<dim3(static_cast<unsigned>(gx), static_cast<unsigned>(gy)), dim3(kTileCols, kTileRows), 0, L.stream>>>(
+            static_cast<S*>(y.data), static_cast<const S*>(bias.data), rows, cols);
     check_launch("add_bias");
   });
 }
@@ -206,8 +206,8 @@ void launch_sum_rows(const Launch& L, double alpha, const PL_Tensor& x, double b
     S* os = static_cast<S*>(out.data);
     const dim3 block(kTileCols, kTileRows);
     if (segs == 1) {
-      sum_rows_kernel<Tr><<<dim3(static_cast<unsigned>(gx), 1), block, 0, L.stream>>>(
-          xs, rows, cols, rows_per_seg, nullptr, os, a, b, beta_zero);
+      sum_rows_kernel<Tr><<<dim3(static_cast<unsigned>(gx), 1), block, 0, L.stream>>>(xs, rows, cols, rows_per_seg,
+                                                                                      nullptr, os, a, b, beta_zero);
       check_launch("sum_rows");
       return;
     }
@@ -219,8 +219,8 @@ void launch_sum_rows(const Launch& L, double alpha, const PL_Tensor& x, double b
     cudaError_t rc = cudaGetLastError();
     if (rc == cudaSuccess) {
       const unsigned fx = grid_size<sum_rows_finish<Tr>>(cols, L);
-      sum_rows_finish<Tr><<<fx, kThreads, 0, L.stream>>>(static_cast<const C*>(partial), segs, cols, os, a, b,
-                                                         beta_zero);
+      sum_rows_finish<Tr>
+          <<<fx, kThreads, 0, L.stream>>>(static_cast<const C*>(partial), segs, cols, os, a, b, beta_zero);
       rc = cudaGetLastError();
     }
     cudaFreeAsync(partial, L.stream);  // stream-ordered: after the kernels that read it

@@ -6,11 +6,11 @@
 // bad, so, as in the cpu reference, a bad label leaves loss and grad untouched.  The formulas are
 // the cpu's; the sum of exponentials is added in a different order (lanes, then a butterfly), so
 // results agree within float rounding rather than bit for bit.
+#include <climits>
+
 #include "check_epilogue.cuh"
 #include "device_common.cuh"
 #include "kernels.hpp"
-
-#include <climits>
 
 namespace plrt::cuda {
 namespace {
@@ -26,8 +26,8 @@ struct LabelPayload {
   }
 };
 
-__global__ void __launch_bounds__(kThreads) label_check_kernel(const int64_t* labels, int64_t n, int64_t c,
-                                                               CheckSlot* slot, CheckRecord* record) {
+__global__ void __launch_bounds__(kThreads)
+    label_check_kernel(const int64_t* labels, int64_t n, int64_t c, CheckSlot* slot, CheckRecord* record) {
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * kThreads) {
     const int64_t label = labels[i];
@@ -38,8 +38,7 @@ __global__ void __launch_bounds__(kThreads) label_check_kernel(const int64_t* la
 
 template <class T>
 __global__ void __launch_bounds__(kThreads) cross_entropy_kernel(const T* x, const int64_t* labels, T* loss, T* grad,
-                                                                 int64_t n, int64_t c, T scale,
-                                                                 const CheckSlot* slot) {
+                                                                 int64_t n, int64_t c, T scale, const CheckSlot* slot) {
   if (__ldcg(&slot->verdict) != kNoError) return;  // a bad label: nothing is written (the whole grid returns)
   const int lane = threadIdx.x % 32;
   const int64_t warps = static_cast<int64_t>(gridDim.x) * kWarpsPerBlock;
@@ -92,8 +91,7 @@ template <class T>
 __global__ void __launch_bounds__(kThreads) argmax_rows_kernel(const T* x, int64_t rows, int64_t cols, int64_t* out) {
   const int lane = threadIdx.x % 32;
   const int64_t warps = static_cast<int64_t>(gridDim.x) * kWarpsPerBlock;
-  for (int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32; row < rows;
-       row += warps) {
+  for (int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32; row < rows; row += warps) {
     const T* xr = x + row * cols;
     T bv = -positive_infinity<T>();
     long long bi = LLONG_MAX;  // loses every tie with a real column
@@ -121,7 +119,7 @@ void launch_cross_entropy(const Launch& L, const PL_Tensor& logits, const PL_Ten
   if (n == 0) return;
   const auto* lab = static_cast<const int64_t*>(labels.data);
   label_check_kernel<<<grid_size<label_check_kernel>(n, L), kThreads, 0, L.stream>>>(lab, n, c, check.slot,
-                                                                                      check.record);
+                                                                                     check.record);
   check_launch("cross_entropy");
   dispatch_f32_f64(logits.dtype, [&](auto tag) {
     using T = decltype(tag);
@@ -139,8 +137,8 @@ void launch_argmax_rows(const Launch& L, const PL_Tensor& x, const PL_Tensor& ou
   dispatch_f32_f64(x.dtype, [&](auto tag) {
     using T = decltype(tag);
     const unsigned grid = grid_size<argmax_rows_kernel<T>>(rows * 32, L);
-    argmax_rows_kernel<T><<<grid, kThreads, 0, L.stream>>>(static_cast<const T*>(x.data), rows, cols,
-                                                           static_cast<int64_t*>(out.data));
+    argmax_rows_kernel<T>
+        <<<grid, kThreads, 0, L.stream>>>(static_cast<const T*>(x.data), rows, cols, static_cast<int64_t*>(out.data));
     check_launch("argmax_rows");
   });
 }

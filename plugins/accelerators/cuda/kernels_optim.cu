@@ -129,8 +129,8 @@ void launch_adam(const Launch& L, const PL_Tensor& param, const PL_Tensor& grad,
     op.decay = static_cast<C>(s.decay);
     op.decoupled = s.decoupled;
     op.has_wd = s.has_wd;
-    const bool vec = aligned(param.data, 16) && aligned(grad.data, 16) && aligned(exp_avg.data, 16) &&
-                     aligned(exp_avg_sq.data, 16);
+    const bool vec =
+        aligned(param.data, 16) && aligned(grad.data, 16) && aligned(exp_avg.data, 16) && aligned(exp_avg_sq.data, 16);
     launch_apply<pack_width(sizeof(S))>(L, param.numel, vec, op, "adam_step");
   });
 }

@@ -6,10 +6,10 @@
 // Grid: blockIdx.y picks the part; the x blocks stride over its bytes, 16 at a time where source,
 // destination and size allow (cudaMalloc'd buffers and dtype-sized offsets usually do), else 4, else
 // 1.  Bytes are bytes: the copy is the same for every dtype.
+#include <algorithm>
+
 #include "device_common.cuh"
 #include "kernels.hpp"
-
-#include <algorithm>
 
 namespace plrt::cuda {
 namespace {

@@ -11,12 +11,12 @@
 // Errors found in the data are reported through the launch's check (kernel_checks.hpp) with keys
 // that order them as the cpu loop meets them: element i is 2 * i (src[i] not finite), chunk c's
 // range is 2 * (its last element) + 1 (quantize); chunk c is c (dequantize: min/max invalid).
+#include <climits>
+#include <type_traits>
+
 #include "check_epilogue.cuh"
 #include "device_common.cuh"
 #include "kernels.hpp"
-
-#include <climits>
-#include <type_traits>
 
 namespace plrt::cuda {
 namespace {
@@ -247,13 +247,27 @@ using kernel_args::chunk_count;
 template <class F>
 void dispatch_group(int64_t chunk_size, F&& f) {
   switch (group_size(chunk_size)) {
-    case 1: f(std::integral_constant<int, 1>{}); return;
-    case 4: f(std::integral_constant<int, 4>{}); return;
-    case 16: f(std::integral_constant<int, 16>{}); return;
-    case 32: f(std::integral_constant<int, 32>{}); return;
-    case 64: f(std::integral_constant<int, 64>{}); return;
-    case 128: f(std::integral_constant<int, 128>{}); return;
-    default: f(std::integral_constant<int, kThreads>{}); return;
+    case 1:
+      f(std::integral_constant<int, 1>{});
+      return;
+    case 4:
+      f(std::integral_constant<int, 4>{});
+      return;
+    case 16:
+      f(std::integral_constant<int, 16>{});
+      return;
+    case 32:
+      f(std::integral_constant<int, 32>{});
+      return;
+    case 64:
+      f(std::integral_constant<int, 64>{});
+      return;
+    case 128:
+      f(std::integral_constant<int, 128>{});
+      return;
+    default:
+      f(std::integral_constant<int, kThreads>{});
+      return;
   }
 }
 
@@ -285,7 +299,7 @@ void launch_quantize(const Launch& L, const PL_Tensor& src, uint8_t* q, float* m
   dispatch_quant(src.dtype, [&](auto tr) {
     using Tr = decltype(tr);
     using S = typename Tr::S;
-    const QuantArgs<S> a{static_cast<const S*>(src.data), q, minmax, src.numel, chunk_size,
+    const QuantArgs<S> a{static_cast<const S*>(src.data),    q,          minmax,      src.numel, chunk_size,
                          chunk_count(src.numel, chunk_size), check.slot, check.record};
     const bool by4 = chunk_size % 4 == 0 && aligned(src.data, 4 * sizeof(S)) && aligned(q, 4);
     dispatch_group(chunk_size, [&](auto g) {
@@ -297,14 +311,15 @@ void launch_quantize(const Launch& L, const PL_Tensor& src, uint8_t* q, float* m
   });
 }
 
-void launch_dequantize(const Launch& L, const uint8_t* q, const float* minmax, const PL_Tensor& dst,
-                       int64_t chunk_size, const CheckRef& check) {
+void launch_dequantize(const Launch& L, const uint8_t* q, const float* minmax, const PL_Tensor& dst, int64_t chunk_size,
+                       const CheckRef& check) {
   if (dst.numel == 0) return;
   dispatch_quant(dst.dtype, [&](auto tr) {
     using Tr = decltype(tr);
     using S = typename Tr::S;
-    const DequantArgs<S> a{q, minmax, static_cast<S*>(dst.data), dst.numel, chunk_size,
-                           chunk_count(dst.numel, chunk_size), check.slot, check.record};
+    const DequantArgs<S> a{q,          minmax,      static_cast<S*>(dst.data),
+                           dst.numel,  chunk_size,  chunk_count(dst.numel, chunk_size),
+                           check.slot, check.record};
     const bool by4 = chunk_size % 4 == 0 && aligned(dst.data, 4 * sizeof(S)) && aligned(q, 4);
     dispatch_group(chunk_size, [&](auto g) {
       if (by4)

@@ -33,17 +33,22 @@ struct nvmlProcessInfo_v2 {  // the _v2 and _v3 queries' nvmlProcessInfo_t
   unsigned int computeInstanceId;
 };
 struct nvmlUtilization {
-  unsigned int gpu;     // percent of the last sample period with a kernel running
+  unsigned int gpu;  // percent of the last sample period with a kernel running
   unsigned int memory;
 };
 
 ComputeMode to_mode(int m) {
   switch (m) {  // NVML_COMPUTEMODE_*
-    case 0: return ComputeMode::kDefault;
-    case 1: return ComputeMode::kExclusiveThread;
-    case 2: return ComputeMode::kProhibited;
-    case 3: return ComputeMode::kExclusiveProcess;
-    default: return ComputeMode::kUnknown;
+    case 0:
+      return ComputeMode::kDefault;
+    case 1:
+      return ComputeMode::kExclusiveThread;
+    case 2:
+      return ComputeMode::kProhibited;
+    case 3:
+      return ComputeMode::kExclusiveProcess;
+    default:
+      return ComputeMode::kUnknown;
   }
 }
 
@@ -100,11 +105,11 @@ void processes(const Nvml& nv, nvmlDevice_t dev, const char* kind, NvmlDeviceSta
   if (auto* f = nv.fn<V2>((base + "_v3").c_str()); f || (f = nv.fn<V2>((base + "_v2").c_str()))) {
     used = base;
     ok = query_processes<nvmlProcessInfo_v2>([&](unsigned int* n, nvmlProcessInfo_v2* b) { return f(dev, n, b); },
-                                              &d->processes, &rc);
+                                             &d->processes, &rc);
   } else if (auto* g = nv.fn<V1>(base.c_str())) {
     used = base;
     ok = query_processes<nvmlProcessInfo_v1>([&](unsigned int* n, nvmlProcessInfo_v1* b) { return g(dev, n, b); },
-                                              &d->processes, &rc);
+                                             &d->processes, &rc);
   } else {
     notes->push_back("NVML has no " + base + ": other processes on the GPUs are not seen");
     return;
@@ -175,8 +180,10 @@ NvmlSnapshot nvml_snapshot(const std::vector<int64_t>& exclude) {
       for (const auto& p : d.processes) {
         if (std::find(exclude.begin(), exclude.end(), p.pid) != exclude.end()) continue;
         auto same = std::find_if(unique.begin(), unique.end(), [&](const ForeignProcess& q) { return q.pid == p.pid; });
-        if (same == unique.end()) unique.push_back(p);
-        else if (p.used_bytes) same->used_bytes = std::max(same->used_bytes.value_or(0), *p.used_bytes);
+        if (same == unique.end())
+          unique.push_back(p);
+        else if (p.used_bytes)
+          same->used_bytes = std::max(same->used_bytes.value_or(0), *p.used_bytes);
       }
       d.processes = std::move(unique);
       snap.devices.push_back(std::move(d));

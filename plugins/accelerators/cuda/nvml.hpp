@@ -7,12 +7,12 @@
 // CUDA context, but keeping the caller free of the driver entirely costs nothing.
 #pragma once
 
-#include "device_table.hpp"
-
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "device_table.hpp"
 
 namespace plrt::cuda {
 

@@ -1,11 +1,6 @@
 // The device probe's body, run in the forked child (device_probe.hpp): NVML first, then a context
 // and a one-byte allocation on every visible device through the CUDA runtime, each device
 // reported as soon as it is known.
-#include "cuda_common.hpp"
-#include "device_probe.hpp"
-#include "nvml.hpp"
-#include "visible_devices.hpp"
-
 #include <unistd.h>
 
 #include <cstdlib>
@@ -13,6 +8,11 @@
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "cuda_common.hpp"
+#include "device_probe.hpp"
+#include "nvml.hpp"
+#include "visible_devices.hpp"
 
 namespace plrt::cuda {
 namespace {
@@ -43,7 +43,8 @@ void probe_body(ProbeSink& sink, std::vector<int64_t> exclude) {
   std::string reason;
   const int32_t count = device_count_or_zero(&reason);
   if (!nv.available && count > 0)  // without devices the reason says enough
-    notes.push_back("NVML is not available (" + nv.error + "): compute modes, other processes' memory and "
+    notes.push_back("NVML is not available (" + nv.error +
+                    "): compute modes, other processes' memory and "
                     "utilization are not checked, only whether a context can be made");
 
   std::vector<std::string> uuids;

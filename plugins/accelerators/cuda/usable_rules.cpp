@@ -1,13 +1,13 @@
 // When a CUDA device is usable: the settings and the reasons; see usable_rules.hpp.
 #include "usable_rules.hpp"
 
-#include "plugin_support.hpp"
-
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <string_view>
 #include <vector>
+
+#include "plugin_support.hpp"
 
 namespace plrt::cuda {
 namespace {
@@ -62,8 +62,8 @@ uint64_t parse_memory_mib(const std::string& v, const std::string& origin) {
 }
 
 std::chrono::milliseconds parse_timeout(const std::string& v, const std::string& origin) {
-  const std::string valid = "; valid: a whole number of milliseconds from 1 to " + std::to_string(kMaxTimeoutMs) +
-                            " (default 30000)";
+  const std::string valid =
+      "; valid: a whole number of milliseconds from 1 to " + std::to_string(kMaxTimeoutMs) + " (default 30000)";
   char* end = nullptr;
   errno = 0;
   const long long n = std::strtoll(v.c_str(), &end, 10);
@@ -102,8 +102,8 @@ UsableSettings usable_settings(const PL_OptionList* options, const EnvLookup& en
   UsableSettings s;
   bool util_set = false, mem_set = false;
   if (options && options->count > 0 && options->items == nullptr)
-    fail(PL_ERR_INVALID_ARGUMENT, "cuda: device_status: options has " + std::to_string(options->count) +
-                                      " items but items is NULL");
+    fail(PL_ERR_INVALID_ARGUMENT,
+         "cuda: device_status: options has " + std::to_string(options->count) + " items but items is NULL");
   for (size_t i = 0; options && i < options->count; ++i) {
     const PL_Option& o = options->items[i];
     const std::string key = o.key ? o.key : "";

@@ -16,8 +16,6 @@
 // job gets from these statuses (Lightning's num_devices rules) is the runtime's business.
 #pragma once
 
-#include "device_table.hpp"
-
 #include <plrt/pl_abi.h>
 
 #include <chrono>
@@ -26,9 +24,11 @@
 #include <optional>
 #include <string>
 
+#include "device_table.hpp"
+
 namespace plrt::cuda {
 
-inline constexpr double kDefaultMaxUtilization = 10.0;       // percent
+inline constexpr double kDefaultMaxUtilization = 10.0;        // percent
 inline constexpr int64_t kDefaultMaxForeignMemoryMiB = 1024;  // 1 GiB
 
 struct UsableThresholds {

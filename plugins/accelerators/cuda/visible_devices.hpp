@@ -25,7 +25,7 @@ namespace plrt::cuda {
 // cannot be known (a note says why).  `cuda_visible_devices` is the variable's value, NULL when
 // unset; `nvml_uuids` lists NVML's devices in NVML's order ("GPU-...").
 std::vector<std::optional<size_t>> map_visible_to_nvml(const char* cuda_visible_devices,
-                                                       const std::vector<std::string>& nvml_uuids,
-                                                       size_t cuda_count, std::vector<std::string>* notes);
+                                                       const std::vector<std::string>& nvml_uuids, size_t cuda_count,
+                                                       std::vector<std::string>* notes);
 
 }  // namespace plrt::cuda

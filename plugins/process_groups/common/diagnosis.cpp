@@ -1,14 +1,13 @@
 // GroupCore: the watchdog (probes of slow ops, the exact deadline, verdicts of other ranks) and
 // the diagnosis that turns a failed op into one message every rank reports alike.  The protocol
 // and its costs are described at the top of group_core.hpp.
-#include "group_core.hpp"
-
-#include "plugin_support.hpp"
-
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 #include <map>
+
+#include "group_core.hpp"
+#include "plugin_support.hpp"
 
 namespace plrt::pg {
 
@@ -101,8 +100,8 @@ Clock::duration GroupCore::watchdog_tick() {
       if (now >= cur_.deadline) {
         cur_.deadline_hit = true;
         deadline_hit_op_.store(cur_.op_id);
-        timed_out = cur_.desc->title(cfg_.backend, cur_.seq) + " timed out after " +
-                    std::to_string(cur_.timeout_ms) + " ms";
+        timed_out =
+            cur_.desc->title(cfg_.backend, cur_.seq) + " timed out after " + std::to_string(cur_.timeout_ms) + " ms";
       } else {
         wake = std::min(wake, cur_.deadline);
       }
@@ -177,8 +176,7 @@ std::optional<GroupCore::Outcome> GroupCore::read_verdict() const {
 // Stores `o` as the group's verdict unless one is there already; returns the one that is.
 GroupCore::Outcome GroupCore::publish_verdict(const Outcome& o) const {
   try {
-    const std::string cur =
-        store_.compare_set(prefix_ + "/verdict", "", std::to_string(o.code) + "|" + o.message);
+    const std::string cur = store_.compare_set(prefix_ + "/verdict", "", std::to_string(o.code) + "|" + o.message);
     const size_t bar = cur.find('|');
     if (bar != std::string::npos)
       return Outcome{static_cast<PL_ErrorCode>(std::atoi(cur.substr(0, bar).c_str())), cur.substr(bar + 1)};
@@ -220,9 +218,12 @@ std::string GroupCore::timeout_message(const OpDesc& desc, const Running& r,
   std::vector<int> waiting, never, ahead;
   for (int q = 0; q < cfg_.world; ++q) {
     const auto& s = st[static_cast<size_t>(q)];
-    if (q == cfg_.rank || (s && !s->aborted && s->seq == r.seq)) waiting.push_back(q);
-    else if (s && !s->aborted && s->seq > r.seq) ahead.push_back(q);
-    else never.push_back(q);
+    if (q == cfg_.rank || (s && !s->aborted && s->seq == r.seq))
+      waiting.push_back(q);
+    else if (s && !s->aborted && s->seq > r.seq)
+      ahead.push_back(q);
+    else
+      never.push_back(q);
   }
   std::string m = desc.title(cfg_.backend, r.seq) + " timed out after " + std::to_string(r.timeout_ms) + " ms: ";
   if (never.empty() && ahead.empty())
@@ -248,7 +249,8 @@ GroupCore::Outcome GroupCore::diagnose(const OpDesc& desc, const Running& r, con
     if (timed_out)
       return {PL_ERR_TIMEOUT, title + " timed out after " + std::to_string(r.timeout_ms) + " ms: rank " +
                                   std::to_string(desc.peer) + " posted no matching " +
-                                  (desc.kind == OpKind::kSend ? "recv" : "send") + " (same tag, dtype and element count)"};
+                                  (desc.kind == OpKind::kSend ? "recv" : "send") +
+                                  " (same tag, dtype and element count)"};
     try {  // an aborting peer publishes why within a watchdog tick (<= 250 ms)
       for (const auto end = Clock::now() + milliseconds(500); Clock::now() < end;) {
         if (const auto v = store_.try_get(state_key(desc.peer))) {
@@ -271,7 +273,8 @@ GroupCore::Outcome GroupCore::diagnose(const OpDesc& desc, const Running& r, con
   try {
     store_.set(state_key(cfg_.rank), std::to_string(r.seq) + "|" + fp + "|" + desc.text());
     for (;;) {
-      if (caller_aborted_.load(std::memory_order_acquire)) return {PL_ERR_RUNTIME, title + " failed: " + abort_reason()};
+      if (caller_aborted_.load(std::memory_order_acquire))
+        return {PL_ERR_RUNTIME, title + " failed: " + abort_reason()};
       if (auto v = read_verdict()) return *v;
       const auto st = read_states();
       const auto now = Clock::now();
@@ -288,7 +291,8 @@ GroupCore::Outcome GroupCore::diagnose(const OpDesc& desc, const Running& r, con
       if (timed_out && settled) return publish_verdict({PL_ERR_TIMEOUT, timeout_message(desc, r, st)});
       if (!timed_out && aborted >= 0)
         return publish_verdict({PL_ERR_RUNTIME, title + " failed: rank " + std::to_string(aborted) +
-                                                    " aborted its group (" + st[static_cast<size_t>(aborted)]->text + ")"});
+                                                    " aborted its group (" + st[static_cast<size_t>(aborted)]->text +
+                                                    ")"});
       if (now >= end) {
         std::vector<int> lost;
         for (int q = 0; q < cfg_.world; ++q) {
@@ -297,9 +301,10 @@ GroupCore::Outcome GroupCore::diagnose(const OpDesc& desc, const Running& r, con
         }
         if (lost.empty()) return publish_verdict({PL_ERR_RUNTIME, title + " failed: " + what});
         const bool one = lost.size() == 1;
-        return publish_verdict({PL_ERR_RUNTIME, title + " failed: " + (one ? "connection to " : "connections to ") +
-                                                    ranks_text(lost) + " lost (" +
-                                                    (one ? "it exited or aborted its group)" : "they exited or aborted their group)")});
+        return publish_verdict(
+            {PL_ERR_RUNTIME, title + " failed: " + (one ? "connection to " : "connections to ") + ranks_text(lost) +
+                                 " lost (" +
+                                 (one ? "it exited or aborted its group)" : "they exited or aborted their group)")});
       }
       std::this_thread::sleep_for(milliseconds(20));
     }

@@ -2,9 +2,9 @@
 // the group's failure state.  The watchdog, probes and failure diagnosis are in diagnosis.cpp.
 #include "group_core.hpp"
 
-#include "plugin_support.hpp"
-
 #include <algorithm>
+
+#include "plugin_support.hpp"
 
 // The ABI's opaque work handle, as the process-group plugins built on this core define it.
 struct PL_Work {
@@ -23,7 +23,7 @@ struct OpState {
   bool done = false;
   PL_ErrorCode code = PL_ERR_OK;
   std::string message;
-  std::string title;        // "gloo allreduce #3 (...)", for work_wait's timeout message
+  std::string title;          // "gloo allreduce #3 (...)", for work_wait's timeout message
   GroupCore* core = nullptr;  // alive while !done: the core runs every queued op before it goes
   int64_t wait_ms = 0;        // the group's timeout when the op was issued
   // send/recv only
@@ -90,9 +90,7 @@ std::shared_ptr<OpState> GroupCore::make_state(const OpDesc& desc, uint64_t seq)
   return st;
 }
 
-void GroupCore::run(OpDesc desc, OpBody body, PL_Work** out) {
-  submit(std::move(desc), std::move(body), nullptr, out);
-}
+void GroupCore::run(OpDesc desc, OpBody body, PL_Work** out) { submit(std::move(desc), std::move(body), nullptr, out); }
 
 void GroupCore::run_p2p(OpDesc desc, P2PPost post, PL_Work** out) {
   throw_if_unusable();
@@ -114,8 +112,8 @@ void GroupCore::submit(OpDesc desc, OpBody body, std::shared_ptr<OpState> p2p, P
   throw_if_unusable();
   std::unique_lock<std::mutex> lk(m_);
   if (stopping_ || !started_)
-    fail(PL_ERR_RUNTIME, cfg_.backend + " group '" + cfg_.group + "' is " +
-                             (stopping_ ? "being destroyed" : "not connected"));
+    fail(PL_ERR_RUNTIME,
+         cfg_.backend + " group '" + cfg_.group + "' is " + (stopping_ ? "being destroyed" : "not connected"));
   const uint64_t seq = desc.is_p2p() ? 0 : ++next_seq_;
   if (out == nullptr && !busy_ && queue_.empty()) {
     // The fast path: nothing queued or running, so run on the caller's thread.
@@ -314,8 +312,8 @@ void GroupCore::abort(const std::string& reason) {
     }
   }
   caller_aborted_.store(true, std::memory_order_release);
-  plugin::logf(cfg_.host, PL_LOG_WARN, cfg_.backend.c_str(), "group '%s' (rank %d): %s", cfg_.group.c_str(),
-               cfg_.rank, reason.c_str());
+  plugin::logf(cfg_.host, PL_LOG_WARN, cfg_.backend.c_str(), "group '%s' (rank %d): %s", cfg_.group.c_str(), cfg_.rank,
+               reason.c_str());
   abort_transport(reason);
   publish_abort_.store(true);
   wd_cv_.notify_all();

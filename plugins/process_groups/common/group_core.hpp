@@ -66,10 +66,6 @@
 //   the backend's own rendezvous keys under key_prefix() + "/<backend>/".
 #pragma once
 
-#include "op_desc.hpp"
-#include "plugin_support.hpp"
-#include "store_client.hpp"
-
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -81,6 +77,10 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "op_desc.hpp"
+#include "plugin_support.hpp"
+#include "store_client.hpp"
 
 namespace plrt::pg {
 
@@ -150,7 +150,7 @@ class GroupCore {
   // does not hold up the ops issued after it.  Blocking and async as run().
   void run_p2p(OpDesc desc, P2PPost post, PL_Work** out);
 
-  void throw_if_unusable() const;  // plugin::Failure repeating the first failure
+  void throw_if_unusable() const;        // plugin::Failure repeating the first failure
   void set_timeout(int64_t timeout_ms);  // <= 0: PL_DEFAULT_TIMEOUT_MS; applies to ops started later
   int64_t timeout_ms() const { return timeout_ms_.load(std::memory_order_relaxed); }
   // Fails the running op and every queued and later one; any thread; returns at once.
@@ -230,7 +230,7 @@ class GroupCore {
   std::mutex m_;
   std::condition_variable cv_;
   std::deque<Task> queue_;
-  bool busy_ = false;       // an op is executing (inline or on the worker)
+  bool busy_ = false;  // an op is executing (inline or on the worker)
   bool stopping_ = false;
   bool started_ = false;
   uint64_t next_seq_ = 0;

@@ -1,9 +1,9 @@
 #include "op_args.hpp"
 
-#include "pg_entry.hpp"
-
 #include <cstdio>
 #include <cstdlib>
+
+#include "pg_entry.hpp"
 
 namespace plrt::pg {
 
@@ -43,7 +43,8 @@ OpDesc allgather_args(const PL_Tensor* input, const PL_Tensor* outputs, size_t n
   if (outputs == nullptr) fail(PL_ERR_INVALID_ARGUMENT, w + ": outputs is NULL");
   if (num_outputs != static_cast<size_t>(g.world))
     fail(PL_ERR_INVALID_ARGUMENT, w + ": num_outputs is " + std::to_string(num_outputs) + ", but the group has " +
-                                      std::to_string(g.world) + " ranks: pass one output per rank "
+                                      std::to_string(g.world) +
+                                      " ranks: pass one output per rank "
                                       "(outputs[r] receives rank r's input)");
   OpDesc d;
   d.kind = OpKind::kAllgather;
@@ -68,7 +69,8 @@ OpDesc reduce_scatter_args(const PL_Tensor* inputs, size_t num_inputs, const PL_
   if (inputs == nullptr) fail(PL_ERR_INVALID_ARGUMENT, w + ": inputs is NULL");
   if (num_inputs != static_cast<size_t>(g.world))
     fail(PL_ERR_INVALID_ARGUMENT, w + ": num_inputs is " + std::to_string(num_inputs) + ", but the group has " +
-                                      std::to_string(g.world) + " ranks: pass one input per rank "
+                                      std::to_string(g.world) +
+                                      " ranks: pass one input per rank "
                                       "(rank r's output is the reduction of every rank's inputs[r])");
   OpDesc d;
   d.kind = OpKind::kReduceScatter;
@@ -117,8 +119,8 @@ std::vector<int64_t> chunk_counts(const int64_t* given, const PL_Tensor& t, cons
     const int64_t x = given[r];
     if (x > t.numel - sum)  // (no overflow: sum <= numel)
       fail(PL_ERR_INVALID_ARGUMENT, w + ": " + name + " add up to more than the " + count_text(t.numel) + " of " +
-                                        tensor + " (at " + name + "[" + std::to_string(r) + "] = " +
-                                        std::to_string(x) + "): the " + ws + " counts must add up to its numel");
+                                        tensor + " (at " + name + "[" + std::to_string(r) + "] = " + std::to_string(x) +
+                                        "): the " + ws + " counts must add up to its numel");
     sum += x;
     c[static_cast<size_t>(r)] = x;
   }
@@ -143,7 +145,8 @@ OpDesc all_to_all_args(const PL_Tensor* input, const int64_t* input_counts, cons
   const auto in_at = reinterpret_cast<uintptr_t>(input->data), out_at = reinterpret_cast<uintptr_t>(output->data);
   if (in_bytes > 0 && out_bytes > 0 && in_at < out_at + out_bytes && out_at < in_at + in_bytes)
     fail(PL_ERR_INVALID_ARGUMENT, w + ": input (" + std::to_string(in_bytes) + " bytes) and output (" +
-                                      std::to_string(out_bytes) + " bytes) overlap: all_to_all is not in place, "
+                                      std::to_string(out_bytes) +
+                                      " bytes) overlap: all_to_all is not in place, "
                                       "pass an output in separate memory");
   OpDesc d;
   d.kind = OpKind::kAllToAll;
@@ -171,14 +174,14 @@ void check_peer_counts(const std::vector<int64_t>& table, int world) {
   const size_t W = static_cast<size_t>(world);
   for (size_t i = 0; i < W; ++i)
     for (size_t j = 0; j < W; ++j) {
-      const int64_t sends = table[i * 2 * W + j];           // rank i's input_counts[j]
-      const int64_t expects = table[j * 2 * W + W + i];     // rank j's output_counts[i]
+      const int64_t sends = table[i * 2 * W + j];        // rank i's input_counts[j]
+      const int64_t expects = table[j * 2 * W + W + i];  // rank j's output_counts[i]
       if (sends == expects) continue;
       const std::string si = std::to_string(i), sj = std::to_string(j);
       throw AgreedFailure(PL_ERR_INVALID_ARGUMENT,
                           "ranks " + si + " and " + sj + " disagree on their counts: rank " + si + " sends " +
-                              count_text(sends) + " to rank " + sj + " (its input_counts[" + sj + "] = " +
-                              std::to_string(sends) + ") but rank " + sj + " expects " + count_text(expects) +
+                              count_text(sends) + " to rank " + sj + " (its input_counts[" + sj +
+                              "] = " + std::to_string(sends) + ") but rank " + sj + " expects " + count_text(expects) +
                               " from rank " + si + " (its output_counts[" + si + "] = " + std::to_string(expects) +
                               "); rank i's input_counts[j] must equal rank j's output_counts[i]");
     }
@@ -204,7 +207,8 @@ void check_group_config(const std::string& b, const PL_Host* host, const PL_Proc
                              " is smaller than the v1 size " +
                              std::to_string(PL_STRUCT_SIZE(PL_ProcessGroupConfig, options)));
   if (c->world_size < 1)
-    fail(PL_ERR_INVALID_ARGUMENT, b + ": world_size " + std::to_string(c->world_size) + " is not valid: it must be >= 1");
+    fail(PL_ERR_INVALID_ARGUMENT,
+         b + ": world_size " + std::to_string(c->world_size) + " is not valid: it must be >= 1");
   if (c->rank < 0 || c->rank >= c->world_size)
     fail(PL_ERR_INVALID_ARGUMENT, b + ": rank " + std::to_string(c->rank) + " is out of range for world_size " +
                                       std::to_string(c->world_size) + " (valid: 0.." +

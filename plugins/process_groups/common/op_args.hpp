@@ -4,13 +4,13 @@
 // Every check throws plugin::Failure with a message that starts with `where` ("gloo allgather").
 #pragma once
 
-#include "group_core.hpp"
-#include "op_desc.hpp"
-
 #include <functional>
 #include <map>
 #include <string>
 #include <vector>
+
+#include "group_core.hpp"
+#include "op_desc.hpp"
 
 namespace plrt::pg {
 

@@ -8,26 +8,40 @@ using plugin::fail;
 
 const char* op_kind_name(OpKind kind) {
   switch (kind) {
-    case OpKind::kAllreduce: return "allreduce";
-    case OpKind::kBroadcast: return "broadcast";
-    case OpKind::kAllgather: return "allgather";
-    case OpKind::kReduceScatter: return "reduce_scatter";
-    case OpKind::kBarrier: return "barrier";
-    case OpKind::kSend: return "send";
-    case OpKind::kRecv: return "recv";
-    case OpKind::kAllToAll: return "all_to_all";
+    case OpKind::kAllreduce:
+      return "allreduce";
+    case OpKind::kBroadcast:
+      return "broadcast";
+    case OpKind::kAllgather:
+      return "allgather";
+    case OpKind::kReduceScatter:
+      return "reduce_scatter";
+    case OpKind::kBarrier:
+      return "barrier";
+    case OpKind::kSend:
+      return "send";
+    case OpKind::kRecv:
+      return "recv";
+    case OpKind::kAllToAll:
+      return "all_to_all";
   }
   return "unknown";
 }
 
 const char* reduce_op_name(PL_ReduceOp op) {
   switch (op) {
-    case PL_REDUCE_SUM: return "sum";
-    case PL_REDUCE_AVG: return "avg";
-    case PL_REDUCE_MIN: return "min";
-    case PL_REDUCE_MAX: return "max";
-    case PL_REDUCE_PRODUCT: return "product";
-    default: return nullptr;
+    case PL_REDUCE_SUM:
+      return "sum";
+    case PL_REDUCE_AVG:
+      return "avg";
+    case PL_REDUCE_MIN:
+      return "min";
+    case PL_REDUCE_MAX:
+      return "max";
+    case PL_REDUCE_PRODUCT:
+      return "product";
+    default:
+      return nullptr;
   }
 }
 
@@ -104,8 +118,10 @@ std::string OpDesc::args() const {
   const std::string red_s = red ? red : "reduce op " + std::to_string(reduce);
   const std::string dt = pl_dtype_name(dtype);
   switch (kind) {
-    case OpKind::kAllreduce: return red_s + ", " + dt + ", " + count_text(count);
-    case OpKind::kBroadcast: return dt + ", " + count_text(count) + ", root " + std::to_string(peer);
+    case OpKind::kAllreduce:
+      return red_s + ", " + dt + ", " + count_text(count);
+    case OpKind::kBroadcast:
+      return dt + ", " + count_text(count) + ", root " + std::to_string(peer);
     case OpKind::kAllgather:
       if (!counts.empty() && all_equal(counts)) return dt + ", " + count_text(counts[0]) + " from each rank";
       return dt + ", elements per rank " + counts_text(counts);
@@ -116,9 +132,11 @@ std::string OpDesc::args() const {
     case OpKind::kAllToAll:
       if (equal_chunks) return dt + ", " + count_text(count) + " in equal chunks";
       return dt + ", sends " + counts_text(counts) + ", receives " + counts_text(recv_counts);
-    case OpKind::kBarrier: return "";
+    case OpKind::kBarrier:
+      return "";
     case OpKind::kSend:
-    case OpKind::kRecv: return "tag " + std::to_string(user_tag) + ", " + dt + ", " + count_text(count);
+    case OpKind::kRecv:
+      return "tag " + std::to_string(user_tag) + ", " + dt + ", " + count_text(count);
   }
   return "";
 }
@@ -140,8 +158,8 @@ std::string OpDesc::title(const std::string& backend, uint64_t seq) const {
 
 // ---- argument checks ---------------------------------------------------------------------------
 
-void check_tensor_arg(const PL_Tensor* t, const std::string& where, const char* what,
-                      PL_DeviceType device_type, const char* device_rule) {
+void check_tensor_arg(const PL_Tensor* t, const std::string& where, const char* what, PL_DeviceType device_type,
+                      const char* device_rule) {
   try {
     plugin::check_tensor(t, what);
   } catch (const plugin::Failure& f) {
@@ -157,27 +175,25 @@ void check_tensor_arg(const PL_Tensor* t, const std::string& where, const char* 
 
 void check_reduce_op(PL_ReduceOp op, const std::string& where) {
   if (reduce_op_name(op) == nullptr)
-    fail(PL_ERR_INVALID_ARGUMENT, where + ": unknown reduce op " + std::to_string(op) +
-                                      " (valid: 1 sum, 2 avg, 3 min, 4 max, 5 product)");
+    fail(PL_ERR_INVALID_ARGUMENT,
+         where + ": unknown reduce op " + std::to_string(op) + " (valid: 1 sum, 2 avg, 3 min, 4 max, 5 product)");
 }
 
-void check_rank_arg(int64_t value, const std::string& where, const char* what, int world, int self,
-                    bool not_self) {
+void check_rank_arg(int64_t value, const std::string& where, const char* what, int world, int self, bool not_self) {
   if (value < 0 || value >= world)
     fail(PL_ERR_INVALID_ARGUMENT, where + ": " + what + " " + std::to_string(value) +
                                       " is out of range: valid ranks are 0.." + std::to_string(world - 1) +
                                       " (world size " + std::to_string(world) + ")");
   if (not_self && value == self)
     fail(PL_ERR_INVALID_ARGUMENT, where + ": " + what + " " + std::to_string(value) +
-                                      " is this rank: send/recv need another rank of 0.." +
-                                      std::to_string(world - 1));
+                                      " is this rank: send/recv need another rank of 0.." + std::to_string(world - 1));
 }
 
-void check_same_dtype(const PL_Tensor& a, const PL_Tensor& b, const std::string& where,
-                      const char* what_a, const char* what_b) {
+void check_same_dtype(const PL_Tensor& a, const PL_Tensor& b, const std::string& where, const char* what_a,
+                      const char* what_b) {
   if (a.dtype != b.dtype)
-    fail(PL_ERR_INVALID_ARGUMENT, where + ": " + what_b + " is " + pl_dtype_name(b.dtype) + " but " + what_a +
-                                      " is " + pl_dtype_name(a.dtype) + ": every tensor of one call has one dtype");
+    fail(PL_ERR_INVALID_ARGUMENT, where + ": " + what_b + " is " + pl_dtype_name(b.dtype) + " but " + what_a + " is " +
+                                      pl_dtype_name(a.dtype) + ": every tensor of one call has one dtype");
 }
 
 }  // namespace plrt::pg

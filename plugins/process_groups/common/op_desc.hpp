@@ -28,14 +28,14 @@ const char* reduce_op_name(PL_ReduceOp op);
 
 struct OpDesc {
   OpKind kind = OpKind::kBarrier;
-  PL_ReduceOp reduce = 0;            // allreduce, reduce_scatter; 0 otherwise
+  PL_ReduceOp reduce = 0;             // allreduce, reduce_scatter; 0 otherwise
   PL_DType dtype = PL_DTYPE_INVALID;  // every op but barrier
-  int32_t peer = -1;                 // broadcast: root; send: dst; recv: src
-  int32_t user_tag = 0;              // send, recv
-  int64_t count = 0;                 // allreduce, broadcast, send, recv, all_to_all: elements
-  std::vector<int64_t> counts;       // allgather, reduce_scatter: elements of each rank;
-                                     // all_to_all: elements sent to each rank (input_counts)
-  std::vector<int64_t> recv_counts;  // all_to_all: elements received from each rank (output_counts)
+  int32_t peer = -1;                  // broadcast: root; send: dst; recv: src
+  int32_t user_tag = 0;               // send, recv
+  int64_t count = 0;                  // allreduce, broadcast, send, recv, all_to_all: elements
+  std::vector<int64_t> counts;        // allgather, reduce_scatter: elements of each rank;
+                                      // all_to_all: elements sent to each rank (input_counts)
+  std::vector<int64_t> recv_counts;   // all_to_all: elements received from each rank (output_counts)
   // all_to_all: both count arrays were NULL (equal chunks).  Then the element count is part of the
   // fingerprint (every rank must pass the same numel); otherwise the counts differ per rank by
   // design, stay out of the fingerprint, and the backend checks them by exchanging them.
@@ -57,9 +57,7 @@ struct OpDesc {
 
 // The 32-bit tag a backend gives the operation: different descriptors or sequence numbers give
 // different tags (up to 32-bit collisions), so mismatched calls never exchange data.
-inline uint32_t fold_tag(uint64_t fingerprint) {
-  return static_cast<uint32_t>(fingerprint ^ (fingerprint >> 32));
-}
+inline uint32_t fold_tag(uint64_t fingerprint) { return static_cast<uint32_t>(fingerprint ^ (fingerprint >> 32)); }
 
 // "element" / "elements" after a count.
 std::string count_text(int64_t n);
@@ -68,13 +66,12 @@ std::string rank_list(const std::vector<int>& ranks);
 
 // ---- argument checks shared by the backends (throw plrt::plugin::Failure) ----------------------
 // `where` starts each message, e.g. "gloo allreduce".
-void check_tensor_arg(const PL_Tensor* t, const std::string& where, const char* what,
-                      PL_DeviceType device_type, const char* device_rule);
+void check_tensor_arg(const PL_Tensor* t, const std::string& where, const char* what, PL_DeviceType device_type,
+                      const char* device_rule);
 void check_reduce_op(PL_ReduceOp op, const std::string& where);
 // A rank argument (root, dst, src) in [0, world); `self` is refused when `not_self`.
-void check_rank_arg(int64_t value, const std::string& where, const char* what, int world, int self,
-                    bool not_self);
-void check_same_dtype(const PL_Tensor& a, const PL_Tensor& b, const std::string& where,
-                      const char* what_a, const char* what_b);
+void check_rank_arg(int64_t value, const std::string& where, const char* what, int world, int self, bool not_self);
+void check_same_dtype(const PL_Tensor& a, const PL_Tensor& b, const std::string& where, const char* what_a,
+                      const char* what_b);
 
 }  // namespace plrt::pg

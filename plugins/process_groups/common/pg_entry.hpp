@@ -3,14 +3,14 @@
 // core.  `PG` is the backend's PL_ProcessGroup: it has `host`, `core` and a static `kBackend`.
 #pragma once
 
-#include "group_core.hpp"
-#include "plugin_support.hpp"
-
 #include <plrt/pl_plugin.h>
 
 #include <cstdint>
 #include <string>
 #include <utility>
+
+#include "group_core.hpp"
+#include "plugin_support.hpp"
 
 namespace plrt::pg {
 
@@ -41,13 +41,30 @@ PL_Error* abort_entry(PG* pg) {
 
 // A backend's function table and descriptor, kApi and kPlugin, made in the namespace where its
 // entry points live under the names below (pg_create, allreduce, ..., all_to_all); the rest is plrt_pg_core's.
-#define PLRT_PROCESS_GROUP_PLUGIN(NAME, VERSION, DESCRIPTION)                                         \
-  const PL_ProcessGroupApi kApi = {                                                                  \
-      sizeof(PL_ProcessGroupApi), pg_create, pg_destroy, allreduce, broadcast, allgather,            \
-      reduce_scatter, barrier, send, recv, ::plrt::pg::GroupCore::work_wait,                          \
-      ::plrt::pg::GroupCore::work_test, ::plrt::pg::GroupCore::work_destroy,                          \
-      ::plrt::pg::set_timeout_entry<PL_ProcessGroup>, ::plrt::pg::abort_entry<PL_ProcessGroup>,    \
-      all_to_all};                                                                               \
-  const PL_Plugin kPlugin = {sizeof(PL_Plugin), PL_ABI_MAJOR,  PL_ABI_MINOR, PL_PLUGIN_PROCESS_GROUP, \
-                             NAME,              VERSION,       DESCRIPTION,  nullptr,                 \
-                             0,                 &kApi}
+#define PLRT_PROCESS_GROUP_PLUGIN(NAME, VERSION, DESCRIPTION)                      \
+  const PL_ProcessGroupApi kApi = {sizeof(PL_ProcessGroupApi),                     \
+                                   pg_create,                                      \
+                                   pg_destroy,                                     \
+                                   allreduce,                                      \
+                                   broadcast,                                      \
+                                   allgather,                                      \
+                                   reduce_scatter,                                 \
+                                   barrier,                                        \
+                                   send,                                           \
+                                   recv,                                           \
+                                   ::plrt::pg::GroupCore::work_wait,               \
+                                   ::plrt::pg::GroupCore::work_test,               \
+                                   ::plrt::pg::GroupCore::work_destroy,            \
+                                   ::plrt::pg::set_timeout_entry<PL_ProcessGroup>, \
+                                   ::plrt::pg::abort_entry<PL_ProcessGroup>,       \
+                                   all_to_all};                                    \
+  const PL_Plugin kPlugin = {sizeof(PL_Plugin),                                    \
+                             PL_ABI_MAJOR,                                         \
+                             PL_ABI_MINOR,                                         \
+                             PL_PLUGIN_PROCESS_GROUP,                              \
+                             NAME,                                                 \
+                             VERSION,                                              \
+                             DESCRIPTION,                                          \
+                             nullptr,                                              \
+                             0,                                                    \
+                             &kApi}

@@ -2,12 +2,12 @@
 // std::string values, errors thrown as plrt::plugin::Failure (the PL_Error is freed here).
 #pragma once
 
-#include "plugin_support.hpp"
-
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "plugin_support.hpp"
 
 namespace plrt::pg {
 
@@ -38,8 +38,7 @@ class StoreClient {
   // the value after the call.
   std::string compare_set(const std::string& key, const std::string& expected, const std::string& desired) const {
     PL_Bytes b{sizeof(PL_Bytes), nullptr, 0};
-    check(api_->compare_set(store_, key.c_str(), expected.data(), expected.size(), desired.data(),
-                            desired.size(), &b));
+    check(api_->compare_set(store_, key.c_str(), expected.data(), expected.size(), desired.data(), desired.size(), &b));
     return take(b);
   }
   bool exists(const std::string& key) const {

@@ -14,13 +14,13 @@
 // counts: that allgather (world - 1 small messages in turn: on loopback some tens of microseconds)
 // and a world^2 comparison; nothing for equal chunks.  A call whose counts are all zero on every
 // rank moves nothing after the exchange; one with equal chunks of nothing is a tagged barrier.
-#include "gloo_pg.hpp"
-
 #include <gloo/allgather.h>
 #include <gloo/alltoallv.h>
 
 #include <cstring>
 #include <vector>
+
+#include "gloo_pg.hpp"
 
 namespace plrt::gloo_pg {
 
@@ -80,27 +80,29 @@ PL_Error* all_to_all(PL_ProcessGroup* pg, const PL_Tensor* input, const int64_t*
     const std::vector<int64_t> row = d.equal_chunks ? std::vector<int64_t>() : pg::peer_count_row(d);
     const int world = pg->world;
     const auto ctx = pg->context;
-    pg->core->run(std::move(d), [arg_in, arg_out, send, recv, row, world, ctx,
-                                 staging = pg->staging](const pg::OpContext& oc) {
-      if (world > 1) {
-        if (row.empty()) {
-          if (arg_in.numel == 0) return tagged_barrier(ctx, oc);  // every rank's numel is 0 (fingerprint)
-        } else {
-          const auto table = exchange_counts(ctx, oc, row);
-          pg::check_peer_counts(table, world);
-          bool any = false;
-          for (int64_t c : table) any = any || c != 0;
-          if (!any) return;  // every rank met every other in the exchange; nothing to move
-        }
-      }
-      PL_Tensor in = arg_in, o = arg_out;  // the staged copies point at host memory
-      StagedOp staged(staging);
-      staged.add(&in, StagedOp::kRead);
-      staged.add(&o, StagedOp::kWrite);
-      staged.stage_in();
-      exchange_host(ctx, oc, in, o, send, recv);
-      staged.stage_out();
-    }, out);
+    pg->core->run(
+        std::move(d),
+        [arg_in, arg_out, send, recv, row, world, ctx, staging = pg->staging](const pg::OpContext& oc) {
+          if (world > 1) {
+            if (row.empty()) {
+              if (arg_in.numel == 0) return tagged_barrier(ctx, oc);  // every rank's numel is 0 (fingerprint)
+            } else {
+              const auto table = exchange_counts(ctx, oc, row);
+              pg::check_peer_counts(table, world);
+              bool any = false;
+              for (int64_t c : table) any = any || c != 0;
+              if (!any) return;  // every rank met every other in the exchange; nothing to move
+            }
+          }
+          PL_Tensor in = arg_in, o = arg_out;  // the staged copies point at host memory
+          StagedOp staged(staging);
+          staged.add(&in, StagedOp::kRead);
+          staged.add(&o, StagedOp::kWrite);
+          staged.stage_in();
+          exchange_host(ctx, oc, in, o, send, recv);
+          staged.stage_out();
+        },
+        out);
   });
 }
 

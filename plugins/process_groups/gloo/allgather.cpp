@@ -2,12 +2,12 @@
 // outputs are written in place when they lie back to back in rank order in one buffer (the common
 // case: views of one tensor); otherwise gloo gathers into a temporary that is then copied out.
 // Device tensors are staged through host memory (staging.hpp), which keeps that layout.
-#include "gloo_pg.hpp"
-
 #include <gloo/allgatherv.h>
 
 #include <cstring>
 #include <vector>
+
+#include "gloo_pg.hpp"
 
 namespace plrt::gloo_pg {
 
@@ -35,8 +35,10 @@ void gather_host(const std::shared_ptr<gloo::Context>& ctx, const pg::OpContext&
   for (size_t r = 0; r < world && contiguous; ++r) {
     if (counts[r] == 0) continue;
     auto* p = static_cast<uint8_t*>(outs[r].data);
-    if (base == nullptr) base = p - offsets[r] * es;
-    else contiguous = p == base + offsets[r] * es;
+    if (base == nullptr)
+      base = p - offsets[r] * es;
+    else
+      contiguous = p == base + offsets[r] * es;
   }
   std::vector<uint8_t> tmp;
   if (!contiguous) {
@@ -73,23 +75,26 @@ PL_Error* allgather(PL_ProcessGroup* pg, const PL_Tensor* input, PL_Tensor* outp
     const PL_Tensor arg_in = *input;
     const int rank = pg->rank;
     const auto ctx = pg->context;
-    pg->core->run(std::move(d), [arg_in, arg_outs, rank, ctx, staging = pg->staging](const pg::OpContext& oc) {
-      std::vector<size_t> counts;
-      size_t total = 0;
-      for (const auto& o : arg_outs) {
-        counts.push_back(static_cast<size_t>(o.numel));
-        total += counts.back();
-      }
-      if (arg_outs.size() > 1 && total == 0) return tagged_barrier(ctx, oc);
-      PL_Tensor in = arg_in;
-      std::vector<PL_Tensor> outs = arg_outs;  // the staged copies point at host memory
-      StagedOp staged(staging);
-      staged.add(&in, StagedOp::kRead);
-      for (auto& o : outs) staged.add(&o, StagedOp::kWrite);
-      staged.stage_in();
-      gather_host(ctx, oc, in, outs, rank, counts, total);
-      staged.stage_out();
-    }, out);
+    pg->core->run(
+        std::move(d),
+        [arg_in, arg_outs, rank, ctx, staging = pg->staging](const pg::OpContext& oc) {
+          std::vector<size_t> counts;
+          size_t total = 0;
+          for (const auto& o : arg_outs) {
+            counts.push_back(static_cast<size_t>(o.numel));
+            total += counts.back();
+          }
+          if (arg_outs.size() > 1 && total == 0) return tagged_barrier(ctx, oc);
+          PL_Tensor in = arg_in;
+          std::vector<PL_Tensor> outs = arg_outs;  // the staged copies point at host memory
+          StagedOp staged(staging);
+          staged.add(&in, StagedOp::kRead);
+          for (auto& o : outs) staged.add(&o, StagedOp::kWrite);
+          staged.stage_in();
+          gather_host(ctx, oc, in, outs, rank, counts, total);
+          staged.stage_out();
+        },
+        out);
   });
 }
 

@@ -14,13 +14,13 @@
 // which is as large as the piece, not the tensor.  Ring needs no pieces: its scratch is two 1 MiB
 // segments.  A piece costs one more round of gloo's latency (tens of microseconds on loopback)
 // against milliseconds of data per piece.
-#include "gloo_pg.hpp"
-#include "reduce.hpp"
-
 #include <gloo/allreduce.h>
 
 #include <algorithm>
 #include <vector>
+
+#include "gloo_pg.hpp"
+#include "reduce.hpp"
 
 namespace plrt::gloo_pg {
 
@@ -46,8 +46,8 @@ void gloo_allreduce(const std::shared_ptr<gloo::Context>& ctx, const pg::OpConte
 
 // The host algorithm, in place in `t` (host memory), piece by piece where that avoids a fresh
 // allocation per call (above).
-void reduce_host(const std::shared_ptr<gloo::Context>& ctx, const pg::OpContext& oc, const PL_Tensor& t,
-                 PL_ReduceOp op, int world, bool bcube) {
+void reduce_host(const std::shared_ptr<gloo::Context>& ctx, const pg::OpContext& oc, const PL_Tensor& t, PL_ReduceOp op,
+                 int world, bool bcube) {
   const size_t n = static_cast<size_t>(t.numel);
   const size_t es = pl_dtype_size(t.dtype);
   auto* base = static_cast<uint8_t*>(t.data);
@@ -85,16 +85,19 @@ PL_Error* allreduce(PL_ProcessGroup* pg, PL_Tensor* tensor, PL_ReduceOp op, PL_W
     const int world = pg->world;
     const auto ctx = pg->context;
     const bool bcube = use_bcube(pg->allreduce, world, bytes_of(*tensor));
-    pg->core->run(std::move(d), [arg, op, world, ctx, bcube, staging = pg->staging](const pg::OpContext& oc) {
-      if (world == 1) return;  // the reduction of one rank (and its mean) is its own value
-      if (arg.numel == 0) return tagged_barrier(ctx, oc);
-      PL_Tensor t = arg;
-      StagedOp staged(staging);
-      staged.add(&t, StagedOp::kReadWrite);
-      staged.stage_in();
-      reduce_host(ctx, oc, t, op, world, bcube);
-      staged.stage_out();
-    }, out);
+    pg->core->run(
+        std::move(d),
+        [arg, op, world, ctx, bcube, staging = pg->staging](const pg::OpContext& oc) {
+          if (world == 1) return;  // the reduction of one rank (and its mean) is its own value
+          if (arg.numel == 0) return tagged_barrier(ctx, oc);
+          PL_Tensor t = arg;
+          StagedOp staged(staging);
+          staged.add(&t, StagedOp::kReadWrite);
+          staged.stage_in();
+          reduce_host(ctx, oc, t, op, world, bcube);
+          staged.stage_out();
+        },
+        out);
   });
 }
 

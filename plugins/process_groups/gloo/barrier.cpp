@@ -11,9 +11,12 @@ PL_Error* barrier(PL_ProcessGroup* pg, PL_Work** out) noexcept {
     d.kind = pg::OpKind::kBarrier;
     const int world = pg->world;
     const auto ctx = pg->context;
-    pg->core->run(std::move(d), [world, ctx](const pg::OpContext& oc) {
-      if (world > 1) tagged_barrier(ctx, oc);
-    }, out);
+    pg->core->run(
+        std::move(d),
+        [world, ctx](const pg::OpContext& oc) {
+          if (world > 1) tagged_barrier(ctx, oc);
+        },
+        out);
   });
 }
 

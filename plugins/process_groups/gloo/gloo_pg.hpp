@@ -5,13 +5,6 @@
 // (staging.hpp).
 #pragma once
 
-#include "group_core.hpp"
-#include "op_args.hpp"
-#include "pg_entry.hpp"
-#include "op_desc.hpp"
-#include "plugin_support.hpp"
-#include "staging.hpp"
-
 #include <gloo/context.h>
 #include <gloo/transport/device.h>
 
@@ -21,9 +14,16 @@
 #include <string>
 #include <utility>
 
+#include "group_core.hpp"
+#include "op_args.hpp"
+#include "op_desc.hpp"
+#include "pg_entry.hpp"
+#include "plugin_support.hpp"
+#include "staging.hpp"
+
 struct PL_ProcessGroup {
   static constexpr const char* kBackend = "gloo";  // names it in pg::entry's messages
-  const PL_Host* host = nullptr;  // borrowed; outlives the instance
+  const PL_Host* host = nullptr;                   // borrowed; outlives the instance
   int rank = 0;
   int world = 1;
   std::string name;
@@ -32,7 +32,11 @@ struct PL_ProcessGroup {
   std::shared_ptr<gloo::Context> context;  // null for a world of one rank (no transport)
   std::unique_ptr<plrt::pg::GroupCore> core;
   // Option allreduce: ring, bcube (halving-doubling), or auto: plrt::gloo_pg::use_bcube decides.
-  enum class Algorithm : uint8_t { kRing, kBcube, kAuto } allreduce = Algorithm::kAuto;
+  enum class Algorithm : uint8_t {
+    kRing,
+    kBcube,
+    kAuto
+  } allreduce = Algorithm::kAuto;
   std::shared_ptr<plrt::gloo_pg::Staging> staging;  // null for a group made for the cpu
 };
 
@@ -96,10 +100,18 @@ void gloo_call(F&& f) {
 template <class F>
 void with_element(size_t size, F&& f) {
   switch (size) {
-    case 1: f(uint8_t{}); break;
-    case 2: f(uint16_t{}); break;
-    case 4: f(uint32_t{}); break;
-    default: f(uint64_t{}); break;
+    case 1:
+      f(uint8_t{});
+      break;
+    case 2:
+      f(uint16_t{});
+      break;
+    case 4:
+      f(uint32_t{});
+      break;
+    default:
+      f(uint64_t{});
+      break;
   }
 }
 

@@ -3,13 +3,13 @@
 // goes through the group's rendezvous store, each key prefixed with the group's key prefix.
 #pragma once
 
-#include "store_client.hpp"
-
 #include <gloo/rendezvous/store.h>
 
 #include <chrono>
 #include <string>
 #include <vector>
+
+#include "store_client.hpp"
 
 namespace plrt::gloo_pg {
 

@@ -7,9 +7,9 @@
 // A device tensor is staged through host memory with a host block of its own, held until the
 // transfer completes: a send copies its tensor to the host when it is posted, a recv copies the
 // received data to the device when its transfer completes (on whichever thread waits for it).
-#include "gloo_pg.hpp"
-
 #include <gloo/transport/unbound_buffer.h>
+
+#include "gloo_pg.hpp"
 
 namespace plrt::gloo_pg {
 
@@ -46,15 +46,18 @@ PL_Error* send(PL_ProcessGroup* pg, const PL_Tensor* tensor, int32_t dst, int32_
     pg->core->throw_if_unusable();
     const PL_Tensor t = *tensor;
     const auto ctx = pg->context;
-    pg->core->run_p2p(std::move(d), [t, dst, ctx, staging = pg->staging](const pg::OpContext& oc) {
-      std::shared_ptr<Transfer> x = prepare(ctx, staging, t, StagedOp::kRead);
-      gloo_call([&] { x->buf->send(dst, p2p_slot(oc.tag)); });
-      return pg::P2PWait([x](const pg::OpContext& c) {
-        gloo_call([&] {
-          if (!x->buf->waitSend(c.remaining())) throw std::runtime_error("the send was interrupted");
-        });
-      });
-    }, out);
+    pg->core->run_p2p(
+        std::move(d),
+        [t, dst, ctx, staging = pg->staging](const pg::OpContext& oc) {
+          std::shared_ptr<Transfer> x = prepare(ctx, staging, t, StagedOp::kRead);
+          gloo_call([&] { x->buf->send(dst, p2p_slot(oc.tag)); });
+          return pg::P2PWait([x](const pg::OpContext& c) {
+            gloo_call([&] {
+              if (!x->buf->waitSend(c.remaining())) throw std::runtime_error("the send was interrupted");
+            });
+          });
+        },
+        out);
   });
 }
 
@@ -65,16 +68,19 @@ PL_Error* recv(PL_ProcessGroup* pg, PL_Tensor* tensor, int32_t src, int32_t tag,
     pg->core->throw_if_unusable();
     const PL_Tensor t = *tensor;
     const auto ctx = pg->context;
-    pg->core->run_p2p(std::move(d), [t, src, ctx, staging = pg->staging](const pg::OpContext& oc) {
-      std::shared_ptr<Transfer> x = prepare(ctx, staging, t, StagedOp::kWrite);
-      gloo_call([&] { x->buf->recv(src, p2p_slot(oc.tag)); });
-      return pg::P2PWait([x](const pg::OpContext& c) {
-        gloo_call([&] {
-          if (!x->buf->waitRecv(c.remaining())) throw std::runtime_error("the recv was interrupted");
-        });
-        x->staged->stage_out();  // the received bytes to the device before the recv completes
-      });
-    }, out);
+    pg->core->run_p2p(
+        std::move(d),
+        [t, src, ctx, staging = pg->staging](const pg::OpContext& oc) {
+          std::shared_ptr<Transfer> x = prepare(ctx, staging, t, StagedOp::kWrite);
+          gloo_call([&] { x->buf->recv(src, p2p_slot(oc.tag)); });
+          return pg::P2PWait([x](const pg::OpContext& c) {
+            gloo_call([&] {
+              if (!x->buf->waitRecv(c.remaining())) throw std::runtime_error("the recv was interrupted");
+            });
+            x->staged->stage_out();  // the received bytes to the device before the recv completes
+          });
+        },
+        out);
   });
 }
 

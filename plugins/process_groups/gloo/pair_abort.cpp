@@ -12,11 +12,11 @@
 // checked first (typeid names gloo::transport::tcp::Pair), and tcp::Pair's first base is the
 // polymorphic transport::Pair, so both pointers have the same address.  Were the check to fail
 // (another transport), the pair is closed with the public Pair::close() instead.
-#include "gloo_pg.hpp"
-
 #include <exception>
 #include <string>
 #include <typeinfo>
+
+#include "gloo_pg.hpp"
 
 namespace gloo {
 namespace transport {

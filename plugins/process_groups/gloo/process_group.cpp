@@ -18,18 +18,17 @@
 //              otherwise: from 128 MiB ring's pipelined 1 MiB segments, which overlap transfer and
 //              reduction, beat bcube's 16 MiB pieces by 3-5% (2 ranks, medians of seven
 //              interleaved sweeps: bench/README.md)
-#include "gloo_pg.hpp"
-#include "gloo_store.hpp"
-#include "transport.hpp"
-
 #include <gloo/rendezvous/context.h>
 #include <gloo/transport/tcp/device.h>
-
 #include <plrt/pl_plugin.h>
 
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+
+#include "gloo_pg.hpp"
+#include "gloo_store.hpp"
+#include "transport.hpp"
 
 namespace plrt::gloo_pg {
 
@@ -84,9 +83,12 @@ PL_Error* pg_create(const PL_Host* host, const PL_ProcessGroupConfig* config, PL
     const int64_t timeout = cc.timeout_ms;
     pg->core = std::make_unique<pg::GroupCore>(cc);
 
-    const std::string who = "gloo: group '" + pg->name + "' rank " + std::to_string(pg->rank) + " of " +
-                            std::to_string(pg->world);
-    const auto opt = [&](const char* k) { auto it = opts.find(k); return it == opts.end() ? std::string() : it->second; };
+    const std::string who =
+        "gloo: group '" + pg->name + "' rank " + std::to_string(pg->rank) + " of " + std::to_string(pg->world);
+    const auto opt = [&](const char* k) {
+      auto it = opts.find(k);
+      return it == opts.end() ? std::string() : it->second;
+    };
     const std::string algo = opt("allreduce");
     if (!algo.empty() && algo != "auto" && algo != "ring" && algo != "bcube")
       fail(PL_ERR_INVALID_ARGUMENT, "gloo: option allreduce='" + algo + "' is not valid: use ring, bcube or auto");
@@ -117,10 +119,9 @@ PL_Error* pg_create(const PL_Host* host, const PL_ProcessGroupConfig* config, PL
       pg->address = "no transport (a single rank)";
     }
     PL_ProcessGroup* raw = pg.get();
-    pg->core->start(pg->world > 1 ? pg::AbortTransport([raw](const std::string& reason) {
-      abort_pairs(*raw->context, reason);
-    })
-                                  : pg::AbortTransport());
+    pg->core->start(pg->world > 1
+                        ? pg::AbortTransport([raw](const std::string& reason) { abort_pairs(*raw->context, reason); })
+                        : pg::AbortTransport());
     plugin::logf(host, PL_LOG_DEBUG, kBackend, "group '%s': rank %d of %d connected over %s (timeout %lld ms)%s%s",
                  pg->name.c_str(), pg->rank, pg->world, pg->address.c_str(), static_cast<long long>(timeout),
                  pg->staging ? "; staging through host memory: " : "",

@@ -6,14 +6,14 @@
 // the next step; the last chunk received is its own, combined straight into the output.  The
 // output may be inputs[R] itself.  Device tensors are staged through host memory (staging.hpp),
 // which keeps that aliasing.
-#include "gloo_pg.hpp"
-#include "reduce.hpp"
-
 #include <gloo/transport/unbound_buffer.h>
 
 #include <algorithm>
 #include <cstring>
 #include <vector>
+
+#include "gloo_pg.hpp"
+#include "reduce.hpp"
 
 namespace plrt::gloo_pg {
 
@@ -52,8 +52,10 @@ void ring_reduce_scatter(const std::shared_ptr<gloo::Context>& ctx, const pg::Op
       }
       wait_done(sbuf->waitRecv(oc.remaining()), "a receive");
       uint8_t* got = scratch.data() + recv_off;
-      if (s + 2 == world) fn(output, got, in[recv_chunk], counts[recv_chunk]);  // recv_chunk == rank
-      else fn(got, got, in[recv_chunk], counts[recv_chunk]);
+      if (s + 2 == world)
+        fn(output, got, in[recv_chunk], counts[recv_chunk]);  // recv_chunk == rank
+      else
+        fn(got, got, in[recv_chunk], counts[recv_chunk]);
       wait_done(sender->waitSend(oc.remaining()), "a send");
     }
   });
@@ -101,23 +103,26 @@ PL_Error* reduce_scatter(PL_ProcessGroup* pg, const PL_Tensor* inputs, size_t nu
     const std::vector<PL_Tensor> arg_ins(inputs, inputs + num_inputs);
     const PL_Tensor arg_out = *output;
     const auto ctx = pg->context;
-    pg->core->run(std::move(d), [arg_ins, arg_out, op, ctx, staging = pg->staging](const pg::OpContext& oc) {
-      std::vector<size_t> counts;
-      size_t total = 0;
-      for (const auto& t : arg_ins) {
-        counts.push_back(static_cast<size_t>(t.numel));
-        total += counts.back();
-      }
-      if (arg_ins.size() > 1 && total == 0) return tagged_barrier(ctx, oc);
-      std::vector<PL_Tensor> ins = arg_ins;  // the staged copies point at host memory
-      PL_Tensor o = arg_out;
-      StagedOp staged(staging);
-      for (auto& t : ins) staged.add(&t, StagedOp::kRead);
-      staged.add(&o, StagedOp::kWrite);
-      staged.stage_in();
-      reduce_scatter_host(ctx, oc, ins, o, op, counts);
-      staged.stage_out();
-    }, out);
+    pg->core->run(
+        std::move(d),
+        [arg_ins, arg_out, op, ctx, staging = pg->staging](const pg::OpContext& oc) {
+          std::vector<size_t> counts;
+          size_t total = 0;
+          for (const auto& t : arg_ins) {
+            counts.push_back(static_cast<size_t>(t.numel));
+            total += counts.back();
+          }
+          if (arg_ins.size() > 1 && total == 0) return tagged_barrier(ctx, oc);
+          std::vector<PL_Tensor> ins = arg_ins;  // the staged copies point at host memory
+          PL_Tensor o = arg_out;
+          StagedOp staged(staging);
+          for (auto& t : ins) staged.add(&t, StagedOp::kRead);
+          staged.add(&o, StagedOp::kWrite);
+          staged.stage_in();
+          reduce_scatter_host(ctx, oc, ins, o, op, counts);
+          staged.stage_out();
+        },
+        out);
   });
 }
 

@@ -2,9 +2,9 @@
 // pinned-block pool and one op's copy plan.
 #include "staging.hpp"
 
-#include "gloo_pg.hpp"
-
 #include <algorithm>
+
+#include "gloo_pg.hpp"
 
 namespace plrt::gloo_pg {
 
@@ -38,9 +38,10 @@ pg::TensorCheck tensor_rule(const PL_ProcessGroup& pg, const std::string& where)
     const std::string rule =
         s ? "this gloo group takes CPU tensors and tensors on " + s->device_name() +
                 ", the device it was created for (it stages them through host memory)"
-          : std::string("this gloo group takes CPU tensors only (it was created for the cpu): to pass device "
-                        "tensors, create it for their device with an accelerator, which stages them through host "
-                        "memory, or use nccl");
+          : std::string(
+                "this gloo group takes CPU tensors only (it was created for the cpu): to pass device "
+                "tensors, create it for their device with an accelerator, which stages them through host "
+                "memory, or use nccl");
     pg::check_tensor_arg(t, where, what, PL_DEVICE_CPU, rule.c_str());
   };
 }
@@ -153,8 +154,8 @@ std::shared_ptr<Staging> Staging::create(const PL_Host* host, const PL_ProcessGr
                                       name);
   const bool sync = (api->flags & PL_ACCEL_SYNCHRONOUS) != 0;
   if (!PL_HAS_FIELD(PL_AcceleratorApi, api, copy) || api->alloc_host == nullptr || api->free_host == nullptr ||
-      api->copy == nullptr || (!sync && (!PL_HAS_FIELD(PL_AcceleratorApi, api, stream_synchronize) ||
-                                         api->stream_synchronize == nullptr)))
+      api->copy == nullptr ||
+      (!sync && (!PL_HAS_FIELD(PL_AcceleratorApi, api, stream_synchronize) || api->stream_synchronize == nullptr)))
     fail(PL_ERR_UNSUPPORTED, "gloo: the accelerator for " + name +
                                  " lacks an entry that staging needs (alloc_host, free_host, copy" +
                                  (sync ? "" : ", stream_synchronize") + ")");
@@ -169,12 +170,11 @@ std::shared_ptr<Staging> Staging::create(const PL_Host* host, const PL_ProcessGr
   avail.reason[sizeof avail.reason - 1] = '\0';
   if (avail.device_count <= 0)
     fail(PL_ERR_RUNTIME, "gloo: config->device is " + name + ", but the accelerator has no usable device (" +
-                             (avail.reason[0] ? avail.reason : "no reason given") +
-                             "); create the group for the cpu");
+                             (avail.reason[0] ? avail.reason : "no reason given") + "); create the group for the cpu");
   if (dev.index >= avail.device_count)
     fail(PL_ERR_INVALID_ARGUMENT, "gloo: config->device " + name + " does not exist: the accelerator sees " +
-                                      std::to_string(avail.device_count) + " device(s), " +
-                                      device_text({dev.type, 0}) + ".." + device_text({dev.type, avail.device_count - 1}));
+                                      std::to_string(avail.device_count) + " device(s), " + device_text({dev.type, 0}) +
+                                      ".." + device_text({dev.type, avail.device_count - 1}));
   return std::make_shared<Staging>(host, api, c.accelerator, dev);
 }
 
@@ -215,7 +215,7 @@ StagedOp::~StagedOp() {
 }
 
 void StagedOp::add(PL_Tensor* t, Role role) {
-  if (t->device.type == PL_DEVICE_CPU) return;  // host memory already
+  if (t->device.type == PL_DEVICE_CPU) return;     // host memory already
   if (!staging_ || !staging_->accepts(t->device))  // the tensor rule refused these before the op ran
     fail(PL_ERR_INTERNAL, "gloo: a tensor on " + device_text(t->device) + " reached an op of a group that stages " +
                               (staging_ ? staging_->device_name() : std::string("nothing")));
@@ -236,8 +236,10 @@ std::vector<std::pair<uintptr_t, uintptr_t>> merged(std::vector<std::pair<uintpt
   std::sort(r.begin(), r.end());
   std::vector<std::pair<uintptr_t, uintptr_t>> out;
   for (const auto& x : r) {
-    if (!out.empty() && x.first <= out.back().second) out.back().second = std::max(out.back().second, x.second);
-    else out.push_back(x);
+    if (!out.empty() && x.first <= out.back().second)
+      out.back().second = std::max(out.back().second, x.second);
+    else
+      out.push_back(x);
   }
   return out;
 }
@@ -246,7 +248,8 @@ std::vector<std::pair<uintptr_t, uintptr_t>> merged(std::vector<std::pair<uintpt
 
 uint8_t* StagedOp::host_of(uintptr_t a) const {
   // The last range that begins at or before `a` (every registered byte lies in one).
-  auto it = std::upper_bound(ranges_.begin(), ranges_.end(), a, [](uintptr_t v, const Range& r) { return v < r.begin; });
+  auto it =
+      std::upper_bound(ranges_.begin(), ranges_.end(), a, [](uintptr_t v, const Range& r) { return v < r.begin; });
   --it;
   return block_.ptr + it->host_offset + (a - it->begin);
 }
@@ -272,7 +275,8 @@ void StagedOp::stage_in() {
   const PL_Device dev = staging_->device();
   staging_->bind_thread();
   const auto in = merged(std::move(reads));
-  for (const auto& r : in) staging_->copy(host_of(r.first), host, reinterpret_cast<const void*>(r.first), dev, r.second - r.first);
+  for (const auto& r : in)
+    staging_->copy(host_of(r.first), host, reinterpret_cast<const void*>(r.first), dev, r.second - r.first);
   if (!in.empty()) staging_->synchronize();  // the host copies are complete before gloo reads them
   for (const Entry& e : entries_) {
     e.t->data = host_of(e.begin);
@@ -285,7 +289,8 @@ void StagedOp::stage_out() {
   const PL_Device host{PL_DEVICE_CPU, 0};
   const PL_Device dev = staging_->device();
   staging_->bind_thread();  // perhaps another thread than stage_in's (a recv's finisher)
-  for (const auto& r : writes_) staging_->copy(reinterpret_cast<void*>(r.first), dev, host_of(r.first), host, r.second - r.first);
+  for (const auto& r : writes_)
+    staging_->copy(reinterpret_cast<void*>(r.first), dev, host_of(r.first), host, r.second - r.first);
   staging_->synchronize();  // the device holds the results before the op completes
 }
 

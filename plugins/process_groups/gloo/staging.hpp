@@ -21,14 +21,14 @@
 // tensor on any other device is refused by name.  A group made for the cpu takes CPU tensors only.
 #pragma once
 
-#include "plugin_support.hpp"
-
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
+
+#include "plugin_support.hpp"
 
 namespace plrt::gloo_pg {
 
@@ -111,7 +111,11 @@ class Staging {
 // until the object is destroyed.  With no device tensor registered, nothing is allocated or copied.
 class StagedOp {
  public:
-  enum Role : uint8_t { kRead = 1, kWrite = 2, kReadWrite = 3 };
+  enum Role : uint8_t {
+    kRead = 1,
+    kWrite = 2,
+    kReadWrite = 3
+  };
 
   explicit StagedOp(std::shared_ptr<Staging> staging) : staging_(std::move(staging)) {}
   ~StagedOp();
@@ -137,7 +141,7 @@ class StagedOp {
 
   std::shared_ptr<Staging> staging_;
   std::vector<Entry> entries_;
-  std::vector<Range> ranges_;  // sorted, disjoint, not touching
+  std::vector<Range> ranges_;                            // sorted, disjoint, not touching
   std::vector<std::pair<uintptr_t, uintptr_t>> writes_;  // merged device ranges to copy back
   PinnedPool::Block block_;
 };

@@ -1,11 +1,9 @@
 // The gloo tcp transport as this plugin uses it: the tagged barrier of ops that move no data, and
 // the choice of the address the transport listens on.  (Aborting the pairs: pair_abort.cpp.)
-#include "gloo_pg.hpp"
 #include "transport.hpp"
 
-#include <gloo/barrier.h>
-
 #include <arpa/inet.h>
+#include <gloo/barrier.h>
 #include <ifaddrs.h>
 #include <netdb.h>
 #include <sys/socket.h>
@@ -16,6 +14,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <vector>
+
+#include "gloo_pg.hpp"
 
 namespace plrt::gloo_pg {
 
@@ -38,8 +38,9 @@ std::string local_address_towards(const std::string& host, const char* port) {
     socklen_t len = sizeof ss;
     char buf[INET6_ADDRSTRLEN] = {};
     if (::getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) == 0) {
-      const void* a = ss.ss_family == AF_INET ? static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(&ss)->sin_addr)
-                                              : static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(&ss)->sin6_addr);
+      const void* a = ss.ss_family == AF_INET
+                          ? static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(&ss)->sin_addr)
+                          : static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(&ss)->sin6_addr);
       if (inet_ntop(ss.ss_family, a, buf, sizeof buf)) out = buf;
     }
   }
@@ -68,7 +69,8 @@ void check_interface(const std::string& iface, const std::string& source) {
   std::string list;
   for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
   plugin::fail(PL_ERR_INVALID_ARGUMENT, "gloo: interface '" + iface + "' (" + source +
-                                            ") does not exist or has no IP address (interfaces with one: " + list + ")");
+                                            ") does not exist or has no IP address (interfaces with one: " + list +
+                                            ")");
 }
 
 }  // namespace

@@ -10,11 +10,11 @@
 // same error on every rank naming both counts (pg::AgreedFailure), before any data moves and
 // without NCCL ever seeing a short receive.  Cost, per call with counts: that allgather, two small
 // copies and one extra stream synchronisation; nothing for equal chunks.
-#include "nccl_pg.hpp"
-
 #include <cuda_runtime_api.h>
 
 #include <vector>
+
+#include "nccl_pg.hpp"
 
 namespace plrt::nccl {
 
@@ -62,9 +62,8 @@ std::vector<int64_t> exchange_counts(PL_ProcessGroup& pg, const pg::OpDesc& d, c
   try {
     check_cuda(cudaMemcpyAsync(mine, row.data(), n * sizeof(int64_t), cudaMemcpyHostToDevice, s),
                "nccl all_to_all: copying the counts");
-    run_collective(pg, d, oc, [&](ncclComm_t c, cudaStream_t st) {
-      return ncclAllGather(mine, table, n, ncclInt64, c, st);
-    });
+    run_collective(pg, d, oc,
+                   [&](ncclComm_t c, cudaStream_t st) { return ncclAllGather(mine, table, n, ncclInt64, c, st); });
     check_cuda(cudaMemcpyAsync(host.data(), table, W * n * sizeof(int64_t), cudaMemcpyDeviceToHost, s),
                "nccl all_to_all: copying the count table back");
     pg.comm->synchronize(d.title(kBackend, oc.seq) + " (the count exchange)", oc.deadline);
@@ -87,24 +86,29 @@ PL_Error* all_to_all(PL_ProcessGroup* pg, const PL_Tensor* input, const int64_t*
     pg->core->throw_if_unusable();
     const PL_Tensor in = *input, o = *output;
     PL_ProcessGroup* self = pg;
-    pg->core->run(d, [self, in, o, d](const pg::OpContext& oc) {
-      const auto post = [&](ncclComm_t c, cudaStream_t s) {
-        return post_exchange(in, o, d.counts, d.recv_counts, self->rank, c, s);
-      };
-      if (d.equal_chunks) return run_collective(*self, d, oc, post);  // numel checked by the fingerprint
-      const auto table = exchange_counts(*self, d, oc, pg::peer_count_row(d));
-      pg::check_peer_counts(table, self->world);
-      const std::string what = d.title(kBackend, oc.seq);
-      self->comm->enqueue([&](ncclComm_t c, cudaStream_t s) -> ncclResult_t {
-        ncclResult_t rc = ncclGroupStart();
-        if (rc != ncclSuccess) return rc;
-        const ncclResult_t body = post(c, s);
-        rc = ncclGroupEnd();
-        if (body != ncclSuccess && body != ncclInProgress) return body;
-        return rc;
-      }, what, oc.deadline);
-      self->comm->synchronize(what, oc.deadline);
-    }, out);
+    pg->core->run(
+        d,
+        [self, in, o, d](const pg::OpContext& oc) {
+          const auto post = [&](ncclComm_t c, cudaStream_t s) {
+            return post_exchange(in, o, d.counts, d.recv_counts, self->rank, c, s);
+          };
+          if (d.equal_chunks) return run_collective(*self, d, oc, post);  // numel checked by the fingerprint
+          const auto table = exchange_counts(*self, d, oc, pg::peer_count_row(d));
+          pg::check_peer_counts(table, self->world);
+          const std::string what = d.title(kBackend, oc.seq);
+          self->comm->enqueue(
+              [&](ncclComm_t c, cudaStream_t s) -> ncclResult_t {
+                ncclResult_t rc = ncclGroupStart();
+                if (rc != ncclSuccess) return rc;
+                const ncclResult_t body = post(c, s);
+                rc = ncclGroupEnd();
+                if (body != ncclSuccess && body != ncclInProgress) return body;
+                return rc;
+              },
+              what, oc.deadline);
+          self->comm->synchronize(what, oc.deadline);
+        },
+        out);
   });
 }
 

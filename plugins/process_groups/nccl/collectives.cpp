@@ -1,12 +1,12 @@
 // The nccl collectives: argument checks, the descriptor, and the NCCL calls.  Each op runs in one
 // NCCL group with the fingerprint allreduce (nccl_pg.hpp), on the group's stream, and is complete
 // on the GPU when the call (or its PL_Work) returns.
-#include "int_avg.hpp"
-#include "nccl_pg.hpp"
-
 #include <cuda_runtime_api.h>
 
 #include <vector>
+
+#include "int_avg.hpp"
+#include "nccl_pg.hpp"
 
 namespace plrt::nccl {
 
@@ -41,9 +41,9 @@ void run_collective(PL_ProcessGroup& pg, const pg::OpDesc& desc, const pg::OpCon
         return rc;
       },
       what, oc.deadline);
-  check_cuda(cudaMemcpyAsync(pg.fp_host + 2, pg.fp_device, 2 * sizeof(int64_t), cudaMemcpyDeviceToHost,
-                             pg.comm->stream()),
-             what + ": copying the fingerprint back");
+  check_cuda(
+      cudaMemcpyAsync(pg.fp_host + 2, pg.fp_device, 2 * sizeof(int64_t), cudaMemcpyDeviceToHost, pg.comm->stream()),
+      what + ": copying the fingerprint back");
   pg.comm->synchronize(what, oc.deadline);
   if (pg.fp_host[2] != pg.fp_host[0] || pg.fp_host[3] != pg.fp_host[1])
     // The core's diagnosis replaces this with the message naming every rank's call.
@@ -77,33 +77,36 @@ PL_Error* allreduce(PL_ProcessGroup* pg, PL_Tensor* tensor, PL_ReduceOp op, PL_W
     pg->core->throw_if_unusable();
     const PL_Tensor t = *tensor;
     PL_ProcessGroup* self = pg;
-    pg->core->run(d, [self, t, op, d](const pg::OpContext& oc) {
-      const size_t n = static_cast<size_t>(t.numel);
-      const int world = self->world;
-      if (op == PL_REDUCE_AVG && is_integer(t.dtype)) {
-        // Exact integer mean: widen to int64 (u8, i32), sum, divide toward zero, narrow.
-        DeviceScratch wide(self->comm->stream(), t.dtype == PL_I64 ? 0 : n * sizeof(int64_t));
-        int64_t* acc = t.dtype == PL_I64 ? static_cast<int64_t*>(t.data) : static_cast<int64_t*>(wide.ptr);
-        run_collective(*self, d, oc, [&](ncclComm_t c, cudaStream_t s) -> ncclResult_t {
-          if (n == 0) return ncclSuccess;
-          if (t.dtype != PL_I64) {
-            ncclResult_t rc = as_nccl(widen_to_i64(t.data, t.dtype, acc, n, s));
-            if (rc != ncclSuccess) return rc;
+    pg->core->run(
+        d,
+        [self, t, op, d](const pg::OpContext& oc) {
+          const size_t n = static_cast<size_t>(t.numel);
+          const int world = self->world;
+          if (op == PL_REDUCE_AVG && is_integer(t.dtype)) {
+            // Exact integer mean: widen to int64 (u8, i32), sum, divide toward zero, narrow.
+            DeviceScratch wide(self->comm->stream(), t.dtype == PL_I64 ? 0 : n * sizeof(int64_t));
+            int64_t* acc = t.dtype == PL_I64 ? static_cast<int64_t*>(t.data) : static_cast<int64_t*>(wide.ptr);
+            run_collective(*self, d, oc, [&](ncclComm_t c, cudaStream_t s) -> ncclResult_t {
+              if (n == 0) return ncclSuccess;
+              if (t.dtype != PL_I64) {
+                ncclResult_t rc = as_nccl(widen_to_i64(t.data, t.dtype, acc, n, s));
+                if (rc != ncclSuccess) return rc;
+              }
+              return ncclAllReduce(acc, acc, n, ncclInt64, ncclSum, c, s);
+            });
+            if (n) {
+              check_cuda(narrow_avg_from_i64(acc, world, t.dtype, t.data, n, self->comm->stream()),
+                         "nccl allreduce: narrowing the mean");
+              self->comm->synchronize("nccl allreduce #" + std::to_string(oc.seq) + " (avg)", oc.deadline);
+            }
+            return;
           }
-          return ncclAllReduce(acc, acc, n, ncclInt64, ncclSum, c, s);
-        });
-        if (n) {
-          check_cuda(narrow_avg_from_i64(acc, world, t.dtype, t.data, n, self->comm->stream()),
-                     "nccl allreduce: narrowing the mean");
-          self->comm->synchronize("nccl allreduce #" + std::to_string(oc.seq) + " (avg)", oc.deadline);
-        }
-        return;
-      }
-      run_collective(*self, d, oc, [&](ncclComm_t c, cudaStream_t s) -> ncclResult_t {
-        if (n == 0) return ncclSuccess;
-        return ncclAllReduce(t.data, t.data, n, nccl_dtype(t.dtype), nccl_op(op), c, s);
-      });
-    }, out);
+          run_collective(*self, d, oc, [&](ncclComm_t c, cudaStream_t s) -> ncclResult_t {
+            if (n == 0) return ncclSuccess;
+            return ncclAllReduce(t.data, t.data, n, nccl_dtype(t.dtype), nccl_op(op), c, s);
+          });
+        },
+        out);
   });
 }
 
@@ -114,12 +117,15 @@ PL_Error* broadcast(PL_ProcessGroup* pg, PL_Tensor* tensor, int32_t root, PL_Wor
     pg->core->throw_if_unusable();
     const PL_Tensor t = *tensor;
     PL_ProcessGroup* self = pg;
-    pg->core->run(d, [self, t, root, d](const pg::OpContext& oc) {
-      run_collective(*self, d, oc, [&](ncclComm_t c, cudaStream_t s) -> ncclResult_t {
-        if (t.numel == 0) return ncclSuccess;
-        return ncclBroadcast(t.data, t.data, static_cast<size_t>(t.numel), nccl_dtype(t.dtype), root, c, s);
-      });
-    }, out);
+    pg->core->run(
+        d,
+        [self, t, root, d](const pg::OpContext& oc) {
+          run_collective(*self, d, oc, [&](ncclComm_t c, cudaStream_t s) -> ncclResult_t {
+            if (t.numel == 0) return ncclSuccess;
+            return ncclBroadcast(t.data, t.data, static_cast<size_t>(t.numel), nccl_dtype(t.dtype), root, c, s);
+          });
+        },
+        out);
   });
 }
 
@@ -132,29 +138,32 @@ PL_Error* allgather(PL_ProcessGroup* pg, const PL_Tensor* input, PL_Tensor* outp
     const PL_Tensor in = *input;
     std::vector<PL_Tensor> outs(outputs, outputs + num_outputs);
     PL_ProcessGroup* self = pg;
-    pg->core->run(d, [self, in, outs, d](const pg::OpContext& oc) {
-      const size_t es = pl_dtype_size(in.dtype);
-      const auto dt = nccl_dtype(in.dtype);
-      // ncclAllGather when every rank sends the same count into one buffer in rank order.
-      bool packed = true;
-      for (size_t r = 1; r < outs.size(); ++r)
-        packed = packed && outs[r].numel == outs[0].numel &&
-                 static_cast<char*>(outs[r].data) == static_cast<char*>(outs[0].data) + r * outs[0].numel * es;
-      run_collective(*self, d, oc, [&](ncclComm_t c, cudaStream_t s) -> ncclResult_t {
-        if (packed) {
-          if (outs[0].numel == 0) return ncclSuccess;
-          return ncclAllGather(in.data, outs[0].data, static_cast<size_t>(in.numel), dt, c, s);
-        }
-        for (size_t r = 0; r < outs.size(); ++r) {  // one broadcast per rank, fused by the group
-          if (outs[r].numel == 0) continue;
-          const void* src = static_cast<int>(r) == self->rank ? in.data : outs[r].data;
-          ncclResult_t rc = ncclBroadcast(src, outs[r].data, static_cast<size_t>(outs[r].numel), dt,
-                                          static_cast<int>(r), c, s);
-          if (rc != ncclSuccess && rc != ncclInProgress) return rc;
-        }
-        return ncclSuccess;
-      });
-    }, out);
+    pg->core->run(
+        d,
+        [self, in, outs, d](const pg::OpContext& oc) {
+          const size_t es = pl_dtype_size(in.dtype);
+          const auto dt = nccl_dtype(in.dtype);
+          // ncclAllGather when every rank sends the same count into one buffer in rank order.
+          bool packed = true;
+          for (size_t r = 1; r < outs.size(); ++r)
+            packed = packed && outs[r].numel == outs[0].numel &&
+                     static_cast<char*>(outs[r].data) == static_cast<char*>(outs[0].data) + r * outs[0].numel * es;
+          run_collective(*self, d, oc, [&](ncclComm_t c, cudaStream_t s) -> ncclResult_t {
+            if (packed) {
+              if (outs[0].numel == 0) return ncclSuccess;
+              return ncclAllGather(in.data, outs[0].data, static_cast<size_t>(in.numel), dt, c, s);
+            }
+            for (size_t r = 0; r < outs.size(); ++r) {  // one broadcast per rank, fused by the group
+              if (outs[r].numel == 0) continue;
+              const void* src = static_cast<int>(r) == self->rank ? in.data : outs[r].data;
+              ncclResult_t rc =
+                  ncclBroadcast(src, outs[r].data, static_cast<size_t>(outs[r].numel), dt, static_cast<int>(r), c, s);
+              if (rc != ncclSuccess && rc != ncclInProgress) return rc;
+            }
+            return ncclSuccess;
+          });
+        },
+        out);
   });
 }
 
@@ -167,58 +176,64 @@ PL_Error* reduce_scatter(PL_ProcessGroup* pg, const PL_Tensor* inputs, size_t nu
     std::vector<PL_Tensor> ins(inputs, inputs + num_inputs);
     const PL_Tensor o = *output;
     PL_ProcessGroup* self = pg;
-    pg->core->run(d, [self, ins, o, op, d](const pg::OpContext& oc) {
-      const bool widen = op == PL_REDUCE_AVG && is_integer(o.dtype);
-      const PL_DType dtype = widen ? PL_I64 : o.dtype;
-      const size_t es = pl_dtype_size(dtype);
-      size_t total = 0;
-      for (const auto& t : ins) total += static_cast<size_t>(t.numel);
-      // Integer AVG: every input widened into one int64 buffer, reduced with SUM, then narrowed.
-      DeviceScratch wide(self->comm->stream(), widen ? (total + static_cast<size_t>(o.numel)) * sizeof(int64_t) : 0);
-      std::vector<const void*> src(ins.size());
-      void* dst = o.data;
-      if (widen) {
-        auto* p = static_cast<int64_t*>(wide.ptr);
-        for (size_t r = 0; r < ins.size(); ++r) {
-          src[r] = p;
-          const size_t n = static_cast<size_t>(ins[r].numel);
-          if (ins[r].dtype == PL_I64)
-            check_cuda(cudaMemcpyAsync(p, ins[r].data, n * 8, cudaMemcpyDeviceToDevice, self->comm->stream()),
-                       "nccl reduce_scatter: staging");
-          else
-            check_cuda(widen_to_i64(ins[r].data, ins[r].dtype, p, n, self->comm->stream()), "nccl reduce_scatter: widening");
-          p += n;
-        }
-        dst = p;
-      } else {
-        for (size_t r = 0; r < ins.size(); ++r) src[r] = ins[r].data;
-      }
-      bool packed = true;
-      for (size_t r = 1; r < ins.size(); ++r)
-        packed = packed && ins[r].numel == ins[0].numel &&
-                 static_cast<const char*>(src[r]) == static_cast<const char*>(src[0]) + r * ins[0].numel * es;
-      const auto dt = nccl_dtype(dtype);
-      const auto rop = widen ? ncclSum : nccl_op(op);
-      run_collective(*self, d, oc, [&](ncclComm_t c, cudaStream_t s) -> ncclResult_t {
-        if (packed) {
-          if (o.numel == 0) return ncclSuccess;
-          return ncclReduceScatter(src[0], dst, static_cast<size_t>(o.numel), dt, rop, c, s);
-        }
-        for (size_t r = 0; r < ins.size(); ++r) {  // one reduce per rank, fused by the group
-          if (ins[r].numel == 0) continue;
-          void* recv = static_cast<int>(r) == self->rank ? dst : const_cast<void*>(src[r]);
-          ncclResult_t rc = ncclReduce(src[r], recv, static_cast<size_t>(ins[r].numel), dt, rop, static_cast<int>(r), c, s);
-          if (rc != ncclSuccess && rc != ncclInProgress) return rc;
-        }
-        return ncclSuccess;
-      });
-      if (widen && o.numel > 0) {
-        check_cuda(narrow_avg_from_i64(static_cast<const int64_t*>(dst), self->world, o.dtype, o.data,
-                                       static_cast<size_t>(o.numel), self->comm->stream()),
-                   "nccl reduce_scatter: narrowing the mean");
-        self->comm->synchronize("nccl reduce_scatter #" + std::to_string(oc.seq) + " (avg)", oc.deadline);
-      }
-    }, out);
+    pg->core->run(
+        d,
+        [self, ins, o, op, d](const pg::OpContext& oc) {
+          const bool widen = op == PL_REDUCE_AVG && is_integer(o.dtype);
+          const PL_DType dtype = widen ? PL_I64 : o.dtype;
+          const size_t es = pl_dtype_size(dtype);
+          size_t total = 0;
+          for (const auto& t : ins) total += static_cast<size_t>(t.numel);
+          // Integer AVG: every input widened into one int64 buffer, reduced with SUM, then narrowed.
+          DeviceScratch wide(self->comm->stream(),
+                             widen ? (total + static_cast<size_t>(o.numel)) * sizeof(int64_t) : 0);
+          std::vector<const void*> src(ins.size());
+          void* dst = o.data;
+          if (widen) {
+            auto* p = static_cast<int64_t*>(wide.ptr);
+            for (size_t r = 0; r < ins.size(); ++r) {
+              src[r] = p;
+              const size_t n = static_cast<size_t>(ins[r].numel);
+              if (ins[r].dtype == PL_I64)
+                check_cuda(cudaMemcpyAsync(p, ins[r].data, n * 8, cudaMemcpyDeviceToDevice, self->comm->stream()),
+                           "nccl reduce_scatter: staging");
+              else
+                check_cuda(widen_to_i64(ins[r].data, ins[r].dtype, p, n, self->comm->stream()),
+                           "nccl reduce_scatter: widening");
+              p += n;
+            }
+            dst = p;
+          } else {
+            for (size_t r = 0; r < ins.size(); ++r) src[r] = ins[r].data;
+          }
+          bool packed = true;
+          for (size_t r = 1; r < ins.size(); ++r)
+            packed = packed && ins[r].numel == ins[0].numel &&
+                     static_cast<const char*>(src[r]) == static_cast<const char*>(src[0]) + r * ins[0].numel * es;
+          const auto dt = nccl_dtype(dtype);
+          const auto rop = widen ? ncclSum : nccl_op(op);
+          run_collective(*self, d, oc, [&](ncclComm_t c, cudaStream_t s) -> ncclResult_t {
+            if (packed) {
+              if (o.numel == 0) return ncclSuccess;
+              return ncclReduceScatter(src[0], dst, static_cast<size_t>(o.numel), dt, rop, c, s);
+            }
+            for (size_t r = 0; r < ins.size(); ++r) {  // one reduce per rank, fused by the group
+              if (ins[r].numel == 0) continue;
+              void* recv = static_cast<int>(r) == self->rank ? dst : const_cast<void*>(src[r]);
+              ncclResult_t rc =
+                  ncclReduce(src[r], recv, static_cast<size_t>(ins[r].numel), dt, rop, static_cast<int>(r), c, s);
+              if (rc != ncclSuccess && rc != ncclInProgress) return rc;
+            }
+            return ncclSuccess;
+          });
+          if (widen && o.numel > 0) {
+            check_cuda(narrow_avg_from_i64(static_cast<const int64_t*>(dst), self->world, o.dtype, o.data,
+                                           static_cast<size_t>(o.numel), self->comm->stream()),
+                       "nccl reduce_scatter: narrowing the mean");
+            self->comm->synchronize("nccl reduce_scatter #" + std::to_string(oc.seq) + " (avg)", oc.deadline);
+          }
+        },
+        out);
   });
 }
 
@@ -229,7 +244,8 @@ PL_Error* barrier(PL_ProcessGroup* pg, PL_Work** out) noexcept {
     d.kind = pg::OpKind::kBarrier;
     PL_ProcessGroup* self = pg;
     // The fingerprint allreduce alone meets every rank: that is the barrier.
-    pg->core->run(d, [self, d](const pg::OpContext& oc) { run_collective(*self, d, oc, NcclOps()); }, out);
+    pg->core->run(
+        d, [self, d](const pg::OpContext& oc) { run_collective(*self, d, oc, NcclOps()); }, out);
   });
 }
 
@@ -245,16 +261,21 @@ PL_Error* p2p(PL_ProcessGroup* pg, PL_Tensor* tensor, int32_t peer, int32_t tag,
     PL_ProcessGroup* self = pg;
     // NCCL matches sends and receives by order between two ranks; the tag is only checked by the
     // descriptor in error messages.
-    pg->core->run(d, [self, t, peer, is_send, d](const pg::OpContext& oc) {
-      const std::string what = d.title(kBackend, oc.seq);
-      self->comm->enqueue([&](ncclComm_t c, cudaStream_t s) -> ncclResult_t {
-        if (t.numel == 0) return ncclSuccess;
-        const size_t n = static_cast<size_t>(t.numel);
-        return is_send ? ncclSend(t.data, n, nccl_dtype(t.dtype), peer, c, s)
-                       : ncclRecv(t.data, n, nccl_dtype(t.dtype), peer, c, s);
-      }, what, oc.deadline);
-      self->comm->synchronize(what, oc.deadline);
-    }, out);
+    pg->core->run(
+        d,
+        [self, t, peer, is_send, d](const pg::OpContext& oc) {
+          const std::string what = d.title(kBackend, oc.seq);
+          self->comm->enqueue(
+              [&](ncclComm_t c, cudaStream_t s) -> ncclResult_t {
+                if (t.numel == 0) return ncclSuccess;
+                const size_t n = static_cast<size_t>(t.numel);
+                return is_send ? ncclSend(t.data, n, nccl_dtype(t.dtype), peer, c, s)
+                               : ncclRecv(t.data, n, nccl_dtype(t.dtype), peer, c, s);
+              },
+              what, oc.deadline);
+          self->comm->synchronize(what, oc.deadline);
+        },
+        out);
   });
 }
 

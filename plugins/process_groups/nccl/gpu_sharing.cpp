@@ -138,13 +138,14 @@ void check_one_gpu_per_rank(const pg::StoreClient& store, const std::string& key
     } catch (const std::exception&) {
     }
     const long long took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
-    fail(f.code, "nccl: every rank publishes its GPU before the communicator is made; after " + std::to_string(took) +
-                     " ms " +
-                     (missing.empty() ? std::string("the wait failed")
-                                      : (missing.size() == 1 ? "rank " : "ranks ") + and_list(missing) +
-                                            (missing.size() == 1 ? " has not published its GPU" : " have not published theirs") +
-                                            " (did every rank create the group?)") +
-                     ": " + f.message);
+    fail(
+        f.code,
+        "nccl: every rank publishes its GPU before the communicator is made; after " + std::to_string(took) + " ms " +
+            (missing.empty() ? std::string("the wait failed")
+                             : (missing.size() == 1 ? "rank " : "ranks ") + and_list(missing) +
+                                   (missing.size() == 1 ? " has not published its GPU" : " have not published theirs") +
+                                   " (did every rank create the group?)") +
+            ": " + f.message);
   }
   std::vector<GpuIdentity> all;
   for (const auto& k : keys) all.push_back(decode(store.get(k, ms_left(deadline)), k));

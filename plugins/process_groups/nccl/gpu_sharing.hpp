@@ -10,11 +10,11 @@
 // PCI bus id), so the check is testable without a GPU.
 #pragma once
 
-#include "store_client.hpp"
-
 #include <chrono>
 #include <string>
 #include <vector>
+
+#include "store_client.hpp"
 
 namespace plrt::nccl {
 

@@ -2,9 +2,9 @@
 // reduce.hpp): uint8 and int32 are widened to int64 before the sum, so no sum overflows; the result
 // is the sum divided by the world size rounded toward zero.  int64 sums wrap like SUM.  NCCL's own
 // ncclAvg is used for the floating-point dtypes.
-#include "int_avg.hpp"
-
 #include <cstdint>
+
+#include "int_avg.hpp"
 
 namespace plrt::nccl {
 namespace {

@@ -1,9 +1,8 @@
 // Device kernels for AVG on integer tensors (see int_avg.cu for the semantics).
 #pragma once
 
-#include <plrt/pl_tensor.h>
-
 #include <cuda_runtime_api.h>
+#include <plrt/pl_tensor.h>
 
 #include <cstddef>
 #include <cstdint>

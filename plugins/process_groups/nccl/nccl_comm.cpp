@@ -1,11 +1,11 @@
 #include "nccl_comm.hpp"
 
-#include "gpu_sharing.hpp"
-
 #include <algorithm>
 #include <cctype>
 #include <cstring>
 #include <thread>
+
+#include "gpu_sharing.hpp"
 
 namespace plrt::nccl {
 
@@ -23,13 +23,20 @@ void check_cuda(cudaError_t rc, const std::string& what) {
 
 ncclDataType_t nccl_dtype(PL_DType dtype) {
   switch (dtype) {
-    case PL_F32: return ncclFloat32;
-    case PL_F64: return ncclFloat64;
-    case PL_F16: return ncclFloat16;
-    case PL_BF16: return ncclBfloat16;
-    case PL_I32: return ncclInt32;
-    case PL_I64: return ncclInt64;
-    case PL_U8: return ncclUint8;
+    case PL_F32:
+      return ncclFloat32;
+    case PL_F64:
+      return ncclFloat64;
+    case PL_F16:
+      return ncclFloat16;
+    case PL_BF16:
+      return ncclBfloat16;
+    case PL_I32:
+      return ncclInt32;
+    case PL_I64:
+      return ncclInt64;
+    case PL_U8:
+      return ncclUint8;
     default:
       fail(PL_ERR_INVALID_ARGUMENT, "nccl: unknown dtype " + std::to_string(dtype) +
                                         " (valid: float32, float64, float16, bfloat16, int32, int64, uint8)");
@@ -38,14 +45,19 @@ ncclDataType_t nccl_dtype(PL_DType dtype) {
 
 ncclRedOp_t nccl_op(PL_ReduceOp op) {
   switch (op) {
-    case PL_REDUCE_SUM: return ncclSum;
-    case PL_REDUCE_PRODUCT: return ncclProd;
-    case PL_REDUCE_MIN: return ncclMin;
-    case PL_REDUCE_MAX: return ncclMax;
-    case PL_REDUCE_AVG: return ncclAvg;
+    case PL_REDUCE_SUM:
+      return ncclSum;
+    case PL_REDUCE_PRODUCT:
+      return ncclProd;
+    case PL_REDUCE_MIN:
+      return ncclMin;
+    case PL_REDUCE_MAX:
+      return ncclMax;
+    case PL_REDUCE_AVG:
+      return ncclAvg;
     default:
-      fail(PL_ERR_INVALID_ARGUMENT, "nccl: unknown reduce op " + std::to_string(op) +
-                                        " (valid: sum, avg, min, max, product)");
+      fail(PL_ERR_INVALID_ARGUMENT,
+           "nccl: unknown reduce op " + std::to_string(op) + " (valid: sum, avg, min, max, product)");
   }
 }
 
@@ -64,8 +76,7 @@ int visible_device_count(std::string* reason) {
 namespace {
 
 int64_t ms_left(Clock::time_point deadline) {
-  return std::max<int64_t>(
-      1, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count());
+  return std::max<int64_t>(1, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count());
 }
 
 // Backs off from spinning to 1 ms sleeps: a collective that takes long costs little CPU.
@@ -82,7 +93,8 @@ void pause(int& round) {
 GpuIdentity this_gpu(int device) {
   GpuIdentity g = this_host();
   char pci[64] = {};
-  check_cuda(cudaDeviceGetPCIBusId(pci, sizeof pci - 1, device), "cudaDeviceGetPCIBusId(" + std::to_string(device) + ")");
+  check_cuda(cudaDeviceGetPCIBusId(pci, sizeof pci - 1, device),
+             "cudaDeviceGetPCIBusId(" + std::to_string(device) + ")");
   g.pci = pci;
   std::transform(g.pci.begin(), g.pci.end(), g.pci.begin(), [](unsigned char c) { return std::tolower(c); });
   g.device = device;
@@ -173,7 +185,7 @@ void Comm::fail_locked(PL_ErrorCode code, const std::string& message) {
 }
 
 void Comm::wait_ready_locked(std::unique_lock<std::mutex>& lock, const std::string& what, Clock::time_point deadline) {
-  for (int round = 0;; ) {
+  for (int round = 0;;) {
     if (!comm_) fail(PL_ERR_RUNTIME, "nccl " + what + ": the communicator was aborted: " + abort_reason_);
     ncclResult_t state = async_state_locked();
     if (state == ncclSuccess) return;
@@ -212,7 +224,7 @@ void Comm::synchronize(const std::string& what, Clock::time_point deadline) {
   if (!comm_) fail(PL_ERR_RUNTIME, what + ": the nccl communicator was aborted: " + abort_reason_);
   check_cuda(cudaSetDevice(device_), "cudaSetDevice(" + std::to_string(device_) + ")");
   check_cuda(cudaEventRecord(done_, stream_), "cudaEventRecord");
-  for (int round = 0;; ) {
+  for (int round = 0;;) {
     if (!comm_) fail(PL_ERR_RUNTIME, what + ": the nccl communicator was aborted: " + abort_reason_);
     cudaError_t q = cudaEventQuery(done_);
     if (q == cudaSuccess) return;

@@ -8,8 +8,6 @@
 // which also ends the kernels it has in flight.
 #pragma once
 
-#include "store_client.hpp"
-
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
@@ -18,6 +16,8 @@
 #include <functional>
 #include <mutex>
 #include <string>
+
+#include "store_client.hpp"
 
 namespace plrt::nccl {
 
@@ -41,8 +41,8 @@ class Comm {
  public:
   // Sets the device, exchanges the unique id through the store under `key_prefix` and initialises
   // the communicator, all within `timeout_ms`.
-  Comm(const pg::StoreClient& store, const std::string& key_prefix, int rank, int world_size,
-       int device, int64_t timeout_ms);
+  Comm(const pg::StoreClient& store, const std::string& key_prefix, int rank, int world_size, int device,
+       int64_t timeout_ms);
   ~Comm();
   Comm(const Comm&) = delete;
   Comm& operator=(const Comm&) = delete;

@@ -12,28 +12,28 @@
 // allreduce fused into the op's group, and two 16-byte copies.
 #pragma once
 
-#include "group_core.hpp"
-#include "op_args.hpp"
-#include "pg_entry.hpp"
-#include "nccl_comm.hpp"
-#include "op_desc.hpp"
-#include "plugin_support.hpp"
-
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <utility>
 
+#include "group_core.hpp"
+#include "nccl_comm.hpp"
+#include "op_args.hpp"
+#include "op_desc.hpp"
+#include "pg_entry.hpp"
+#include "plugin_support.hpp"
+
 struct PL_ProcessGroup {
   static constexpr const char* kBackend = "nccl";  // names it in pg::entry's messages
-  const PL_Host* host = nullptr;  // borrowed; outlives the instance
+  const PL_Host* host = nullptr;                   // borrowed; outlives the instance
   int rank = 0;
   int world = 1;
   int device = 0;
   std::string name;
   std::unique_ptr<plrt::nccl::Comm> comm;
-  int64_t* fp_device = nullptr;   // 2 int64 on the device: the fingerprint allreduce
-  int64_t* fp_host = nullptr;     // 4 int64 pinned: [0..1] sent, [2..3] received
+  int64_t* fp_device = nullptr;  // 2 int64 on the device: the fingerprint allreduce
+  int64_t* fp_host = nullptr;    // 4 int64 pinned: [0..1] sent, [2..3] received
   std::unique_ptr<plrt::pg::GroupCore> core;
 };
 

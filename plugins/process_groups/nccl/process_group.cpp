@@ -8,12 +8,12 @@
 // NCCL refuses two ranks on one GPU: a world of N over nccl needs N GPUs (two processes sharing
 // one GPU can use gloo with CUDA buffers staged through the host instead).  create checks it
 // through the store before NCCL sees the ranks (gpu_sharing.hpp) and names the ranks that share.
-#include "nccl_pg.hpp"
-
 #include <plrt/pl_plugin.h>
 
 #include <cstdio>
 #include <cstdlib>
+
+#include "nccl_pg.hpp"
 
 namespace plrt::nccl {
 
@@ -24,8 +24,9 @@ namespace {
 void check_config(const PL_Host* host, const PL_ProcessGroupConfig* c) {
   pg::check_group_config(kBackend, host, c);
   if (c->device.type != PL_DEVICE_CUDA)
-    fail(PL_ERR_INVALID_ARGUMENT, "nccl: config->device has type " + std::to_string(c->device.type) +
-                                      " (cpu), but the nccl process group runs on a CUDA device; use gloo for CPU buffers");
+    fail(PL_ERR_INVALID_ARGUMENT,
+         "nccl: config->device has type " + std::to_string(c->device.type) +
+             " (cpu), but the nccl process group runs on a CUDA device; use gloo for CPU buffers");
   std::string reason;
   const int n = visible_device_count(&reason);
   if (n == 0) fail(PL_ERR_RUNTIME, "nccl: no CUDA device is usable (" + reason + "); use the gloo backend on CPU");
@@ -50,12 +51,13 @@ PL_Error* pg_create(const PL_Host* host, const PL_ProcessGroupConfig* config, PL
     check_config(host, config);
     const auto opts = pg::parse_options(kBackend, config->options, {});
     const pg::CoreConfig cc = pg::core_config(kBackend, host, *config, opts);
-    auto pg = std::unique_ptr<PL_ProcessGroup, void (*)(PL_ProcessGroup*)>(new PL_ProcessGroup(), [](PL_ProcessGroup* p) {
-      if (p->core) p->core->shutdown();
-      p->comm.reset();
-      free_buffers(p);
-      delete p;
-    });
+    auto pg =
+        std::unique_ptr<PL_ProcessGroup, void (*)(PL_ProcessGroup*)>(new PL_ProcessGroup(), [](PL_ProcessGroup* p) {
+          if (p->core) p->core->shutdown();
+          p->comm.reset();
+          free_buffers(p);
+          delete p;
+        });
     pg->host = host;
     pg->rank = config->rank;
     pg->world = config->world_size;
@@ -93,8 +95,8 @@ void pg_destroy(PL_ProcessGroup* pg) {
   delete pg;
 }
 
-PLRT_PROCESS_GROUP_PLUGIN("nccl", "0.1.0",
-                          "CUDA collectives over NCCL, non-blocking communicators aborted on timeout, mismatch detection");
+PLRT_PROCESS_GROUP_PLUGIN(
+    "nccl", "0.1.0", "CUDA collectives over NCCL, non-blocking communicators aborted on timeout, mismatch detection");
 
 }  // namespace
 

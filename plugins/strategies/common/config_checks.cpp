@@ -13,7 +13,8 @@ void check_config_basics(const std::string& who, const PL_StrategyConfig* c) {
                              " is smaller than the v1 size " +
                              std::to_string(PL_STRUCT_SIZE(PL_StrategyConfig, options)));
   if (c->world_size < 1)
-    fail(PL_ERR_INVALID_ARGUMENT, who + ": world_size " + std::to_string(c->world_size) + " is not valid: it must be >= 1");
+    fail(PL_ERR_INVALID_ARGUMENT,
+         who + ": world_size " + std::to_string(c->world_size) + " is not valid: it must be >= 1");
   if (c->global_rank < 0 || c->global_rank >= c->world_size)
     fail(PL_ERR_INVALID_ARGUMENT, who + ": global_rank " + std::to_string(c->global_rank) +
                                       " is out of range for world_size " + std::to_string(c->world_size) +

@@ -27,7 +27,8 @@ void DeviceContext::copy(void* dst, PL_Device dst_device, const void* src, PL_De
   check(host, api->copy(acc, dst, dst_device, src, src_device, bytes, nullptr), what);
 }
 
-DeviceMemory::DeviceMemory(const DeviceContext& ctx, size_t bytes, const std::string& what) : ctx_(&ctx), bytes_(bytes) {
+DeviceMemory::DeviceMemory(const DeviceContext& ctx, size_t bytes, const std::string& what)
+    : ctx_(&ctx), bytes_(bytes) {
   if (bytes == 0) return;  // nothing to hold; get() is NULL
   void* p = nullptr;
   check(ctx.host, ctx.api->alloc(ctx.acc, ctx.device, bytes, &p), what);

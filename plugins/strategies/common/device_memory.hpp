@@ -3,10 +3,10 @@
 // its code and message behind a context that says what the strategy was doing.
 #pragma once
 
-#include "plugin_support.hpp"
-
 #include <cstddef>
 #include <string>
+
+#include "plugin_support.hpp"
 
 namespace plrt::strategy {
 

@@ -33,7 +33,8 @@ void check_process_group_outs(const std::string& who, const void* out_api, const
 }
 
 void answer_stat(const std::string& who, const char* name, double* out, std::initializer_list<Stat> stats) {
-  if (name == nullptr || out == nullptr) fail(PL_ERR_INVALID_ARGUMENT, who + ": get_stat: name and out must not be NULL");
+  if (name == nullptr || out == nullptr)
+    fail(PL_ERR_INVALID_ARGUMENT, who + ": get_stat: name and out must not be NULL");
   const std::string n = name;
   std::string known;
   for (const Stat& s : stats) {

@@ -5,11 +5,11 @@
 // has no instance to take a name from.
 #pragma once
 
-#include "plugin_support.hpp"
-
 #include <exception>
 #include <initializer_list>
 #include <string>
+
+#include "plugin_support.hpp"
 
 namespace plrt::strategy {
 

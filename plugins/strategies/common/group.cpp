@@ -44,8 +44,8 @@ Group::Group(const PL_Host* host, const GroupSpec& spec) : host_(host), who_(spe
   if (!ok) {
     std::string list = "create, destroy";
     for (const auto& n : spec.needs) list += ", " + n;
-    fail(PL_ERR_UNSUPPORTED, who + ": the process-group plugin '" + backend_ + "' lacks an entry " + who +
-                                 " needs (" + list + ", work_wait, work_test, work_destroy, abort)");
+    fail(PL_ERR_UNSUPPORTED, who + ": the process-group plugin '" + backend_ + "' lacks an entry " + who + " needs (" +
+                                 list + ", work_wait, work_test, work_destroy, abort)");
   }
   // The backend alias's presets first, then the user's pg.* options (a later entry wins).
   std::vector<PL_Option> items;

@@ -5,14 +5,14 @@
 // group's own message behind `what`.
 #pragma once
 
-#include "device_memory.hpp"
-
 #include <plrt/pl_plugin.h>
 
 #include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "device_memory.hpp"
 
 namespace plrt::strategy {
 

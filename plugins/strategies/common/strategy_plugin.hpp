@@ -21,7 +21,9 @@ namespace plrt::strategy {
 template <class Family, typename Family::Variant V, const char* Name>
 PL_StrategyApi make_api() {
   PL_StrategyApi api = Family::table();
-  api.launch_info = [](const PL_OptionList* options, PL_LaunchInfo* out) { return Family::launch_info(V, options, out); };
+  api.launch_info = [](const PL_OptionList* options, PL_LaunchInfo* out) {
+    return Family::launch_info(V, options, out);
+  };
   api.create = [](const PL_Host* host, const PL_StrategyConfig* config, PL_Strategy** out) {
     return Family::create(Name, V, host, config, out);
   };
@@ -30,16 +32,17 @@ PL_StrategyApi make_api() {
 
 // The descriptor (version 0.1.0, no aliases) over `api`.
 constexpr PL_Plugin make_plugin(const char* name, const char* description, const PL_StrategyApi* api) {
-  return {sizeof(PL_Plugin), PL_ABI_MAJOR, PL_ABI_MINOR, PL_PLUGIN_STRATEGY, name, "0.1.0", description, nullptr, 0, api};
+  return {
+      sizeof(PL_Plugin), PL_ABI_MAJOR, PL_ABI_MINOR, PL_PLUGIN_STRATEGY, name, "0.1.0", description, nullptr, 0, api};
 }
 
 }  // namespace plrt::strategy
 
 // Defines the plugin's table and descriptor and exports them (PL_DEFINE_PLUGIN).  Once per plugin.
-#define PLRT_DEFINE_STRATEGY_PLUGIN(FAMILY, VARIANT, NAME, DESCRIPTION)                                 \
-  namespace {                                                                                          \
-  constexpr char kPluginName[] = NAME;                                                                 \
-  const PL_StrategyApi kPluginApi = plrt::strategy::make_api<FAMILY, VARIANT, kPluginName>();          \
-  const PL_Plugin kPlugin = plrt::strategy::make_plugin(kPluginName, DESCRIPTION, &kPluginApi);        \
-  }                                                                                                    \
+#define PLRT_DEFINE_STRATEGY_PLUGIN(FAMILY, VARIANT, NAME, DESCRIPTION)                         \
+  namespace {                                                                                   \
+  constexpr char kPluginName[] = NAME;                                                          \
+  const PL_StrategyApi kPluginApi = plrt::strategy::make_api<FAMILY, VARIANT, kPluginName>();   \
+  const PL_Plugin kPlugin = plrt::strategy::make_plugin(kPluginName, DESCRIPTION, &kPluginApi); \
+  }                                                                                             \
   PL_DEFINE_PLUGIN(kPlugin)

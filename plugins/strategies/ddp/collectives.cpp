@@ -8,11 +8,11 @@
 // of their own, `metrics` ("<group>.metrics" in the store), made at the first call; every rank makes
 // it at the same point because every rank calls the first reduction.  Its cost: one more set of
 // connections (gloo: a full mesh) and one rendezvous, once per job.
-#include "strategy.hpp"
-
 #include <cstring>
 #include <memory>
 #include <vector>
+
+#include "strategy.hpp"
 
 namespace plrt::ddp {
 

@@ -1,9 +1,9 @@
 // create: the config's checks, the options, and the process group (found by name through the host,
 // never linked: the strategy plugin links to no other plugin or runtime symbol).
+#include <utility>
+
 #include "config_checks.hpp"
 #include "strategy.hpp"
-
-#include <utility>
 
 namespace plrt::ddp {
 
@@ -14,7 +14,8 @@ namespace {
 void check_config(const std::string& who, const PL_StrategyConfig* c) {
   strategy::check_config_basics(who, c);
   if (c->local_rank < 0)
-    fail(PL_ERR_INVALID_ARGUMENT, who + ": local_rank " + std::to_string(c->local_rank) + " is not valid: it must be >= 0");
+    fail(PL_ERR_INVALID_ARGUMENT,
+         who + ": local_rank " + std::to_string(c->local_rank) + " is not valid: it must be >= 0");
   if (c->num_devices > 1)
     fail(PL_ERR_INVALID_ARGUMENT, who + " drives one device per process but was given " +
                                       std::to_string(c->num_devices) +
@@ -30,12 +31,14 @@ void check_config(const std::string& who, const PL_StrategyConfig* c) {
 void check_accelerator_for_buffers(const std::string& who, const PL_StrategyConfig* c) {
   const PL_AcceleratorApi* a = c->accelerator_api;
   if (a == nullptr || c->accelerator == nullptr)
-    fail(PL_ERR_INVALID_ARGUMENT, who + ": config->accelerator_api and config->accelerator are required when "
-                                        "world_size > 1 (the gradient buckets live on the accelerator's device)");
+    fail(PL_ERR_INVALID_ARGUMENT, who +
+                                      ": config->accelerator_api and config->accelerator are required when "
+                                      "world_size > 1 (the gradient buckets live on the accelerator's device)");
   if (a->struct_size < PL_STRUCT_SIZE(PL_AcceleratorApi, copy) || a->alloc == nullptr || a->free_memory == nullptr ||
       a->copy == nullptr)
-    fail(PL_ERR_UNSUPPORTED, who + ": the accelerator does not provide alloc, free_memory and copy, which the "
-                                   "gradient buckets need");
+    fail(PL_ERR_UNSUPPORTED, who +
+                                 ": the accelerator does not provide alloc, free_memory and copy, which the "
+                                 "gradient buckets need");
 }
 
 PL_Device choose_device(const std::string& who, const PL_StrategyConfig* c) {
@@ -44,8 +47,9 @@ PL_Device choose_device(const std::string& who, const PL_StrategyConfig* c) {
   // No device named: the host has one (the cpu accelerator's devices count processes); any other
   // kind needs to be told which of its devices this process drives.
   if (type == PL_DEVICE_CPU) return PL_Device{PL_DEVICE_CPU, 0};
-  fail(PL_ERR_INVALID_ARGUMENT, who + ": config->num_devices is 0: name this process's device in device_ids "
-                                      "(ddp drives exactly one device per process)");
+  fail(PL_ERR_INVALID_ARGUMENT, who +
+                                    ": config->num_devices is 0: name this process's device in device_ids "
+                                    "(ddp drives exactly one device per process)");
 }
 
 strategy::GroupSpec group_spec(const DdpStrategy& s, const PL_StrategyConfig* c) {
@@ -94,7 +98,8 @@ std::unique_ptr<DdpStrategy> create_strategy(const char* who_c, const PL_Host* h
   plugin::logf(host, PL_LOG_DEBUG, who_c,
                "rank %d of %d (local rank %d) on device %d:%d, %s; bucket_cap_mb %g, first_bucket_cap_mb %g, "
                "broadcast_buffers %s, timeout %lld ms",
-               s->rank, s->world, s->local_rank, static_cast<int>(s->dev.device.type), static_cast<int>(s->dev.device.index),
+               s->rank, s->world, s->local_rank, static_cast<int>(s->dev.device.type),
+               static_cast<int>(s->dev.device.index),
                s->group ? ("process group '" + s->group.backend() + "'").c_str() : "no process group (a single rank)",
                s->opts.bucket_cap_mb, s->opts.first_bucket_cap_mb, s->opts.broadcast_buffers ? "true" : "false",
                static_cast<long long>(s->timeout_ms));

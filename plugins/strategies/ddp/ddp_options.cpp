@@ -1,11 +1,11 @@
 #include "ddp_options.hpp"
 
-#include "config_checks.hpp"
-#include "plugin_support.hpp"
-
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
+
+#include "config_checks.hpp"
+#include "plugin_support.hpp"
 
 namespace plrt::ddp {
 
@@ -21,8 +21,8 @@ double parse_mb(const std::string& who, const char* key, const std::string& v, d
   const char* s = v.c_str();
   char* end = nullptr;
   const double x = std::strtod(s, &end);
-  const bool ok = !v.empty() && !std::isspace(static_cast<unsigned char>(v[0])) && *end == '\0' &&
-                  std::isfinite(x) && x > 0 && x <= kMaxCapMb && DdpOptions::mib_to_bytes(x) >= 1;
+  const bool ok = !v.empty() && !std::isspace(static_cast<unsigned char>(v[0])) && *end == '\0' && std::isfinite(x) &&
+                  x > 0 && x <= kMaxCapMb && DdpOptions::mib_to_bytes(x) >= 1;
   if (!ok)
     fail(PL_ERR_INVALID_ARGUMENT, who + ": option " + key + "='" + v +
                                       "' is not valid: it must be a number of MiB > 0 (at least one byte, "
@@ -36,15 +36,13 @@ bool parse_bool(const std::string& who, const char* key, const std::string& v) {
   for (char c : v) l += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   if (l == "true" || l == "1" || l == "yes" || l == "on") return true;
   if (l == "false" || l == "0" || l == "no" || l == "off") return false;
-  fail(PL_ERR_INVALID_ARGUMENT, who + ": option " + key + "='" + v +
-                                    "' is not valid: use true or false (also 1/0, yes/no, on/off)");
+  fail(PL_ERR_INVALID_ARGUMENT,
+       who + ": option " + key + "='" + v + "' is not valid: use true or false (also 1/0, yes/no, on/off)");
 }
 
 }  // namespace
 
-size_t DdpOptions::mib_to_bytes(double mb) {
-  return static_cast<size_t>(mb * 1024.0 * 1024.0);
-}
+size_t DdpOptions::mib_to_bytes(double mb) { return static_cast<size_t>(mb * 1024.0 * 1024.0); }
 
 std::string valid_option_names() {
   return "bucket_cap_mb, first_bucket_cap_mb, broadcast_buffers, pg.<name> (passed to the process group, "
@@ -62,8 +60,9 @@ DdpOptions parse_options(const std::string& who, const PL_OptionList& list) {
       o.broadcast_buffers = parse_bool(who, "broadcast_buffers", value);
     } else if (key.rfind("pg.", 0) == 0) {
       if (key.size() == 3)
-        fail(PL_ERR_INVALID_ARGUMENT, who + ": option 'pg.' names no process-group option: write pg.<name>, "
-                                            "e.g. pg.probe_ms");
+        fail(PL_ERR_INVALID_ARGUMENT, who +
+                                          ": option 'pg.' names no process-group option: write pg.<name>, "
+                                          "e.g. pg.probe_ms");
       o.pg_options.emplace_back(key.substr(3), value);
     } else {
       fail(PL_ERR_INVALID_ARGUMENT, who + ": unknown option '" + key + "'; valid options: " + valid_option_names());

@@ -38,9 +38,11 @@ PL_Error* run_step(PL_Strategy* s, const PL_ReplicaStepFn* fn) {
       if (!d.set_up) fail(PL_ERR_INVALID_ARGUMENT, d.who + ": run_step was called before setup");
     }
     if (step_active(d))
-      fail(PL_ERR_INVALID_ARGUMENT, d.who + ": run_step: the previous step is not finished (on_grad_ready came "
-                                            "for " + std::to_string(d.grads->ready_count()) +
-                                            " parameters since the last after_backward); call after_backward first");
+      fail(PL_ERR_INVALID_ARGUMENT, d.who +
+                                        ": run_step: the previous step is not finished (on_grad_ready came "
+                                        "for " +
+                                        std::to_string(d.grads->ready_count()) +
+                                        " parameters since the last after_backward); call after_backward first");
     broadcast_buffers(d);  // as DDP's forward does: replicas compute with rank 0's buffers
     check(d.host, fn->run(fn->user, 0, 1, d.dev.device, d.params, d.num_params), d.who + ": run_step");
   });
@@ -113,15 +115,16 @@ PL_Error* get_stat(PL_Strategy* s, const char* name, double* out) {
   return entry(s, "get_stat", [&](DdpStrategy& d) {
     const reducer::ReducerStats st = d.grads->stats();
     std::lock_guard<std::mutex> lock(d.m);
-    strategy::answer_stat(d.who, name, out,
-                          {{"steps", static_cast<double>(st.steps)},
-                           {"buckets", static_cast<double>(d.grads->num_buckets())},
-                           {"bucket_bytes", static_cast<double>(d.grads->bucket_bytes())},
-                           {"early_launches", static_cast<double>(st.early_launches)},
-                           {"exposed_allreduce_ms", st.exposed_ms},
-                           {"allreduce_ms", st.comm_ms},
-                           {"buffer_broadcast_bytes", static_cast<double>(d.opts.broadcast_buffers ? d.buffer_bytes : 0)},
-                           {"frozen_bytes", static_cast<double>(d.frozen_bytes)}});
+    strategy::answer_stat(
+        d.who, name, out,
+        {{"steps", static_cast<double>(st.steps)},
+         {"buckets", static_cast<double>(d.grads->num_buckets())},
+         {"bucket_bytes", static_cast<double>(d.grads->bucket_bytes())},
+         {"early_launches", static_cast<double>(st.early_launches)},
+         {"exposed_allreduce_ms", st.exposed_ms},
+         {"allreduce_ms", st.comm_ms},
+         {"buffer_broadcast_bytes", static_cast<double>(d.opts.broadcast_buffers ? d.buffer_bytes : 0)},
+         {"frozen_bytes", static_cast<double>(d.frozen_bytes)}});
   });
 }
 

@@ -6,16 +6,16 @@
 // (their values never change unless the host changes them, so DDP's per-forward broadcast of
 // requires_grad=False parameters would only cost bandwidth); BUFFER entries are broadcast before
 // every step when broadcast_buffers is on.  A 1.3 host sends no kind: requires_grad 0 = buffer.
-#include "strategy.hpp"
-
 #include <algorithm>
 #include <cstdio>
+
+#include "strategy.hpp"
 
 namespace plrt::ddp {
 
 using plugin::fail;
-using reducer::PlanInput;
 using reducer::flat_view;
+using reducer::PlanInput;
 using reducer::PlannedBucket;
 using strategy::check;
 using strategy::DeviceMemory;
@@ -41,8 +41,8 @@ bool same_device(PL_Device a, PL_Device b) { return a.type == b.type && a.index 
 void check_device(const DdpStrategy& s, size_t i, const PL_Tensor& t, const char* which) {
   if (same_device(t.device, s.dev.device) || t.device.type == PL_DEVICE_CPU) return;
   fail(PL_ERR_INVALID_ARGUMENT, s.who + ": setup: " + s.param_name(i) + " has its " + which + " on " +
-                                    device_name(t.device) + ", but this process drives " +
-                                    device_name(s.dev.device) + " (or host memory)");
+                                    device_name(t.device) + ", but this process drives " + device_name(s.dev.device) +
+                                    " (or host memory)");
 }
 
 void check_params(DdpStrategy& s, PL_Parameter* params, size_t n) {
@@ -118,8 +118,9 @@ void sync_initial_state(DdpStrategy& s) {
   for (size_t g = 0; g < groups.size(); ++g) {
     DeviceMemory mem(s.dev, groups[g].bytes, s.who + ": allocating the start-up broadcast buffer");
     PL_Tensor flat = flat_view(mem.get(), groups[g], s.dev.device);
-    broadcast_group(s, groups[g], flat, "the start-up broadcast of rank 0's parameters (group " +
-                                            std::to_string(g + 1) + " of " + std::to_string(groups.size()) + ")");
+    broadcast_group(s, groups[g], flat,
+                    "the start-up broadcast of rank 0's parameters (group " + std::to_string(g + 1) + " of " +
+                        std::to_string(groups.size()) + ")");
   }
 }
 
@@ -180,8 +181,9 @@ void broadcast_buffers(DdpStrategy& s) {
   std::lock_guard<std::mutex> lock(s.m);
   for (size_t g = 0; g < s.buffer_groups.size(); ++g) {
     FlatGroup& f = s.buffer_groups[g];
-    broadcast_group(s, f.plan, f.tensor, "the broadcast of rank 0's buffers (group " + std::to_string(g + 1) +
-                                             " of " + std::to_string(s.buffer_groups.size()) + ")");
+    broadcast_group(s, f.plan, f.tensor,
+                    "the broadcast of rank 0's buffers (group " + std::to_string(g + 1) + " of " +
+                        std::to_string(s.buffer_groups.size()) + ")");
   }
 }
 

@@ -10,17 +10,17 @@
 // a Reducer with the AllreduceMean communication.
 #pragma once
 
-#include "bucket_plan.hpp"
-#include "ddp_options.hpp"
-#include "device_memory.hpp"
-#include "group.hpp"
-#include "reducer.hpp"
-
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
+
+#include "bucket_plan.hpp"
+#include "ddp_options.hpp"
+#include "device_memory.hpp"
+#include "group.hpp"
+#include "reducer.hpp"
 
 namespace plrt::ddp {
 
@@ -56,7 +56,7 @@ struct DdpStrategy {
   bool set_up = false;
   PL_Parameter* params = nullptr;  // borrowed from setup
   size_t num_params = 0;
-  std::vector<std::string> names;  // display names ("params[3]" where the caller gave none)
+  std::vector<std::string> names;        // display names ("params[3]" where the caller gave none)
   std::vector<FlatGroup> buffer_groups;  // BUFFER entries, broadcast before every run_step
   size_t buffer_bytes = 0;               // their bytes (also at world 1, for get_stat)
   size_t frozen_bytes = 0;               // FROZEN entries: broadcast at setup only

@@ -1,11 +1,10 @@
 // create: the config's checks, the options, and (ddp2) the inner ddp instance that owns the process
 // group.  The group is made by plrt_ddp_core's create, found by name through the host as ddp does.
-#include "dp_strategy.hpp"
-
-#include "config_checks.hpp"
-
 #include <set>
 #include <utility>
+
+#include "config_checks.hpp"
+#include "dp_strategy.hpp"
 
 namespace plrt::dp {
 
@@ -22,19 +21,21 @@ void check_config(const std::string& who, bool across_processes, const PL_Strate
     fail(PL_ERR_INVALID_ARGUMENT, "strategy '" + who + "' runs in one process on one node (world_size=" +
                                       std::to_string(c->world_size) + "); use 'ddp2' for several nodes or 'ddp'");
   if (c->num_devices < 1)
-    fail(PL_ERR_INVALID_ARGUMENT, who + ": num_devices is 0: name the devices this process drives in device_ids "
-                                        "(one replica per device; at least 1)");
+    fail(PL_ERR_INVALID_ARGUMENT, who +
+                                      ": num_devices is 0: name the devices this process drives in device_ids "
+                                      "(one replica per device; at least 1)");
   if (c->device_ids == nullptr)
-    fail(PL_ERR_INVALID_ARGUMENT, who + ": num_devices is " + std::to_string(c->num_devices) + " but device_ids is NULL");
+    fail(PL_ERR_INVALID_ARGUMENT,
+         who + ": num_devices is " + std::to_string(c->num_devices) + " but device_ids is NULL");
   if (c->num_devices > 4096)
-    fail(PL_ERR_INVALID_ARGUMENT, who + ": num_devices " + std::to_string(c->num_devices) +
-                                      " is not valid: at most 4096 replicas per process");
+    fail(PL_ERR_INVALID_ARGUMENT,
+         who + ": num_devices " + std::to_string(c->num_devices) + " is not valid: at most 4096 replicas per process");
   std::set<int32_t> seen;
   for (size_t r = 0; r < c->num_devices; ++r) {
     const int32_t d = c->device_ids[r];
     if (d < 0)
-      fail(PL_ERR_INVALID_ARGUMENT, who + ": device_ids[" + std::to_string(r) + "] is " + std::to_string(d) +
-                                        ": a device index must be >= 0");
+      fail(PL_ERR_INVALID_ARGUMENT,
+           who + ": device_ids[" + std::to_string(r) + "] is " + std::to_string(d) + ": a device index must be >= 0");
     if (!seen.insert(d).second)
       fail(PL_ERR_INVALID_ARGUMENT, who + ": device " + std::to_string(d) + " appears twice in device_ids (at " +
                                         std::to_string(r) + "): each replica needs a device of its own");
@@ -61,8 +62,7 @@ void check_accelerator(const std::string& who, const PL_StrategyConfig* c) {
   const bool has_axpy = a->struct_size >= PL_STRUCT_SIZE(PL_AcceleratorApi, axpy);
   need(a->struct_size >= PL_STRUCT_SIZE(PL_AcceleratorApi, copy) && a->copy != nullptr, "copy");
   need(has_axpy && a->axpy != nullptr, "axpy");
-  if (!(a->flags & PL_ACCEL_SYNCHRONOUS))
-    need(has_axpy && a->stream_synchronize != nullptr, "stream_synchronize");
+  if (!(a->flags & PL_ACCEL_SYNCHRONOUS)) need(has_axpy && a->stream_synchronize != nullptr, "stream_synchronize");
   if (a->device_type != PL_DEVICE_CPU) need(a->alloc != nullptr && a->free_memory != nullptr, "alloc/free_memory");
   if (!missing.empty())
     fail(PL_ERR_UNSUPPORTED, who + ": the accelerator lacks " + missing + ", which " + who + " needs to drive " +
@@ -75,8 +75,8 @@ OptionPairs read_options(const std::string& who, bool across_processes, const PL
   OptionPairs out;
   strategy::for_each_option(who, list, [&](const std::string& key, const std::string& value) {
     if (!across_processes)
-      fail(PL_ERR_INVALID_ARGUMENT, who + ": unknown option '" + key + "'; strategy '" + who +
-                                        "' takes no options (valid options: none)");
+      fail(PL_ERR_INVALID_ARGUMENT,
+           who + ": unknown option '" + key + "'; strategy '" + who + "' takes no options (valid options: none)");
     if (key != "bucket_cap_mb" && key.rfind("pg.", 0) != 0)
       fail(PL_ERR_INVALID_ARGUMENT, who + ": unknown option '" + key + "'; valid options: " + kDdp2Options);
     out.emplace_back(key, value);
@@ -130,8 +130,7 @@ std::unique_ptr<DpStrategy> create_strategy(const char* who_c, bool across_proce
   if (across_processes) create_inner(*s, c, options);
   plugin::logf(host, PL_LOG_DEBUG, who_c, "rank %d of %d: %zu replica(s) on %s device(s) starting at %d%s", s->rank,
                s->world, s->n(), s->device_type == PL_DEVICE_CPU ? "cpu" : "accelerator", s->device_ids[0],
-               across_processes ? (s->world > 1 ? "; gradients averaged across processes" : "; one process")
-                                : "");
+               across_processes ? (s->world > 1 ? "; gradients averaged across processes" : "; one process") : "");
   return s;
 }
 

@@ -26,10 +26,6 @@
 // table, stats, teardown).
 #pragma once
 
-#include "device_memory.hpp"  // plrt_strategy_common: check(), log_and_drop(), DeviceContext
-#include "strategy.hpp"       // plrt_ddp_core: ddp2's cross-process part
-#include "replica_pool.hpp"
-
 #include <plrt/pl_plugin.h>
 
 #include <chrono>
@@ -39,6 +35,10 @@
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "device_memory.hpp"  // plrt_strategy_common: check(), log_and_drop(), DeviceContext
+#include "replica_pool.hpp"
+#include "strategy.hpp"  // plrt_ddp_core: ddp2's cross-process part
 
 namespace plrt::dp {
 
@@ -67,16 +67,16 @@ struct DpStrategy {
   DpStrategy& operator=(const DpStrategy&) = delete;
 
   const PL_Host* host = nullptr;
-  std::string who;          // "dp" or "ddp2": begins every message, names the log source
+  std::string who;                // "dp" or "ddp2": begins every message, names the log source
   bool across_processes = false;  // ddp2
   int32_t rank = 0, world = 1;
 
   const PL_AcceleratorApi* api = nullptr;  // NULL only for a single replica without an accelerator
   PL_Accelerator* acc = nullptr;
   PL_DeviceType device_type = PL_DEVICE_CPU;
-  bool synchronous = true;           // PL_ACCEL_SYNCHRONOUS: no stream to wait for
-  std::vector<int32_t> device_ids;   // replica r drives device_ids[r]; size = the replica count
-  strategy::DeviceContext dev;       // for the copy helper (device: the root's)
+  bool synchronous = true;          // PL_ACCEL_SYNCHRONOUS: no stream to wait for
+  std::vector<int32_t> device_ids;  // replica r drives device_ids[r]; size = the replica count
+  strategy::DeviceContext dev;      // for the copy helper (device: the root's)
 
   // ddp2: a ddp instance of plrt_ddp_core on the root's device (group, broadcast, allreduce).
   std::unique_ptr<ddp::DdpStrategy> inner;
@@ -85,14 +85,14 @@ struct DpStrategy {
   bool set_up = false;
   PL_Parameter* root = nullptr;  // borrowed from setup
   size_t num_params = 0;
-  std::vector<std::string> names;          // display names ("params[3]" where the caller gave none)
-  std::vector<PL_Parameter*> replicas;     // [r]: replica r's table (borrowed); [0] = root; NULL = missing
+  std::vector<std::string> names;       // display names ("params[3]" where the caller gave none)
+  std::vector<PL_Parameter*> replicas;  // [r]: replica r's table (borrowed); [0] = root; NULL = missing
   // replica r >= 1's table, copied at setup_replica (the array is borrowed for that call only; names
   // point at the root's, which live until teardown)
   std::vector<std::vector<PL_Parameter>> replica_tables;
-  bool dirty = true;                       // the root's values changed since the last copy
+  bool dirty = true;  // the root's values changed since the last copy
   bool grad_sync = true;
-  bool in_step = false;                    // run_step is running fn: the state must not change
+  bool in_step = false;  // run_step is running fn: the state must not change
   std::vector<Scratch> scratch;
   ReplicaPool pool;
   Stats stats;
@@ -111,8 +111,9 @@ struct DpStrategy {
 // The state must not change while fn runs (a replica's fn calling back into the strategy).
 inline void require_idle(const DpStrategy& s, const char* fn) {
   if (s.in_step)
-    plugin::fail(PL_ERR_INVALID_ARGUMENT, s.who + ": " + fn + " was called while run_step is running the replicas' "
-                                                  "step functions; call it after run_step returns");
+    plugin::fail(PL_ERR_INVALID_ARGUMENT, s.who + ": " + fn +
+                                              " was called while run_step is running the replicas' "
+                                              "step functions; call it after run_step returns");
 }
 
 // create.cpp

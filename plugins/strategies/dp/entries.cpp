@@ -5,11 +5,11 @@
 //
 // The instance is a plrt::dp::DpStrategy behind the opaque PL_Strategy* (strategy::as / handle);
 // ddp2's cross-process part is a ddp::DdpStrategy it owns and calls directly, never through a cast.
+#include <cstring>
+
 #include "dp_api.hpp"
 #include "dp_strategy.hpp"
 #include "entry_support.hpp"
-
-#include <cstring>
 
 namespace plrt::dp {
 

@@ -27,7 +27,8 @@ bool same_shape(const PL_Tensor& a, const PL_Tensor& b) {
 void check_struct(const std::string& what, const PL_Parameter& p) {
   if (p.struct_size < PL_STRUCT_SIZE(PL_Parameter, requires_grad))
     fail(PL_ERR_VERSION, what + ": PL_Parameter.struct_size " + std::to_string(p.struct_size) +
-                             " is smaller than the v1 size " + std::to_string(PL_STRUCT_SIZE(PL_Parameter, requires_grad)));
+                             " is smaller than the v1 size " +
+                             std::to_string(PL_STRUCT_SIZE(PL_Parameter, requires_grad)));
 }
 
 // Replica r's memory: host memory or the accelerator's kind; a device of the accelerator's kind
@@ -38,9 +39,8 @@ void check_device(const DpStrategy& s, size_t r, const std::string& what, const 
     fail(PL_ERR_INVALID_ARGUMENT, what + " is on " + device_name(t.device) + ", which is neither host memory nor a " +
                                       device_type_name(s.device_type) + " device (the accelerator's kind)");
   if (t.device.index != s.device_ids[r])
-    fail(PL_ERR_INVALID_ARGUMENT, what + " is on " + device_name(t.device) + ", but " + s.replica_name(r) +
-                                      " drives " + device_name(s.device_of(r)) + " (device_ids[" + std::to_string(r) +
-                                      "])");
+    fail(PL_ERR_INVALID_ARGUMENT, what + " is on " + device_name(t.device) + ", but " + s.replica_name(r) + " drives " +
+                                      device_name(s.device_of(r)) + " (device_ids[" + std::to_string(r) + "])");
 }
 
 void check_root(DpStrategy& s, PL_Parameter* params, size_t n) {
@@ -89,10 +89,11 @@ void check_entry(const DpStrategy& s, size_t r, size_t i, const PL_Parameter& p)
   const std::string what = s.who + ": setup_replica(" + std::to_string(r) + "): " + s.entry_name(i);
   plugin::check_tensor(&p.value, (what + " value").c_str());
   if (p.value.dtype != root.value.dtype)
-    fail(PL_ERR_INVALID_ARGUMENT, what + " has dtype " + pl_dtype_name(p.value.dtype) + " but the root's is " +
-                                      pl_dtype_name(root.value.dtype));
+    fail(PL_ERR_INVALID_ARGUMENT,
+         what + " has dtype " + pl_dtype_name(p.value.dtype) + " but the root's is " + pl_dtype_name(root.value.dtype));
   if (!same_shape(p.value, root.value))
-    fail(PL_ERR_INVALID_ARGUMENT, what + " has shape " + shape_of(p.value) + " but the root's is " + shape_of(root.value));
+    fail(PL_ERR_INVALID_ARGUMENT,
+         what + " has shape " + shape_of(p.value) + " but the root's is " + shape_of(root.value));
   if ((p.requires_grad != 0) != (root.requires_grad != 0))
     fail(PL_ERR_INVALID_ARGUMENT, what + " has requires_grad " + std::to_string(p.requires_grad != 0) +
                                       " but the root's is " + std::to_string(root.requires_grad != 0));
@@ -122,14 +123,14 @@ void require_replicas_locked(const DpStrategy& s, const char* fn) {
     if (s.replicas[r] == nullptr)
       fail(PL_ERR_INVALID_ARGUMENT, s.who + ": " + fn + ": " + s.replica_name(r) +
                                         " was not registered: call setup_replica(" + std::to_string(r) +
-                                        ", params) for every replica 1.." + std::to_string(s.n() - 1) +
-                                        " after setup");
+                                        ", params) for every replica 1.." + std::to_string(s.n() - 1) + " after setup");
 }
 
 void setup(DpStrategy& s, PL_Parameter* params, size_t num_params) {
   std::lock_guard<std::mutex> lock(s.m);
   require_idle(s, "setup");
-  if (s.set_up) fail(PL_ERR_INVALID_ARGUMENT, s.who + ": setup was called twice; call teardown before setting up again");
+  if (s.set_up)
+    fail(PL_ERR_INVALID_ARGUMENT, s.who + ": setup was called twice; call teardown before setting up again");
   check_root(s, params, num_params);
   s.root = params;
   s.num_params = num_params;
@@ -160,11 +161,12 @@ void setup_replica(DpStrategy& s, int32_t replica, PL_Parameter* params, size_t 
                                       std::to_string(s.n() - 1) + " (replica 0 is setup's parameters)");
   const size_t r = static_cast<size_t>(replica);
   if (s.replicas[r] != nullptr)
-    fail(PL_ERR_INVALID_ARGUMENT, at + ": " + s.replica_name(r) + " is already registered; call teardown and setup "
-                                       "again to change it");
+    fail(PL_ERR_INVALID_ARGUMENT, at + ": " + s.replica_name(r) +
+                                      " is already registered; call teardown and setup "
+                                      "again to change it");
   if (num_params != s.num_params)
-    fail(PL_ERR_INVALID_ARGUMENT, at + ": the replica has " + std::to_string(num_params) + " entries but setup registered " +
-                                      std::to_string(s.num_params));
+    fail(PL_ERR_INVALID_ARGUMENT, at + ": the replica has " + std::to_string(num_params) +
+                                      " entries but setup registered " + std::to_string(s.num_params));
   if (num_params > 0 && params == nullptr)
     fail(PL_ERR_INVALID_ARGUMENT, at + ": params is NULL for " + std::to_string(num_params) + " entries");
   for (size_t i = 0; i < num_params; ++i) check_entry(s, r, i, params[i]);

@@ -1,9 +1,9 @@
 // One step of dp/ddp2: run_step (the root's values into the replicas when dirty, then every
 // replica's fn at once on its own thread) and after_backward (the replicas' gradients summed into
 // the root's, then ddp2's cross-process average).
-#include "dp_strategy.hpp"
-
 #include <algorithm>
+
+#include "dp_strategy.hpp"
 
 namespace plrt::dp {
 
@@ -20,7 +20,7 @@ bool binds_threads(const DpStrategy& s) { return s.api != nullptr && s.device_ty
 void bind_thread(const DpStrategy& s, size_t r) {
   if (!binds_threads(s)) return;
   strategy::check(s.host, s.api->set_device(s.acc, s.device_ids[r]),
-             s.who + ": binding the thread of " + s.replica_name(r) + " to " + device_name(s.device_of(r)));
+                  s.who + ": binding the thread of " + s.replica_name(r) + " to " + device_name(s.device_of(r)));
 }
 
 void copy_root_to_replicas(DpStrategy& s) {
@@ -69,7 +69,8 @@ void report(const DpStrategy& s, const std::vector<std::exception_ptr>& errors) 
     try {
       std::rethrow_exception(errors[r]);
     } catch (const std::exception& e) {
-      plugin::logf(s.host, PL_LOG_DEBUG, s.who.c_str(), "run_step: %s also failed: %s", s.replica_name(r).c_str(), e.what());
+      plugin::logf(s.host, PL_LOG_DEBUG, s.who.c_str(), "run_step: %s also failed: %s", s.replica_name(r).c_str(),
+                   e.what());
     } catch (...) {
     }
   }
@@ -86,8 +87,9 @@ void report(const DpStrategy& s, const std::vector<std::exception_ptr>& errors) 
 
 // A buffer of `bytes` on `device` (host memory for a cpu-type device), reused across steps.
 Scratch& scratch_for(DpStrategy& s, PL_Device device, size_t bytes) {
-  auto it = std::find_if(s.scratch.begin(), s.scratch.end(),
-                         [&](const Scratch& b) { return b.device.type == device.type && b.device.index == device.index; });
+  auto it = std::find_if(s.scratch.begin(), s.scratch.end(), [&](const Scratch& b) {
+    return b.device.type == device.type && b.device.index == device.index;
+  });
   if (it != s.scratch.end() && it->bytes >= bytes) return *it;
   if (it == s.scratch.end()) {
     s.scratch.push_back(Scratch{device, device.type == PL_DEVICE_CPU, nullptr, 0});
@@ -129,7 +131,8 @@ void add_replica_grad(DpStrategy& s, size_t r, size_t i) {
                            s.replica_name(r) + " into the root's";
   if (!same_memory(x.device, y.device)) {
     Scratch& b = scratch_for(s, y.device, tensor_bytes(x));
-    s.dev.copy(b.ptr, y.device, x.data, x.device, tensor_bytes(x), what + " (copying it to " + device_name(y.device) + ")");
+    s.dev.copy(b.ptr, y.device, x.data, x.device, tensor_bytes(x),
+               what + " (copying it to " + device_name(y.device) + ")");
     x.data = b.ptr;
     x.device = y.device;
   }
@@ -143,7 +146,8 @@ void free_scratch(DpStrategy& s) noexcept {
     if (b.ptr == nullptr) continue;
     PL_Error* e = b.host ? s.api->free_host(s.acc, b.ptr) : s.api->free_memory(s.acc, b.device, b.ptr);
     try {
-      strategy::log_and_drop(s.host, s.who.c_str(), e, "freeing a scratch buffer of " + std::to_string(b.bytes) + " bytes");
+      strategy::log_and_drop(s.host, s.who.c_str(), e,
+                             "freeing a scratch buffer of " + std::to_string(b.bytes) + " bytes");
     } catch (...) {  // the message could not be built: still free the error
       if (e != nullptr) s.host->error_destroy(e);
     }
@@ -154,8 +158,7 @@ void free_scratch(DpStrategy& s) noexcept {
 void run_step(DpStrategy& s, const PL_ReplicaStepFn& fn) {
   {
     std::lock_guard<std::mutex> lock(s.m);
-    if (s.in_step)
-      fail(PL_ERR_INVALID_ARGUMENT, s.who + ": run_step was called from inside a replica's step function");
+    if (s.in_step) fail(PL_ERR_INVALID_ARGUMENT, s.who + ": run_step was called from inside a replica's step function");
     require_replicas_locked(s, "run_step");
     bind_thread(s, 0);
     if (s.dirty && s.n() > 1) {
@@ -179,8 +182,9 @@ void run_step(DpStrategy& s, const PL_ReplicaStepFn& fn) {
 void after_backward(DpStrategy& s) {
   std::lock_guard<std::mutex> lock(s.m);
   if (s.in_step)
-    fail(PL_ERR_INVALID_ARGUMENT, s.who + ": after_backward was called from inside a replica's step function; the "
-                                          "host calls it once run_step has returned");
+    fail(PL_ERR_INVALID_ARGUMENT, s.who +
+                                      ": after_backward was called from inside a replica's step function; the "
+                                      "host calls it once run_step has returned");
   require_replicas_locked(s, "after_backward");
   if (s.n() > 1) {
     const auto t0 = Clock::now();
@@ -189,7 +193,8 @@ void after_backward(DpStrategy& s) {
       for (size_t i = 0; i < s.num_params; ++i)
         if (s.root[i].requires_grad && s.root[i].grad.numel > 0) add_replica_grad(s, r, i);
     if (!s.synchronous)
-      strategy::check(s.host, s.api->stream_synchronize(s.acc, nullptr), s.who + ": after_backward: synchronising the root's device");
+      strategy::check(s.host, s.api->stream_synchronize(s.acc, nullptr),
+                      s.who + ": after_backward: synchronising the root's device");
     s.stats.reduce_ms += ms_since(t0);
   }
   if (s.inner != nullptr) {  // ddp2: the average across processes (the inner skips it when sync is off)

@@ -16,15 +16,15 @@
 // buffer and any scratch the comm prepared per bucket are its to use until finish().
 #pragma once
 
-#include "bucket_plan.hpp"
-#include "device_memory.hpp"
-
 #include <plrt/pl_plugin.h>
 
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
+
+#include "bucket_plan.hpp"
+#include "device_memory.hpp"
 
 namespace plrt::reducer {
 
@@ -40,9 +40,9 @@ struct BucketState {
 struct Bucket {
   size_t index = 0;
   PlannedBucket plan;
-  strategy::DeviceMemory buffer;  // empty when the job has one rank (nothing to communicate)
-  PL_Tensor flat{};               // a 1-D view of `buffer`; borrowed by collectives until their work completes
-  std::vector<int64_t> offsets;   // element offset of each member (plan.members[j]) in `flat`
+  strategy::DeviceMemory buffer;       // empty when the job has one rank (nothing to communicate)
+  PL_Tensor flat{};                    // a 1-D view of `buffer`; borrowed by collectives until their work completes
+  std::vector<int64_t> offsets;        // element offset of each member (plan.members[j]) in `flat`
   std::unique_ptr<BucketState> state;  // the BucketComm's, made by prepare()
 
   // The step in progress (the reducer's, under its lock).

@@ -13,14 +13,14 @@
 // lock.  The BucketComm's start/next/finish run under it.
 #pragma once
 
-#include "bucket_comm.hpp"
-#include "group.hpp"
-
 #include <chrono>
 #include <cstdint>
 #include <mutex>
 #include <string>
 #include <vector>
+
+#include "bucket_comm.hpp"
+#include "group.hpp"
 
 namespace plrt::reducer {
 

@@ -7,13 +7,12 @@
  * verdict), reduce (identity) and all_gather (a copy), and state_info (no state of its own).
  */
 #include <plrt/pl_plugin.h>
-
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 struct PL_Strategy {
-  const PL_Host* host; /* borrowed from create; outlives the instance */
+  const PL_Host* host;              /* borrowed from create; outlives the instance */
   const PL_AcceleratorApi* acc_api; /* borrowed from create; outlives the instance */
   PL_Accelerator* acc;              /* borrowed from create; outlives the instance */
   PL_Device device;
@@ -137,7 +136,8 @@ static PL_Error* sd_reduce(PL_Strategy* s, PL_Tensor* tensor, PL_ReduceOp op) {
   char msg[160];
   if (tensor == NULL) return invalid(s->host, "single_device: reduce needs a tensor");
   if (op < PL_REDUCE_SUM || op > PL_REDUCE_PRODUCT) {
-    snprintf(msg, sizeof msg, "single_device: reduce op %d is not valid (1 sum, 2 avg, 3 min, 4 max, 5 product)", (int)op);
+    snprintf(msg, sizeof msg, "single_device: reduce op %d is not valid (1 sum, 2 avg, 3 min, 4 max, 5 product)",
+             (int)op);
     return invalid(s->host, msg);
   }
   return NULL; /* over one process every op is the identity */
@@ -152,7 +152,8 @@ static PL_Error* sd_all_gather(PL_Strategy* s, const PL_Tensor* input, PL_Tensor
     return invalid(s->host, msg);
   }
   if (outputs[0].dtype != input->dtype || outputs[0].numel != input->numel) {
-    snprintf(msg, sizeof msg, "single_device: all_gather's output holds %lld elements of dtype %d, the input %lld of dtype %d",
+    snprintf(msg, sizeof msg,
+             "single_device: all_gather's output holds %lld elements of dtype %d, the input %lld of dtype %d",
              (long long)outputs[0].numel, (int)outputs[0].dtype, (long long)input->numel, (int)input->dtype);
     return invalid(s->host, msg);
   }
@@ -188,14 +189,14 @@ static const PL_StrategyApi kApi = {
     sd_run_step,
     sd_after_backward,
     sd_teardown,
-    NULL, /* on_grad_ready: nothing to overlap */
-    NULL, /* set_grad_sync: nothing to sync */
-    NULL, /* before_optimizer_step */
-    NULL, /* after_optimizer_step */
-    NULL, /* process_group: runs alone */
-    NULL, /* get_stat: nothing to report */
-    NULL, /* num_replicas: one (ABI 1.3) */
-    NULL, /* setup_replica */
+    NULL,              /* on_grad_ready: nothing to overlap */
+    NULL,              /* set_grad_sync: nothing to sync */
+    NULL,              /* before_optimizer_step */
+    NULL,              /* after_optimizer_step */
+    NULL,              /* process_group: runs alone */
+    NULL,              /* get_stat: nothing to report */
+    NULL,              /* num_replicas: one (ABI 1.3) */
+    NULL,              /* setup_replica */
     sd_optimizer_step, /* ABI 1.4 */
     sd_agree_skip,
     sd_reduce,
@@ -205,9 +206,15 @@ static const PL_StrategyApi kApi = {
     NULL  /* load_state */
 };
 
-static const PL_Plugin kPlugin = {
-    sizeof(PL_Plugin), PL_ABI_MAJOR, PL_ABI_MINOR, PL_PLUGIN_STRATEGY, "single_device", "0.1.0",
-    "One process on one device, no communication (Lightning's SingleDeviceStrategy)",
-    NULL, 0, &kApi};
+static const PL_Plugin kPlugin = {sizeof(PL_Plugin),
+                                  PL_ABI_MAJOR,
+                                  PL_ABI_MINOR,
+                                  PL_PLUGIN_STRATEGY,
+                                  "single_device",
+                                  "0.1.0",
+                                  "One process on one device, no communication (Lightning's SingleDeviceStrategy)",
+                                  NULL,
+                                  0,
+                                  &kApi};
 
 PL_DEFINE_PLUGIN(kPlugin)

@@ -30,10 +30,10 @@ typedef struct PL_RuntimeOptions {
   size_t struct_size;
   const char* const* plugin_dirs; /* borrowed for the call; searched first, in order */
   size_t num_plugin_dirs;
-  int32_t skip_env_dirs;     /* nonzero: ignore PL_PLUGIN_PATH */
-  int32_t skip_default_dirs; /* nonzero: ignore the build tree's and the install folder */
-  const char* log_level;     /* borrowed; NULL: PL_LOG_LEVEL, else "info" */
-  int32_t rank;              /* log prefix "[rank N]"; < 0: from $RANK, else no prefix */
+  int32_t skip_env_dirs;       /* nonzero: ignore PL_PLUGIN_PATH */
+  int32_t skip_default_dirs;   /* nonzero: ignore the build tree's and the install folder */
+  const char* log_level;       /* borrowed; NULL: PL_LOG_LEVEL, else "info" */
+  int32_t rank;                /* log prefix "[rank N]"; < 0: from $RANK, else no prefix */
   PL_LogCallback log_callback; /* NULL: stderr */
   void* log_user;              /* borrowed; handed to log_callback */
 } PL_RuntimeOptions;
@@ -54,14 +54,14 @@ PL_RUNTIME_API void pl_runtime_log(PL_Runtime* runtime, PL_LogLevel level, const
 /* Finds a plugin of `kind` by name or alias, or loads the file `name_or_path` when it contains a
  * '/'.  Search order: the options' plugin_dirs, PL_PLUGIN_PATH, the build tree, the install folder.
  * *out's pointers are owned by the runtime. */
-PL_RUNTIME_API PL_Error* pl_runtime_find_plugin(PL_Runtime* runtime, PL_PluginKind kind,
-                                                const char* name_or_path, PL_ResolvedPlugin* out);
+PL_RUNTIME_API PL_Error* pl_runtime_find_plugin(PL_Runtime* runtime, PL_PluginKind kind, const char* name_or_path,
+                                                PL_ResolvedPlugin* out);
 
 typedef struct PL_PluginListEntry {
   size_t struct_size;
   PL_PluginKind kind;
-  const char* name;        /* the plugin's name, or the alias */
-  const char* alias_of;    /* NULL for a plugin's own name; else the plugin's name */
+  const char* name;     /* the plugin's name, or the alias */
+  const char* alias_of; /* NULL for a plugin's own name; else the plugin's name */
   const char* version;
   const char* description;
   const char* path;
@@ -71,7 +71,7 @@ typedef struct PL_PluginListing {
   size_t struct_size;
   const PL_PluginListEntry* entries; /* sorted by kind, then name */
   size_t num_entries;
-  const char* const* problems;       /* files in the search path that failed to load, and why */
+  const char* const* problems; /* files in the search path that failed to load, and why */
   size_t num_problems;
 } PL_PluginListing; /* owned by the caller: pl_plugin_listing_destroy.  Its strings are valid while
                      * both the listing and the runtime live. */
@@ -100,20 +100,20 @@ typedef struct PL_DeviceSpec {
   int32_t bool_value;
   const int64_t* list; /* borrowed for the call */
   size_t list_len;
-  const char* string;  /* borrowed for the call */
+  const char* string; /* borrowed for the call */
 } PL_DeviceSpec;
 
 /* Parses `spec` for accelerator `accelerator` (named in errors) with `available` devices.  When
  * devices_are_processes is nonzero the result is a process count k given as [0, k).  Writes at
  * most `capacity` ids to out_ids (may be NULL to ask only the count) and the count to *out_count. */
-PL_RUNTIME_API PL_Error* pl_parse_devices(const PL_DeviceSpec* spec, const char* accelerator,
-                                          int32_t available, int32_t devices_are_processes,
-                                          int32_t* out_ids, size_t capacity, size_t* out_count);
+PL_RUNTIME_API PL_Error* pl_parse_devices(const PL_DeviceSpec* spec, const char* accelerator, int32_t available,
+                                          int32_t devices_are_processes, int32_t* out_ids, size_t capacity,
+                                          size_t* out_count);
 
 /* ---- a job's configuration, as plrun --dry-run prints it ---- */
 typedef struct PL_JobRequest {
   size_t struct_size;
-  const char* accelerator;           /* borrowed; NULL = "auto" */
+  const char* accelerator; /* borrowed; NULL = "auto" */
   PL_DeviceSpec devices;
   const char* strategy;              /* borrowed; NULL = "auto" */
   int32_t num_nodes;                 /* >= 1 (anything else is an error) */
@@ -124,25 +124,23 @@ typedef struct PL_JobRequest {
 
 typedef struct PL_JobConfig {
   size_t struct_size;
-  const char* accelerator;           /* the plugin's name, e.g. "cpu" (owned by the config) */
+  const char* accelerator; /* the plugin's name, e.g. "cpu" (owned by the config) */
   PL_DeviceType device_type;
-  const int32_t* devices;            /* owned by the config */
+  const int32_t* devices; /* owned by the config */
   size_t num_devices;
-  const char* strategy;              /* the name asked for (or chosen by "auto") */
-  const char* strategy_plugin;       /* the plugin behind it */
-  PL_OptionList strategy_options;    /* the alias's presets; owned by the config */
+  const char* strategy;           /* the name asked for (or chosen by "auto") */
+  const char* strategy_plugin;    /* the plugin behind it */
+  PL_OptionList strategy_options; /* the alias's presets; owned by the config */
   PL_LaunchMode launch_mode;
   int32_t num_nodes;
   int32_t processes_per_node;
   int32_t world_size;
   const char* process_group_backend;
-  const char* precision;             /* normalised: "32-true", "16-mixed" or "bf16-mixed" */
-} PL_JobConfig; /* owned by the caller: pl_job_config_destroy */
+  const char* precision; /* normalised: "32-true", "16-mixed" or "bf16-mixed" */
+} PL_JobConfig;          /* owned by the caller: pl_job_config_destroy */
 
-PL_RUNTIME_API PL_Error* pl_runtime_resolve_job(PL_Runtime* runtime, const PL_JobRequest* request,
-                                                PL_JobConfig** out);
+PL_RUNTIME_API PL_Error* pl_runtime_resolve_job(PL_Runtime* runtime, const PL_JobRequest* request, PL_JobConfig** out);
 PL_RUNTIME_API void pl_job_config_destroy(PL_JobConfig* config);
-
 
 /* ---- the rendezvous store: a key-value store over TCP (PyTorch TCPStore semantics) ----
  * One process serves it (rank 0, or the launcher); every rank connects to it as a client.  Every
@@ -154,14 +152,14 @@ PL_RUNTIME_API void pl_job_config_destroy(PL_JobConfig* config);
  * as TCPStore does.  Wire format, limits and the handling of bad input: docs/store-protocol.md. */
 typedef struct PL_TcpStoreOptions {
   size_t struct_size;
-  const char* host;    /* borrowed; the address to serve on or connect to.  NULL: $MASTER_ADDR,
-                          else "127.0.0.1".  The server binds this address only, never all
-                          interfaces unless it is "0.0.0.0" or "::". */
-  int32_t port;        /* < 0: $MASTER_PORT (an error if unset); 0 with is_server: a free port,
-                          read back with pl_store_port */
-  int32_t is_server;   /* nonzero: serve the store in this process (and connect to it) */
-  const char* token;   /* borrowed; NULL: $PL_JOB_TOKEN.  Empty or unset: no token, with a warning */
-  int64_t timeout_ms;  /* connecting (with retries) and each wait; <= 0: 300 000 (5 minutes) */
+  const char* host;   /* borrowed; the address to serve on or connect to.  NULL: $MASTER_ADDR,
+                         else "127.0.0.1".  The server binds this address only, never all
+                         interfaces unless it is "0.0.0.0" or "::". */
+  int32_t port;       /* < 0: $MASTER_PORT (an error if unset); 0 with is_server: a free port,
+                         read back with pl_store_port */
+  int32_t is_server;  /* nonzero: serve the store in this process (and connect to it) */
+  const char* token;  /* borrowed; NULL: $PL_JOB_TOKEN.  Empty or unset: no token, with a warning */
+  int64_t timeout_ms; /* connecting (with retries) and each wait; <= 0: 300 000 (5 minutes) */
 } PL_TcpStoreOptions;
 
 PL_RUNTIME_API PL_Error* pl_store_create_tcp(PL_Runtime* runtime, const PL_TcpStoreOptions* options,
@@ -198,7 +196,7 @@ typedef struct PL_UsableDeviceOptions {
   int64_t max_foreign_memory_mb;  /* >= 0 MiB: more used by other processes is occupied */
   int64_t probe_timeout_ms;       /* <= 0: 30 000; devices that have not answered by then are
                                      reported occupied */
-} PL_UsableDeviceOptions; /* all zero (but struct_size) = the defaults */
+} PL_UsableDeviceOptions;         /* all zero (but struct_size) = the defaults */
 
 /* Finds `num_devices` usable devices of `accelerator` (a plugin name or alias, e.g. "cuda" or
  * "gpu"; NULL = PL_USABLE_DEFAULT_ACCELERATOR): 0 -> none (nothing is asked); -1 -> every usable
@@ -211,11 +209,9 @@ typedef struct PL_UsableDeviceOptions {
  * only), and their number to *out_count.  A capacity smaller than the count is
  * PL_ERR_INVALID_ARGUMENT with *out_count set; num_devices (when > 0), or the number of visible
  * devices, always suffices.  Each call asks the accelerator anew. */
-PL_RUNTIME_API PL_Error* pl_find_usable_devices(PL_Runtime* runtime, const char* accelerator,
-                                                int32_t num_devices,
-                                                const PL_UsableDeviceOptions* options,
-                                                int32_t* out_ids, size_t capacity,
-                                                size_t* out_count);
+PL_RUNTIME_API PL_Error* pl_find_usable_devices(PL_Runtime* runtime, const char* accelerator, int32_t num_devices,
+                                                const PL_UsableDeviceOptions* options, int32_t* out_ids,
+                                                size_t capacity, size_t* out_count);
 
 #ifdef __cplusplus
 } /* extern "C" */

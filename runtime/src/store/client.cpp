@@ -2,8 +2,6 @@
 // bounded by a deadline; sends use MSG_NOSIGNAL so that a closed peer never raises SIGPIPE.
 #include "store/client.hpp"
 
-#include "error.hpp"
-
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -18,6 +16,8 @@
 #include <stdexcept>
 #include <thread>
 
+#include "error.hpp"
+
 namespace plrt::store {
 namespace {
 
@@ -28,7 +28,11 @@ constexpr size_t kMaxIdle = 16;
 
 // A failed socket operation, before it is turned into a message for the user.
 struct IoError {
-  enum Kind { Timeout, Closed, Failed } kind;
+  enum Kind {
+    Timeout,
+    Closed,
+    Failed
+  } kind;
   std::string message;
 };
 
@@ -210,10 +214,12 @@ std::unique_ptr<Connection> Client::connect() {
                                          " refused the job token (check PL_JOB_TOKEN: every process of the job "
                                          "must have the same one)");
           rt::fail(PL_ERR_RUNTIME, "the store at " + where_ + " refused the connection: " +
-                                       (r.kind == Reply::Error ? r.text : std::string("unexpected reply '") +
-                                                                             reply_name(r.kind) + "' to the handshake"));
+                                       (r.kind == Reply::Error ? r.text
+                                                               : std::string("unexpected reply '") +
+                                                                     reply_name(r.kind) + "' to the handshake"));
         } catch (const IoError& e) {
-          if (e.kind == IoError::Failed) rt::fail(PL_ERR_RUNTIME, "handshake with the store at " + where_ + ": " + e.message);
+          if (e.kind == IoError::Failed)
+            rt::fail(PL_ERR_RUNTIME, "handshake with the store at " + where_ + ": " + e.message);
           last_error = "handshake: " + e.message;  // closed or timed out: try again
         }
       }
@@ -261,8 +267,8 @@ Response Client::call(const Request& request, int64_t answer_timeout_ms, const s
     if (e.kind == IoError::Timeout)
       rt::fail(PL_ERR_TIMEOUT, "store " + what + ": no answer from the store at " + where_ + " within " +
                                    std::to_string(answer_timeout_ms) + " ms");
-    rt::fail(PL_ERR_RUNTIME, "store " + what + " failed: the connection to the store at " + where_ +
-                                 " broke: " + e.message);
+    rt::fail(PL_ERR_RUNTIME,
+             "store " + what + " failed: the connection to the store at " + where_ + " broke: " + e.message);
   }
 }
 

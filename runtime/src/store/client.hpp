@@ -3,8 +3,6 @@
 // or opens a new one; one blocked in a long wait does not hold up the others).
 #pragma once
 
-#include "store/protocol.hpp"
-
 #include <spdlog/logger.h>
 
 #include <cstdint>
@@ -12,6 +10,8 @@
 #include <mutex>
 #include <string>
 #include <vector>
+
+#include "store/protocol.hpp"
 
 namespace plrt::store {
 

@@ -135,28 +135,44 @@ bool set_why(std::string* why, std::string text) {
 
 const char* op_name(Op op) {
   switch (op) {
-    case Op::Hello: return "hello";
-    case Op::Set: return "set";
-    case Op::Get: return "get";
-    case Op::Add: return "add";
-    case Op::CompareSet: return "compare_set";
-    case Op::Remove: return "remove";
-    case Op::Check: return "check";
-    case Op::Wait: return "wait";
-    case Op::NumKeys: return "num_keys";
+    case Op::Hello:
+      return "hello";
+    case Op::Set:
+      return "set";
+    case Op::Get:
+      return "get";
+    case Op::Add:
+      return "add";
+    case Op::CompareSet:
+      return "compare_set";
+    case Op::Remove:
+      return "remove";
+    case Op::Check:
+      return "check";
+    case Op::Wait:
+      return "wait";
+    case Op::NumKeys:
+      return "num_keys";
   }
   return "unknown";
 }
 
 const char* reply_name(Reply kind) {
   switch (kind) {
-    case Reply::Ok: return "ok";
-    case Reply::Value: return "value";
-    case Reply::Int: return "int";
-    case Reply::Bool: return "bool";
-    case Reply::Timeout: return "timeout";
-    case Reply::Error: return "error";
-    case Reply::BadToken: return "bad token";
+    case Reply::Ok:
+      return "ok";
+    case Reply::Value:
+      return "value";
+    case Reply::Int:
+      return "int";
+    case Reply::Bool:
+      return "bool";
+    case Reply::Timeout:
+      return "timeout";
+    case Reply::Error:
+      return "error";
+    case Reply::BadToken:
+      return "bad token";
   }
   return "unknown";
 }
@@ -188,19 +204,33 @@ std::string encode_request(const Request& r) {
       w.u16(r.version);
       w.bytes(r.value, kMaxTokenLength, "the token");
       break;
-    case Op::Set: w.bytes(r.key, kMaxKeyLength, "the key"); w.bytes(r.value, kMaxFrame, "the value"); break;
-    case Op::Get: w.bytes(r.key, kMaxKeyLength, "the key"); break;
-    case Op::Add: w.bytes(r.key, kMaxKeyLength, "the key"); w.i64(r.number); break;
+    case Op::Set:
+      w.bytes(r.key, kMaxKeyLength, "the key");
+      w.bytes(r.value, kMaxFrame, "the value");
+      break;
+    case Op::Get:
+      w.bytes(r.key, kMaxKeyLength, "the key");
+      break;
+    case Op::Add:
+      w.bytes(r.key, kMaxKeyLength, "the key");
+      w.i64(r.number);
+      break;
     case Op::CompareSet:
       w.bytes(r.key, kMaxKeyLength, "the key");
       w.bytes(r.value, kMaxFrame, "the expected value");
       w.bytes(r.desired, kMaxFrame, "the desired value");
       break;
-    case Op::Remove: w.bytes(r.key, kMaxKeyLength, "the key"); break;
+    case Op::Remove:
+      w.bytes(r.key, kMaxKeyLength, "the key");
+      break;
     case Op::Check:
-    case Op::Wait: w.keys(r.keys); break;
-    case Op::NumKeys: break;
-    default: throw std::invalid_argument("unknown store op " + std::to_string(static_cast<int>(r.op)));
+    case Op::Wait:
+      w.keys(r.keys);
+      break;
+    case Op::NumKeys:
+      break;
+    default:
+      throw std::invalid_argument("unknown store op " + std::to_string(static_cast<int>(r.op)));
   }
   if (is_timed(r.op)) {
     if (r.number <= 0) throw std::invalid_argument("a store timeout must be positive, not " + std::to_string(r.number));
@@ -214,16 +244,26 @@ std::string encode_response(const Response& r) {
   w.u8(static_cast<uint8_t>(r.kind));
   switch (r.kind) {
     case Reply::Ok:
-    case Reply::BadToken: break;
-    case Reply::Value: w.bytes(r.text, kMaxFrame, "the value"); break;
-    case Reply::Int: w.i64(r.number); break;
+    case Reply::BadToken:
+      break;
+    case Reply::Value:
+      w.bytes(r.text, kMaxFrame, "the value");
+      break;
+    case Reply::Int:
+      w.i64(r.number);
+      break;
     case Reply::Bool:
       if (r.number != 0 && r.number != 1) throw std::invalid_argument("a bool reply must be 0 or 1");
       w.u8(static_cast<uint8_t>(r.number));
       break;
-    case Reply::Timeout: w.keys(r.keys); break;
-    case Reply::Error: w.bytes(r.text, kMaxMessageLength, "the error message"); break;
-    default: throw std::invalid_argument("unknown store reply " + std::to_string(static_cast<int>(r.kind)));
+    case Reply::Timeout:
+      w.keys(r.keys);
+      break;
+    case Reply::Error:
+      w.bytes(r.text, kMaxMessageLength, "the error message");
+      break;
+    default:
+      throw std::invalid_argument("unknown store reply " + std::to_string(static_cast<int>(r.kind)));
   }
   return w.finish();
 }
@@ -245,13 +285,18 @@ bool decode_request(const uint8_t* payload, size_t size, Request* out, std::stri
   if (has_key(r.op)) r.key = in.bytes(kMaxKeyLength, "the key");
   if (has_keys(r.op)) r.keys = in.keys();
   switch (r.op) {
-    case Op::Set: r.value = in.bytes(kMaxFrame, "the value"); break;
-    case Op::Add: r.number = in.i64("the delta"); break;
+    case Op::Set:
+      r.value = in.bytes(kMaxFrame, "the value");
+      break;
+    case Op::Add:
+      r.number = in.i64("the delta");
+      break;
     case Op::CompareSet:
       r.value = in.bytes(kMaxFrame, "the expected value");
       r.desired = in.bytes(kMaxFrame, "the desired value");
       break;
-    default: break;
+    default:
+      break;
   }
   if (is_timed(r.op)) {
     r.number = in.i64("the timeout");
@@ -271,15 +316,24 @@ bool decode_response(const uint8_t* payload, size_t size, Response* out, std::st
     return set_why(why, "unknown reply type " + std::to_string(kind));
   r.kind = static_cast<Reply>(kind);
   switch (r.kind) {
-    case Reply::Value: r.text = in.bytes(kMaxFrame, "the value"); break;
-    case Reply::Int: r.number = in.i64("the number"); break;
+    case Reply::Value:
+      r.text = in.bytes(kMaxFrame, "the value");
+      break;
+    case Reply::Int:
+      r.number = in.i64("the number");
+      break;
     case Reply::Bool:
       r.number = in.u8("the flag");
       if (in.ok() && r.number > 1) in.fail("a flag of " + std::to_string(r.number) + " (must be 0 or 1)");
       break;
-    case Reply::Timeout: r.keys = in.keys(); break;
-    case Reply::Error: r.text = in.bytes(kMaxMessageLength, "the error message"); break;
-    default: break;
+    case Reply::Timeout:
+      r.keys = in.keys();
+      break;
+    case Reply::Error:
+      r.text = in.bytes(kMaxMessageLength, "the error message");
+      break;
+    default:
+      break;
   }
   if (!in.finish()) return set_why(why, std::string(reply_name(r.kind)) + " reply: " + in.why());
   *out = std::move(r);

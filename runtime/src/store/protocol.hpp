@@ -12,13 +12,13 @@ namespace plrt::store {
 
 inline constexpr uint32_t kMagic = 0x54534C50;  // the bytes "PLST" on the wire: the handshake's first field
 inline constexpr uint16_t kProtocolVersion = 1;
-inline constexpr size_t kHeaderSize = 4;                  // u32 little-endian payload length
-inline constexpr size_t kMaxFrame = size_t{64} << 20;     // payload bytes, after the handshake
-inline constexpr size_t kMaxHandshakeFrame = 16 << 10;    // payload bytes, before it
+inline constexpr size_t kHeaderSize = 4;                // u32 little-endian payload length
+inline constexpr size_t kMaxFrame = size_t{64} << 20;   // payload bytes, after the handshake
+inline constexpr size_t kMaxHandshakeFrame = 16 << 10;  // payload bytes, before it
 inline constexpr size_t kMaxKeyLength = 4096;
 inline constexpr size_t kMaxTokenLength = 4096;
-inline constexpr size_t kMaxKeysPerRequest = 65536;       // check, wait, and a timeout's missing keys
-inline constexpr size_t kMaxMessageLength = 64 << 10;     // an error response's text
+inline constexpr size_t kMaxKeysPerRequest = 65536;    // check, wait, and a timeout's missing keys
+inline constexpr size_t kMaxMessageLength = 64 << 10;  // an error response's text
 
 enum class Op : uint8_t {
   Hello = 1,       // magic u32, version u16, token bytes
@@ -45,13 +45,13 @@ struct Request {
 bool operator==(const Request& a, const Request& b);
 
 enum class Reply : uint8_t {
-  Ok = 1,        // nothing (hello, set, wait)
-  Value = 2,     // bytes (get, compare_set)
-  Int = 3,       // i64 (add, num_keys)
-  Bool = 4,      // u8 0 or 1 (remove, check)
-  Timeout = 5,   // keys still missing (get, wait)
-  Error = 6,     // message bytes (e.g. add on a value that is not a number; a refused version)
-  BadToken = 7   // nothing; the server closes the connection after it
+  Ok = 1,       // nothing (hello, set, wait)
+  Value = 2,    // bytes (get, compare_set)
+  Int = 3,      // i64 (add, num_keys)
+  Bool = 4,     // u8 0 or 1 (remove, check)
+  Timeout = 5,  // keys still missing (get, wait)
+  Error = 6,    // message bytes (e.g. add on a value that is not a number; a refused version)
+  BadToken = 7  // nothing; the server closes the connection after it
 };
 const char* reply_name(Reply kind);
 
@@ -65,7 +65,11 @@ bool operator==(const Response& a, const Response& b);
 
 // Looks at the start of a byte stream.  Complete: a whole frame is there, its payload size in
 // *payload_size.  TooLarge: the header announces more than max_payload (*payload_size says how much).
-enum class FrameStatus { NeedMore, Complete, TooLarge };
+enum class FrameStatus {
+  NeedMore,
+  Complete,
+  TooLarge
+};
 FrameStatus peek_frame(const uint8_t* data, size_t size, size_t max_payload, size_t* payload_size);
 
 // Whole frames (header + payload).  Throw std::length_error when a field exceeds its limit.

@@ -2,13 +2,9 @@
 // before the thread starts) and the destructor (posts the shutdown, then joins).
 #include "store/server.hpp"
 
-#include "error.hpp"
-#include "store/protocol.hpp"
-
-#include <boost/asio.hpp>
-
 #include <algorithm>
 #include <array>
+#include <boost/asio.hpp>
 #include <charconv>
 #include <chrono>
 #include <deque>
@@ -16,6 +12,9 @@
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
+
+#include "error.hpp"
+#include "store/protocol.hpp"
 
 namespace plrt::store {
 namespace asio = boost::asio;
@@ -50,8 +49,7 @@ class Session;
 
 class Server::Impl {
  public:
-  Impl(std::shared_ptr<spdlog::logger> logger, std::string token)
-      : log(std::move(logger)), token(std::move(token)) {}
+  Impl(std::shared_ptr<spdlog::logger> logger, std::string token) : log(std::move(logger)), token(std::move(token)) {}
 
   void accept();
   void shutdown();
@@ -137,9 +135,8 @@ class Session : public std::enable_shared_from_this<Session> {
   void read() {
     if (closed_ || reading_ || writing_ || close_after_write_) return;
     reading_ = true;
-    socket_.async_read_some(asio::buffer(chunk_), [self = shared_from_this()](const error_code& ec, size_t n) {
-      self->on_read(ec, n);
-    });
+    socket_.async_read_some(asio::buffer(chunk_),
+                            [self = shared_from_this()](const error_code& ec, size_t n) { self->on_read(ec, n); });
   }
 
   void on_read(const error_code& ec, size_t n) {
@@ -243,11 +240,17 @@ class Session : public std::enable_shared_from_this<Session> {
         int64_t value = 0;
         auto it = data.find(r.key);
         if (it != data.end() && !parse_counter(it->second, &value)) {
-          reply({Reply::Error, "add: the value of " + in_quotes(r.key) + " is not an integer: " + in_quotes(it->second), 0, {}});
+          reply({Reply::Error,
+                 "add: the value of " + in_quotes(r.key) + " is not an integer: " + in_quotes(it->second),
+                 0,
+                 {}});
           break;
         }
         if (__builtin_add_overflow(value, r.number, &value)) {
-          reply({Reply::Error, "add: " + in_quotes(r.key) + " + " + std::to_string(r.number) + " overflows int64", 0, {}});
+          reply({Reply::Error,
+                 "add: " + in_quotes(r.key) + " + " + std::to_string(r.number) + " overflows int64",
+                 0,
+                 {}});
           break;
         }
         data[r.key] = std::to_string(value);
@@ -275,16 +278,23 @@ class Session : public std::enable_shared_from_this<Session> {
         srv_.notify(r.key);
         break;
       }
-      case Op::Remove: reply({Reply::Bool, {}, data.erase(r.key) ? 1 : 0, {}}); break;
-      case Op::Check: reply({Reply::Bool, {}, srv_.all_exist(r.keys) ? 1 : 0, {}}); break;
+      case Op::Remove:
+        reply({Reply::Bool, {}, data.erase(r.key) ? 1 : 0, {}});
+        break;
+      case Op::Check:
+        reply({Reply::Bool, {}, srv_.all_exist(r.keys) ? 1 : 0, {}});
+        break;
       case Op::Wait:
         if (srv_.all_exist(r.keys))
           reply({Reply::Ok, {}, 0, {}});
         else
           begin_wait(Op::Wait, std::move(r.keys), r.number);
         break;
-      case Op::NumKeys: reply({Reply::Int, {}, static_cast<int64_t>(data.size()), {}}); break;
-      case Op::Hello: break;  // handled in handle()
+      case Op::NumKeys:
+        reply({Reply::Int, {}, static_cast<int64_t>(data.size()), {}});
+        break;
+      case Op::Hello:
+        break;  // handled in handle()
     }
   }
 
@@ -412,7 +422,8 @@ Server::Server(std::shared_ptr<spdlog::logger> logger, const std::string& host, 
   tcp::resolver resolver(m.io);
   error_code ec;
   auto results = resolver.resolve(host, std::to_string(port), tcp::resolver::numeric_service, ec);
-  if (ec) rt::fail(PL_ERR_RUNTIME, "cannot serve the store on " + asked + ": cannot resolve '" + host + "': " + ec.message());
+  if (ec)
+    rt::fail(PL_ERR_RUNTIME, "cannot serve the store on " + asked + ": cannot resolve '" + host + "': " + ec.message());
   std::string errors;
   for (const auto& entry : results) {
     tcp::endpoint ep = entry.endpoint();

@@ -3,10 +3,6 @@
 // store/client.cpp and, in the serving process, store/server.cpp.
 #include "store/tcp_store.hpp"
 
-#include "runtime_impl.hpp"
-#include "store/client.hpp"
-#include "store/server.hpp"
-
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
@@ -15,6 +11,10 @@
 #include <cstring>
 #include <string>
 #include <vector>
+
+#include "runtime_impl.hpp"
+#include "store/client.hpp"
+#include "store/server.hpp"
 
 using plrt::rt::fail;
 using plrt::rt::guarded;
@@ -58,16 +58,18 @@ uint16_t resolve_port(int32_t option, bool is_server) {
     char* end = nullptr;
     errno = 0;
     port = std::strtoll(env, &end, 10);
-    bool digits = !text.empty() && std::all_of(text.begin(), text.end(), [](unsigned char c) { return std::isdigit(c); });
+    bool digits =
+        !text.empty() && std::all_of(text.begin(), text.end(), [](unsigned char c) { return std::isdigit(c); });
     if (!digits || errno == ERANGE || *end != '\0' || port > 65535)
       fail(PL_ERR_INVALID_ARGUMENT, "MASTER_PORT='" + text + "' is not a TCP port; valid: 0..65535");
   } else if (option > 65535) {
-    fail(PL_ERR_INVALID_ARGUMENT, origin + " " + std::to_string(option) +
-                                      " is not a TCP port; valid: 0..65535, or -1 for $MASTER_PORT");
+    fail(PL_ERR_INVALID_ARGUMENT,
+         origin + " " + std::to_string(option) + " is not a TCP port; valid: 0..65535, or -1 for $MASTER_PORT");
   }
   if (port == 0 && !is_server)
-    fail(PL_ERR_INVALID_ARGUMENT, origin + " is 0, which only a server may use (it picks a free port); a client "
-                                           "needs the server's port, 1..65535");
+    fail(PL_ERR_INVALID_ARGUMENT, origin +
+                                      " is 0, which only a server may use (it picks a free port); a client "
+                                      "needs the server's port, 1..65535");
   return static_cast<uint16_t>(port);
 }
 
@@ -88,8 +90,8 @@ std::string key_of(const char* key, const char* fn) {
 std::vector<std::string> keys_of(const char* const* keys, size_t n, const char* fn) {
   if (n > 0 && !keys) fail(PL_ERR_INVALID_ARGUMENT, std::string("store ") + fn + ": keys is NULL");
   if (n > ps::kMaxKeysPerRequest)
-    fail(PL_ERR_INVALID_ARGUMENT, std::string("store ") + fn + ": " + std::to_string(n) +
-                                      " keys exceed the limit of " + std::to_string(ps::kMaxKeysPerRequest));
+    fail(PL_ERR_INVALID_ARGUMENT, std::string("store ") + fn + ": " + std::to_string(n) + " keys exceed the limit of " +
+                                      std::to_string(ps::kMaxKeysPerRequest));
   std::vector<std::string> out;
   out.reserve(n);
   for (size_t i = 0; i < n; ++i) out.push_back(key_of(keys[i], fn));
@@ -97,7 +99,8 @@ std::vector<std::string> keys_of(const char* const* keys, size_t n, const char* 
 }
 
 std::string bytes_of(const void* data, size_t size, const char* what) {
-  if (!data && size > 0) fail(PL_ERR_INVALID_ARGUMENT, std::string(what) + " is NULL with a size of " + std::to_string(size));
+  if (!data && size > 0)
+    fail(PL_ERR_INVALID_ARGUMENT, std::string(what) + " is NULL with a size of " + std::to_string(size));
   return size ? std::string(static_cast<const char*>(data), size) : std::string();
 }
 
@@ -123,14 +126,14 @@ int64_t timeout_or_default(const PL_Store& s, int64_t timeout_ms) { return timeo
 // One request and its reply; anything but `expected` (or a timeout, for get/wait) is an error.
 ps::Response call(PL_Store& s, const ps::Request& r, ps::Reply expected, const std::string& what) {
   bool timed = r.op == ps::Op::Get || r.op == ps::Op::Wait;
-  int64_t answer_ms = !timed ? s.timeout_ms
-                     : r.number > INT64_MAX - kAnswerGraceMs ? INT64_MAX
-                                                             : r.number + kAnswerGraceMs;
+  int64_t answer_ms = !timed                                  ? s.timeout_ms
+                      : r.number > INT64_MAX - kAnswerGraceMs ? INT64_MAX
+                                                              : r.number + kAnswerGraceMs;
   ps::Response reply = s.client->call(r, answer_ms, what);
   if (reply.kind == expected) return reply;
   if (reply.kind == ps::Reply::Timeout && timed) {
-    std::string msg = "store " + what + " timed out after " + std::to_string(r.number) + " ms (store " +
-                      s.client->where() + ")";
+    std::string msg =
+        "store " + what + " timed out after " + std::to_string(r.number) + " ms (store " + s.client->where() + ")";
     if (r.keys.size() > 1) msg += "; still missing: " + key_list(reply.keys);
     fail(PL_ERR_TIMEOUT, msg);
   }
@@ -232,8 +235,8 @@ void store_bytes_free(PL_Bytes* bytes) {
   bytes->size = 0;
 }
 
-const PL_StoreApi kStoreApi = {sizeof(PL_StoreApi), store_set,    store_get,  store_add,      store_compare_set,
-                               store_remove,        store_check,  store_wait, store_num_keys, store_bytes_free};
+const PL_StoreApi kStoreApi = {sizeof(PL_StoreApi), store_set,   store_get,  store_add,      store_compare_set,
+                               store_remove,        store_check, store_wait, store_num_keys, store_bytes_free};
 
 }  // namespace
 
@@ -262,8 +265,9 @@ PL_EXPORT PL_Error* pl_store_create_tcp(PL_Runtime* runtime, const PL_TcpStoreOp
     if (o.host) {
       s->host = o.host;
       if (s->host.empty())
-        fail(PL_ERR_INVALID_ARGUMENT, "PL_TcpStoreOptions.host is empty; give an address, or NULL for "
-                                      "$MASTER_ADDR (else 127.0.0.1)");
+        fail(PL_ERR_INVALID_ARGUMENT,
+             "PL_TcpStoreOptions.host is empty; give an address, or NULL for "
+             "$MASTER_ADDR (else 127.0.0.1)");
     } else {
       const char* env = std::getenv("MASTER_ADDR");
       s->host = env && *env ? env : "127.0.0.1";
@@ -272,9 +276,9 @@ PL_EXPORT PL_Error* pl_store_create_tcp(PL_Runtime* runtime, const PL_TcpStoreOp
     const char* token_env = std::getenv("PL_JOB_TOKEN");
     std::string token = o.token ? o.token : (token_env ? token_env : "");
     if (token.size() > ps::kMaxTokenLength)
-      fail(PL_ERR_INVALID_ARGUMENT, std::string("the job token (") + (o.token ? "PL_TcpStoreOptions.token" : "PL_JOB_TOKEN") +
-                                        ") has " + std::to_string(token.size()) + " bytes; the limit is " +
-                                        std::to_string(ps::kMaxTokenLength));
+      fail(PL_ERR_INVALID_ARGUMENT,
+           std::string("the job token (") + (o.token ? "PL_TcpStoreOptions.token" : "PL_JOB_TOKEN") + ") has " +
+               std::to_string(token.size()) + " bytes; the limit is " + std::to_string(ps::kMaxTokenLength));
     s->timeout_ms = o.timeout_ms > 0 ? o.timeout_ms : kDefaultTimeoutMs;
 
     std::string connect_host = s->host;
@@ -287,8 +291,10 @@ PL_EXPORT PL_Error* pl_store_create_tcp(PL_Runtime* runtime, const PL_TcpStoreOp
     }
     s->port = port;
     if (token.empty())
-      s->logger->warn("the store at {}:{} is unauthenticated: no job token (set PL_JOB_TOKEN to one secret shared "
-                      "by every process of the job)", s->host, port);
+      s->logger->warn(
+          "the store at {}:{} is unauthenticated: no job token (set PL_JOB_TOKEN to one secret shared "
+          "by every process of the job)",
+          s->host, port);
     s->client = std::make_unique<ps::Client>(s->logger, connect_host, port, token, s->timeout_ms);
     *out = s.release();
   });

@@ -4,10 +4,10 @@
 #pragma once
 
 #include <plrt/pl_accelerator.h>
-#include <plrt/sdk/error.hpp>
-#include <plrt/sdk/runtime.hpp>
 
 #include <memory>
+#include <plrt/sdk/error.hpp>
+#include <plrt/sdk/runtime.hpp>
 #include <string>
 #include <utility>
 #include <vector>
@@ -47,8 +47,8 @@ class Accelerator {
 
   // ---- staging (StagingLoader): page-locked host memory, streams, events.  The caller destroys
   // what it creates; a NULL stream is the device's default stream. ----
-  void* alloc_host(size_t bytes) const;           // page-locked where the accelerator has it
-  void free_host(void* ptr) const noexcept;       // logs (never throws) on failure
+  void* alloc_host(size_t bytes) const;      // page-locked where the accelerator has it
+  void free_host(void* ptr) const noexcept;  // logs (never throws) on failure
   // copy() on `stream`: returns once the copy is queued (asynchronous accelerators).
   void copy_async(void* dst, PL_Device dst_device, const void* src, PL_Device src_device, size_t bytes,
                   PL_Stream* stream) const;
@@ -56,7 +56,7 @@ class Accelerator {
   void stream_destroy(PL_Stream* stream) const noexcept;  // logs on failure
   void stream_synchronize(PL_Stream* stream) const;
   PL_Event* event_create(PL_Device device) const;
-  void event_destroy(PL_Event* event) const noexcept;     // logs on failure
+  void event_destroy(PL_Event* event) const noexcept;  // logs on failure
   void event_record(PL_Event* event, PL_Stream* stream) const;
   void event_synchronize(PL_Event* event) const;
   void stream_wait_event(PL_Stream* stream, PL_Event* event) const;  // later work on `stream` waits

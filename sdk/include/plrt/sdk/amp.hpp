@@ -16,7 +16,6 @@
 
 #include <plrt/sdk/module.hpp>
 #include <plrt/sdk/tensor.hpp>
-
 #include <string>
 #include <vector>
 

@@ -14,9 +14,9 @@ struct ClusterEnv {
   int local_rank = 0, local_world_size = 1;
   int node_rank = 0, num_nodes = 1;
   std::string master_addr = "127.0.0.1";
-  int master_port = -1;       // -1: none (a single process, or the trainer picks one)
-  bool agent_store = false;   // the launcher serves the store (PL_USE_AGENT_STORE=1)
-  std::string token;          // PL_JOB_TOKEN ("" = none)
+  int master_port = -1;      // -1: none (a single process, or the trainer picks one)
+  bool agent_store = false;  // the launcher serves the store (PL_USE_AGENT_STORE=1)
+  std::string token;         // PL_JOB_TOKEN ("" = none)
   // plrun started this process to spawn the node's workers itself (a spawn strategy):
   // PL_LAUNCH_MODE=spawn without RANK; rank and local_rank are then unset (0) and local_world_size
   // counts the workers to spawn.  A worker it spawns sets RANK (it may keep PL_LAUNCH_MODE) and

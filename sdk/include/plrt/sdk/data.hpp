@@ -7,10 +7,9 @@
 // between standard libraries): the same order on every rank, platform and run.
 #pragma once
 
-#include <plrt/sdk/tensor.hpp>
-
 #include <cstdint>
 #include <memory>
+#include <plrt/sdk/tensor.hpp>
 #include <vector>
 
 namespace pl {
@@ -49,7 +48,7 @@ class DistributedSampler {
                      bool drop_last = false);  // bad values throw, naming them
   void set_epoch(int64_t epoch) { epoch_ = epoch; }
   int64_t epoch() const { return epoch_; }
-  std::vector<int64_t> indices() const;  // this rank's, for the current epoch (num_samples of them)
+  std::vector<int64_t> indices() const;                 // this rank's, for the current epoch (num_samples of them)
   int64_t num_samples() const { return num_samples_; }  // per rank
   int64_t dataset_size() const { return n_; }
   int num_replicas() const { return num_replicas_; }
@@ -70,10 +69,10 @@ class DistributedSampler {
 };
 
 struct DataLoaderOptions {
-  int64_t batch_size = 1;   // >= 1
+  int64_t batch_size = 1;  // >= 1
   bool shuffle = false;
-  bool drop_last = false;   // drop the last incomplete batch
-  uint64_t seed = 0;        // shuffling seed; the trainer sets it from seed_everything when unset
+  bool drop_last = false;  // drop the last incomplete batch
+  uint64_t seed = 0;       // shuffling seed; the trainer sets it from seed_everything when unset
 };
 
 class DataLoader {
@@ -91,9 +90,9 @@ class DataLoader {
 
   void set_epoch(int64_t epoch);  // also the sampler's; a new order when shuffling
   int64_t epoch() const { return epoch_; }
-  int64_t num_samples() const;  // this rank's samples per epoch
-  int64_t num_batches() const;  // this rank's batches per epoch
-  Batch batch(int64_t i) const; // the i-th batch of the current epoch (host tensors); i in [0, num_batches)
+  int64_t num_samples() const;   // this rank's samples per epoch
+  int64_t num_batches() const;   // this rank's batches per epoch
+  Batch batch(int64_t i) const;  // the i-th batch of the current epoch (host tensors); i in [0, num_batches)
   const std::vector<int64_t>& indices() const;  // the current epoch's sample order on this rank
 
  private:

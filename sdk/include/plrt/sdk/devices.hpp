@@ -2,9 +2,8 @@
 // the forms Lightning rejects (float, bool) so that they get the same clear error.
 #pragma once
 
-#include <plrt/sdk/error.hpp>
-
 #include <cstdint>
+#include <plrt/sdk/error.hpp>
 #include <string>
 #include <vector>
 
@@ -12,14 +11,14 @@ namespace pl {
 
 class Devices {
  public:
-  Devices(int k) : kind_(PL_DEVICES_INT), int_(k) {}                  // NOLINT: implicit, as in Lightning
-  Devices(long long k) : kind_(PL_DEVICES_INT), int_(k) {}            // NOLINT
+  Devices(int k) : kind_(PL_DEVICES_INT), int_(k) {}        // NOLINT: implicit, as in Lightning
+  Devices(long long k) : kind_(PL_DEVICES_INT), int_(k) {}  // NOLINT
   Devices(std::vector<int64_t> ids) : kind_(PL_DEVICES_LIST), list_(std::move(ids)) {}  // NOLINT
   Devices(std::initializer_list<int64_t> ids) : kind_(PL_DEVICES_LIST), list_(ids) {}   // NOLINT
-  Devices(const char* s) : kind_(PL_DEVICES_STRING), str_(s) {}       // NOLINT
-  Devices(std::string s) : kind_(PL_DEVICES_STRING), str_(std::move(s)) {}  // NOLINT
-  Devices(double f) : kind_(PL_DEVICES_FLOAT), float_(f) {}           // NOLINT: rejected when parsed
-  Devices(bool b) : kind_(PL_DEVICES_BOOL), bool_(b) {}               // NOLINT: rejected when parsed
+  Devices(const char* s) : kind_(PL_DEVICES_STRING), str_(s) {}                         // NOLINT
+  Devices(std::string s) : kind_(PL_DEVICES_STRING), str_(std::move(s)) {}              // NOLINT
+  Devices(double f) : kind_(PL_DEVICES_FLOAT), float_(f) {}                             // NOLINT: rejected when parsed
+  Devices(bool b) : kind_(PL_DEVICES_BOOL), bool_(b) {}                                 // NOLINT: rejected when parsed
   static Devices automatic() { return Devices("auto"); }
   // Command-line text, read as plrun reads --devices ("2", "[1, 3]", "1, 3", "auto", ...).
   static Devices from_text(std::string text) {

@@ -3,24 +3,31 @@
 // Both are views: neither conversion copies or owns memory.
 #pragma once
 
-#include <plrt/sdk/error.hpp>
-
 #include <dlpack/dlpack.h>
 
+#include <plrt/sdk/error.hpp>
 #include <string>
 
 namespace pl {
 
 inline DLDataType to_dlpack_dtype(PL_DType dtype) {
   switch (dtype) {
-    case PL_F32: return {kDLFloat, 32, 1};
-    case PL_F64: return {kDLFloat, 64, 1};
-    case PL_F16: return {kDLFloat, 16, 1};
-    case PL_BF16: return {kDLBfloat, 16, 1};
-    case PL_I32: return {kDLInt, 32, 1};
-    case PL_I64: return {kDLInt, 64, 1};
-    case PL_U8: return {kDLUInt, 8, 1};
-    default: throw Error(PL_ERR_INVALID_ARGUMENT, "dtype " + std::to_string(dtype) + " has no DLPack equivalent");
+    case PL_F32:
+      return {kDLFloat, 32, 1};
+    case PL_F64:
+      return {kDLFloat, 64, 1};
+    case PL_F16:
+      return {kDLFloat, 16, 1};
+    case PL_BF16:
+      return {kDLBfloat, 16, 1};
+    case PL_I32:
+      return {kDLInt, 32, 1};
+    case PL_I64:
+      return {kDLInt, 64, 1};
+    case PL_U8:
+      return {kDLUInt, 8, 1};
+    default:
+      throw Error(PL_ERR_INVALID_ARGUMENT, "dtype " + std::to_string(dtype) + " has no DLPack equivalent");
   }
 }
 
@@ -47,13 +54,20 @@ inline DLTensor to_dlpack(const PL_Tensor& t, int64_t* shape_storage) {
   DLTensor d{};
   d.data = t.data;
   switch (t.device.type) {
-    case PL_DEVICE_CPU: d.device = {kDLCPU, t.device.index}; break;
-    case PL_DEVICE_CUDA: d.device = {kDLCUDA, t.device.index}; break;
-    default: throw Error(PL_ERR_INVALID_ARGUMENT, "device type " + std::to_string(t.device.type) + " has no DLPack equivalent");
+    case PL_DEVICE_CPU:
+      d.device = {kDLCPU, t.device.index};
+      break;
+    case PL_DEVICE_CUDA:
+      d.device = {kDLCUDA, t.device.index};
+      break;
+    default:
+      throw Error(PL_ERR_INVALID_ARGUMENT,
+                  "device type " + std::to_string(t.device.type) + " has no DLPack equivalent");
   }
   d.dtype = to_dlpack_dtype(t.dtype);
   if (t.ndim < 0 || t.ndim > PL_MAX_DIMS)
-    throw Error(PL_ERR_INVALID_ARGUMENT, "ndim " + std::to_string(t.ndim) + " is outside 0.." + std::to_string(PL_MAX_DIMS));
+    throw Error(PL_ERR_INVALID_ARGUMENT,
+                "ndim " + std::to_string(t.ndim) + " is outside 0.." + std::to_string(PL_MAX_DIMS));
   if (t.ndim == 0 && t.numel != 1) {
     d.ndim = 1;
     shape_storage[0] = t.numel;
@@ -77,8 +91,9 @@ inline PL_Tensor from_dlpack(const DLTensor& d) {
   else if (d.device.device_type == kDLCUDA || d.device.device_type == kDLCUDAManaged)
     t.device = {PL_DEVICE_CUDA, d.device.device_id};
   else
-    throw Error(PL_ERR_UNSUPPORTED, "DLPack device type " + std::to_string(d.device.device_type) +
-                                        " is not one plrt supports; valid: CPU (1), CUDA (2), CUDA host (3), CUDA managed (13)");
+    throw Error(PL_ERR_UNSUPPORTED,
+                "DLPack device type " + std::to_string(d.device.device_type) +
+                    " is not one plrt supports; valid: CPU (1), CUDA (2), CUDA host (3), CUDA managed (13)");
   t.dtype = from_dlpack_dtype(d.dtype);
   if (d.ndim < 0 || d.ndim > PL_MAX_DIMS)
     throw Error(PL_ERR_UNSUPPORTED, "DLPack tensor has " + std::to_string(d.ndim) + " dimensions; plrt takes at most " +
@@ -88,9 +103,9 @@ inline PL_Tensor from_dlpack(const DLTensor& d) {
   for (int i = d.ndim - 1; i >= 0; --i) {
     if (d.shape[i] < 0) throw Error(PL_ERR_INVALID_ARGUMENT, "DLPack shape[" + std::to_string(i) + "] is negative");
     if (d.strides && d.shape[i] > 1 && d.strides[i] != expected_stride)
-      throw Error(PL_ERR_UNSUPPORTED, "DLPack tensor is not compact row-major (strides[" + std::to_string(i) + "] = " +
-                                          std::to_string(d.strides[i]) + ", expected " + std::to_string(expected_stride) +
-                                          "); make it contiguous first");
+      throw Error(PL_ERR_UNSUPPORTED, "DLPack tensor is not compact row-major (strides[" + std::to_string(i) +
+                                          "] = " + std::to_string(d.strides[i]) + ", expected " +
+                                          std::to_string(expected_stride) + "); make it contiguous first");
     expected_stride *= d.shape[i];
     t.shape[i] = d.shape[i];
     numel *= d.shape[i];

@@ -4,12 +4,11 @@
 // distributed sampling, gradient sync, optimizer steps, accumulation, checkpoints).
 #pragma once
 
+#include <memory>
+#include <optional>
 #include <plrt/sdk/data.hpp>
 #include <plrt/sdk/module.hpp>
 #include <plrt/sdk/optim.hpp>
-
-#include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,29 +16,34 @@ namespace pl {
 
 class Trainer;
 
-enum class Reduce { Mean, Sum, Min, Max };
+enum class Reduce {
+  Mean,
+  Sum,
+  Min,
+  Max
+};
 
 struct LogOptions {
   // Defaults as Lightning's: in training_step on_step, elsewhere on_epoch.  With both, the names
   // get "_step" and "_epoch" suffixes.
   std::optional<bool> on_step;
   std::optional<bool> on_epoch;
-  bool sync_dist = false;         // reduce across ranks (epoch values weighted by batch size)
+  bool sync_dist = false;  // reduce across ranks (epoch values weighted by batch size)
   Reduce reduce_fx = Reduce::Mean;
-  bool rank_zero_only = false;    // logged by rank 0 only; cannot be synced
-  bool prog_bar = false;          // also shown on rank 0's console line
-  int64_t batch_size = -1;        // epoch-mean weight; default: the current batch's size
+  bool rank_zero_only = false;  // logged by rank 0 only; cannot be synced
+  bool prog_bar = false;        // also shown on rank 0's console line
+  int64_t batch_size = -1;      // epoch-mean weight; default: the current batch's size
 };
 
 // One replica's part of a training step, as training_step_end receives it (dp, ddp2: one per
 // device of the process, in replica order; other strategies: one).
 struct ReplicaOutput {
-  int replica = 0;          // 0: the root device, where the optimizer steps
-  int64_t batch_size = 0;   // rows of the batch this replica got
-  Batch batch;              // that slice of the batch (on the replica's device), e.g. for its labels
-  double loss = 0;          // what training_step returned (one-phase steps)
-  Tensor output;            // two-phase steps: what forward_step returned, copied to the root device
-  Tensor output_grad;       // two-phase steps: training_step_end sets d(loss)/d(output) here (any device)
+  int replica = 0;         // 0: the root device, where the optimizer steps
+  int64_t batch_size = 0;  // rows of the batch this replica got
+  Batch batch;             // that slice of the batch (on the replica's device), e.g. for its labels
+  double loss = 0;         // what training_step returned (one-phase steps)
+  Tensor output;           // two-phase steps: what forward_step returned, copied to the root device
+  Tensor output_grad;      // two-phase steps: training_step_end sets d(loss)/d(output) here (any device)
 };
 
 class LightningModule : public Module {

@@ -8,12 +8,11 @@
 // them from its root, and setting them through any module of the tree sets the root's.
 #pragma once
 
-#include <plrt/sdk/accelerator.hpp>
-#include <plrt/sdk/tensor.hpp>
-
 #include <deque>
 #include <functional>
 #include <map>
+#include <plrt/sdk/accelerator.hpp>
+#include <plrt/sdk/tensor.hpp>
 #include <string>
 #include <utility>
 #include <vector>
@@ -22,7 +21,7 @@ namespace pl {
 
 struct Parameter {
   Tensor value;
-  Tensor grad;                // allocated by Module::to (same device, shape and dtype as value)
+  Tensor grad;  // allocated by Module::to (same device, shape and dtype as value)
   // false: frozen (torch's p.requires_grad_(False)): the layers write no gradient, optimizers do
   // not step it, state_dict and checkpoints still hold it.  Freeze before Trainer::fit: the
   // strategy learns each parameter's kind (trainable, frozen, buffer) when fit sets it up.

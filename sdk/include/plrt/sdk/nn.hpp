@@ -11,11 +11,10 @@
 // it (clone()) to keep it longer.
 #pragma once
 
+#include <cstdint>
 #include <plrt/sdk/module.hpp>
 #include <plrt/sdk/random.hpp>
 #include <plrt/sdk/tensor.hpp>
-
-#include <cstdint>
 
 namespace pl::nn {
 
@@ -50,9 +49,9 @@ class Linear : public Module {
   Parameter* weight_ = nullptr;
   Parameter* bias_ = nullptr;
   Tensor x_, y_, dx_;
-  PL_DType low_ = PL_DTYPE_INVALID;   // the last forward's autocast dtype (INVALID: full precision)
-  Tensor xl_, wl_, bl_, gwl_, gbl_;   // low-precision input, weight, bias and gradient buffers
-  Tensor gw32_, gb32_;                // their float32 widenings, for accumulation
+  PL_DType low_ = PL_DTYPE_INVALID;  // the last forward's autocast dtype (INVALID: full precision)
+  Tensor xl_, wl_, bl_, gwl_, gbl_;  // low-precision input, weight, bias and gradient buffers
+  Tensor gw32_, gb32_;               // their float32 widenings, for accumulation
 };
 
 // Not a Module (no parameters): it computes through the accelerator that owns its input, as the

@@ -10,11 +10,10 @@
 // state exactly as step() does; a partial range's state is a flat tensor of end - begin elements.
 #pragma once
 
-#include <plrt/sdk/module.hpp>
-#include <plrt/sdk/tensor.hpp>
-
 #include <map>
 #include <memory>
+#include <plrt/sdk/module.hpp>
+#include <plrt/sdk/tensor.hpp>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -57,7 +56,8 @@ class Optimizer {
   // tensors onto the parameters' devices. ----
   virtual std::vector<std::pair<std::string, Tensor>> state_tensors() const = 0;
   virtual std::map<std::string, double> state_scalars() const;
-  virtual void load_state(const std::map<std::string, Tensor>& tensors, const std::map<std::string, double>& scalars) = 0;
+  virtual void load_state(const std::map<std::string, Tensor>& tensors,
+                          const std::map<std::string, double>& scalars) = 0;
 
  protected:
   // The accelerator that owns parameter i's gradient (or value); throws naming the parameter when
@@ -72,7 +72,7 @@ class Optimizer {
   // The flat view of elements [begin, end) of t.
   static PL_Tensor flat_view(const Tensor& t, int64_t begin, int64_t end);
   using RangeKey = std::tuple<size_t, int64_t, int64_t>;  // (param, begin, end) of a partial range
-  static std::string range_prefix(const RangeKey& k);      // "state.<i>.<begin>-<end>." 
+  static std::string range_prefix(const RangeKey& k);     // "state.<i>.<begin>-<end>."
   // A copy of `src` on parameter i's device, after checking its shape and dtype against the value.
   Tensor load_tensor(size_t i, const std::string& key, const Tensor& src) const;
   // The parameter index of "state.<i>.<field>" (or "state.<i>.<begin>-<end>.<field>": its range

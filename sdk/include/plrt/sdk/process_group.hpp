@@ -3,14 +3,14 @@
 #pragma once
 
 #include <plrt/pl_process_group.h>
-#include <plrt/sdk/dtype.hpp>
-#include <plrt/sdk/error.hpp>
-#include <plrt/sdk/runtime.hpp>
-#include <plrt/sdk/store.hpp>
 
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <plrt/sdk/dtype.hpp>
+#include <plrt/sdk/error.hpp>
+#include <plrt/sdk/runtime.hpp>
+#include <plrt/sdk/store.hpp>
 #include <string>
 #include <utility>
 #include <vector>
@@ -29,7 +29,6 @@ inline PL_Tensor tensor_view(void* data, PL_DType dtype, int64_t numel, PL_Devic
   t.shape[0] = numel;
   return t;
 }
-
 
 template <class T>
 PL_Tensor tensor_view(std::vector<T>& v) {
@@ -68,7 +67,7 @@ class Work {
 struct ProcessGroupOptions {
   int rank = 0;
   int world_size = 1;
-  std::string group_name = "default";     // prefixes this group's store keys
+  std::string group_name = "default";    // prefixes this group's store keys
   std::chrono::milliseconds timeout{0};  // 0: 30 minutes
   PL_Device device{PL_DEVICE_CPU, 0};
   std::vector<std::pair<std::string, std::string>> options;  // backend settings
@@ -154,8 +153,10 @@ class ProcessGroup {
   Work allgather_async(const PL_Tensor& input, std::vector<PL_Tensor>& outputs) const {
     return start([&](PL_Work** w) { return api_->allgather(get(), &input, outputs.data(), outputs.size(), w); });
   }
-  Work reduce_scatter_async(const std::vector<PL_Tensor>& inputs, PL_Tensor& output, PL_ReduceOp op = PL_REDUCE_SUM) const {
-    return start([&](PL_Work** w) { return api_->reduce_scatter(get(), inputs.data(), inputs.size(), &output, op, w); });
+  Work reduce_scatter_async(const std::vector<PL_Tensor>& inputs, PL_Tensor& output,
+                            PL_ReduceOp op = PL_REDUCE_SUM) const {
+    return start(
+        [&](PL_Work** w) { return api_->reduce_scatter(get(), inputs.data(), inputs.size(), &output, op, w); });
   }
   // The counts are copied into the Work (the plugin borrows them until it completes).
   Work all_to_all_async(const PL_Tensor& input, PL_Tensor& output, const std::vector<int64_t>& input_counts = {},
@@ -242,10 +243,12 @@ struct DistEnv {
     e.master_port = env_int("MASTER_PORT", -1);
     e.agent_store = env_int("PL_USE_AGENT_STORE", 0) != 0;
     if (e.world_size < 1)
-      throw Error(PL_ERR_INVALID_ARGUMENT, "WORLD_SIZE=" + std::to_string(e.world_size) + " is not valid: it must be >= 1");
+      throw Error(PL_ERR_INVALID_ARGUMENT,
+                  "WORLD_SIZE=" + std::to_string(e.world_size) + " is not valid: it must be >= 1");
     if (e.rank < 0 || e.rank >= e.world_size)
       throw Error(PL_ERR_INVALID_ARGUMENT, "RANK=" + std::to_string(e.rank) + " is not valid: it must be in [0, " +
-                                               std::to_string(e.world_size) + ") for WORLD_SIZE=" + std::to_string(e.world_size));
+                                               std::to_string(e.world_size) +
+                                               ") for WORLD_SIZE=" + std::to_string(e.world_size));
     if (e.world_size > 1 && e.master_port < 0)
       throw Error(PL_ERR_INVALID_ARGUMENT, "MASTER_PORT is not set: a job of " + std::to_string(e.world_size) +
                                                " processes needs the rendezvous port (plrun sets it)");

@@ -19,9 +19,9 @@ class Generator {
   uint64_t next_u64() { return engine_(); }
   // Draws are computed from next_u64() by fixed formulas (not std::*_distribution, whose results
   // differ between standard libraries), so a seed gives the same numbers everywhere.
-  double uniform(double lo = 0.0, double hi = 1.0);  // [lo, hi); lo == hi gives lo; lo > hi throws
+  double uniform(double lo = 0.0, double hi = 1.0);       // [lo, hi); lo == hi gives lo; lo > hi throws
   double normal(double mean = 0.0, double stddev = 1.0);  // Box-Muller; stddev < 0 throws
-  int64_t randint(int64_t lo, int64_t hi);  // [lo, hi), unbiased; hi <= lo throws
+  int64_t randint(int64_t lo, int64_t hi);                // [lo, hi), unbiased; hi <= lo throws
   // The full state as text (the engine's operator<<), and back (checkpoints).  A bad text throws
   // pl::Error and leaves the generator unchanged.
   std::string state() const;

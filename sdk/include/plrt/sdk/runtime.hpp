@@ -1,11 +1,10 @@
 // pl::Runtime: a plrt runtime (plugin search path, logger, host table) owned by a C++ object.
 #pragma once
 
-#include <plrt/sdk/devices.hpp>
-#include <plrt/sdk/error.hpp>
-
 #include <memory>
 #include <optional>
+#include <plrt/sdk/devices.hpp>
+#include <plrt/sdk/error.hpp>
 #include <string>
 #include <utility>
 #include <vector>
@@ -13,12 +12,12 @@
 namespace pl {
 
 struct RuntimeOptions {
-  std::vector<std::string> plugin_dirs;  // searched first, in order
-  bool use_env_dirs = true;              // PL_PLUGIN_PATH
-  bool use_default_dirs = true;          // the build tree, the install folder
-  std::optional<std::string> log_level;  // default: PL_LOG_LEVEL, else "info"
-  int rank = -1;                         // "[rank N]" prefix; -1: from $RANK
-  PL_LogCallback log_callback = nullptr; // default: stderr
+  std::vector<std::string> plugin_dirs;   // searched first, in order
+  bool use_env_dirs = true;               // PL_PLUGIN_PATH
+  bool use_default_dirs = true;           // the build tree, the install folder
+  std::optional<std::string> log_level;   // default: PL_LOG_LEVEL, else "info"
+  int rank = -1;                          // "[rank N]" prefix; -1: from $RANK
+  PL_LogCallback log_callback = nullptr;  // default: stderr
   void* log_user = nullptr;
 };
 
@@ -33,7 +32,9 @@ struct PluginRef {
   std::string name() const { return plugin->name; }
   PL_PluginKind kind() const { return plugin->kind; }
   template <class Api>
-  const Api* api() const { return static_cast<const Api*>(plugin->api); }
+  const Api* api() const {
+    return static_cast<const Api*>(plugin->api);
+  }
 };
 
 struct PluginInfo {
@@ -64,19 +65,27 @@ struct JobConfig {
 
 inline const char* kind_name(PL_PluginKind kind) {
   switch (kind) {
-    case PL_PLUGIN_ACCELERATOR: return "accelerator";
-    case PL_PLUGIN_PROCESS_GROUP: return "process_group";
-    case PL_PLUGIN_STRATEGY: return "strategy";
-    default: return "unknown";
+    case PL_PLUGIN_ACCELERATOR:
+      return "accelerator";
+    case PL_PLUGIN_PROCESS_GROUP:
+      return "process_group";
+    case PL_PLUGIN_STRATEGY:
+      return "strategy";
+    default:
+      return "unknown";
   }
 }
 
 inline const char* launch_mode_name(PL_LaunchMode mode) {
   switch (mode) {
-    case PL_LAUNCH_PROCESS_PER_DEVICE: return "process_per_device";
-    case PL_LAUNCH_SPAWN: return "spawn";
-    case PL_LAUNCH_SINGLE_PROCESS: return "single_process";
-    default: return "unknown";
+    case PL_LAUNCH_PROCESS_PER_DEVICE:
+      return "process_per_device";
+    case PL_LAUNCH_SPAWN:
+      return "spawn";
+    case PL_LAUNCH_SINGLE_PROCESS:
+      return "single_process";
+    default:
+      return "unknown";
   }
 }
 

@@ -9,9 +9,8 @@
 // Files written here load with safetensors.torch.load_file, and the reverse.
 #pragma once
 
-#include <plrt/sdk/tensor.hpp>
-
 #include <map>
+#include <plrt/sdk/tensor.hpp>
 #include <string>
 #include <utility>
 #include <vector>

@@ -17,11 +17,10 @@
 // (set_epoch, set_seed, distribute) while a pass is running; start() after changing it.
 #pragma once
 
-#include <plrt/sdk/accelerator.hpp>
-#include <plrt/sdk/data.hpp>
-
 #include <cstdint>
 #include <memory>
+#include <plrt/sdk/accelerator.hpp>
+#include <plrt/sdk/data.hpp>
 
 namespace pl {
 

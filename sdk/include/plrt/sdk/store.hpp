@@ -1,24 +1,23 @@
 // pl::Store: the rendezvous key-value store (PyTorch TCPStore semantics) over the runtime's C API.
 #pragma once
 
-#include <plrt/sdk/error.hpp>
-#include <plrt/sdk/runtime.hpp>
-
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
 #include <optional>
+#include <plrt/sdk/error.hpp>
+#include <plrt/sdk/runtime.hpp>
 #include <string>
 #include <vector>
 
 namespace pl {
 
 struct StoreOptions {
-  std::optional<std::string> host;   // default: $MASTER_ADDR, else 127.0.0.1
-  int port = -1;                     // -1: $MASTER_PORT; 0 with is_server: a free port
-  bool is_server = false;            // serve the store in this process (and connect to it)
-  std::optional<std::string> token;  // default: $PL_JOB_TOKEN
+  std::optional<std::string> host;       // default: $MASTER_ADDR, else 127.0.0.1
+  int port = -1;                         // -1: $MASTER_PORT; 0 with is_server: a free port
+  bool is_server = false;                // serve the store in this process (and connect to it)
+  std::optional<std::string> token;      // default: $PL_JOB_TOKEN
   std::chrono::milliseconds timeout{0};  // connecting and each wait; 0: 5 minutes
 };
 
@@ -58,8 +57,8 @@ class Store {
   // returns the value after the call.
   std::string compare_set(const std::string& key, const std::string& expected, const std::string& desired) const {
     PL_Bytes b{sizeof(PL_Bytes), nullptr, 0};
-    check(host_, api()->compare_set(get(), key.c_str(), expected.data(), expected.size(), desired.data(),
-                                    desired.size(), &b));
+    check(host_,
+          api()->compare_set(get(), key.c_str(), expected.data(), expected.size(), desired.data(), desired.size(), &b));
     return take(b);
   }
   bool remove(const std::string& key) const {

@@ -4,13 +4,13 @@
 #pragma once
 
 #include <plrt/pl_tensor.h>
-#include <plrt/sdk/accelerator.hpp>
-#include <plrt/sdk/dtype.hpp>
-#include <plrt/sdk/error.hpp>
 
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <plrt/sdk/accelerator.hpp>
+#include <plrt/sdk/dtype.hpp>
+#include <plrt/sdk/error.hpp>
 #include <string>
 #include <vector>
 
@@ -64,8 +64,8 @@ class Tensor {
   // Copies src's elements into this tensor (same dtype and numel; any two devices).
   void copy_from(const Tensor& src);
   template <class T>
-  std::vector<T> to_vector() const;  // copies to host; T must match the dtype
-  Tensor reshape(Shape shape) const;  // same storage; numel must match
+  std::vector<T> to_vector() const;                   // copies to host; T must match the dtype
+  Tensor reshape(Shape shape) const;                  // same storage; numel must match
   Tensor narrow(int64_t begin, int64_t count) const;  // rows [begin, begin+count) of dim 0; same storage
 
  private:
@@ -76,7 +76,6 @@ class Tensor {
   PL_Device device_{PL_DEVICE_CPU, 0};
   Shape shape_;
   int64_t numel_ = 0;
-
 };
 
 // ---- template definitions ----

@@ -3,18 +3,17 @@
 // PL_TRAINER_* variables; the launcher (plrun, torchrun, SLURM, Open MPI) is detected.
 #pragma once
 
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
 #include <plrt/sdk/amp.hpp>
 #include <plrt/sdk/cluster_env.hpp>
 #include <plrt/sdk/data.hpp>
 #include <plrt/sdk/devices.hpp>
 #include <plrt/sdk/lightning_module.hpp>
 #include <plrt/sdk/runtime.hpp>
-
-#include <chrono>
-#include <cstdint>
-#include <map>
-#include <memory>
-#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -26,22 +25,22 @@ struct TrainerOptions {
   Devices devices = Devices::automatic();
   std::string strategy = "auto";
   int num_nodes = 1;
-  std::string precision = "32-true";  // 32-true, 16-mixed, bf16-mixed (or 32, 16, bf16)
+  std::string precision = "32-true";   // 32-true, 16-mixed, bf16-mixed (or 32, 16, bf16)
   amp::GradScalerOptions grad_scaler;  // 16-mixed's dynamic loss scale (torch's defaults)
-  std::string process_group_backend;  // empty: nccl on cuda, gloo otherwise
-  int64_t max_epochs = -1;            // -1 and max_steps -1: 1000 epochs, as Lightning
-  int64_t max_steps = -1;             // optimizer steps; -1: no limit
+  std::string process_group_backend;   // empty: nccl on cuda, gloo otherwise
+  int64_t max_epochs = -1;             // -1 and max_steps -1: 1000 epochs, as Lightning
+  int64_t max_steps = -1;              // optimizer steps; -1: no limit
   int accumulate_grad_batches = 1;
   int check_val_every_n_epoch = 1;
-  std::optional<uint64_t> seed;       // seed_everything(seed) at construction
+  std::optional<uint64_t> seed;                                          // seed_everything(seed) at construction
   std::vector<std::pair<std::string, std::string>> strategy_options;     // e.g. bucket_cap_mb
   std::vector<std::pair<std::string, std::string>> accelerator_options;  // e.g. num_threads
-  std::string default_root_dir = ".";  // logs and checkpoints: <dir>/lightning_logs/version_<n>/
-  bool enable_checkpointing = true;    // checkpoints/last after every epoch and at the end of fit
-  bool enable_progress = true;         // rank 0 prints one line per epoch
-  int64_t log_every_n_steps = 50;      // step values reach the CSV every n steps
+  std::string default_root_dir = ".";    // logs and checkpoints: <dir>/lightning_logs/version_<n>/
+  bool enable_checkpointing = true;      // checkpoints/last after every epoch and at the end of fit
+  bool enable_progress = true;           // rank 0 prints one line per epoch
+  int64_t log_every_n_steps = 50;        // step values reach the CSV every n steps
   std::chrono::milliseconds timeout{0};  // collectives and the store; 0: 30 minutes
-  bool read_env = true;                // apply PL_TRAINER_* overrides (plrun sets them)
+  bool read_env = true;                  // apply PL_TRAINER_* overrides (plrun sets them)
   // Lightning's use_distributed_sampler: shard every loader across ranks with a DistributedSampler.
   // false: each rank iterates its loader as given (e.g. data already split per rank).
   bool use_distributed_sampler = true;

@@ -12,12 +12,11 @@
 // machine (format: plugins/accelerators/cuda/device_table.hpp).
 #pragma once
 
-#include <plrt/sdk/runtime.hpp>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <optional>
+#include <plrt/sdk/runtime.hpp>
 #include <string>
 #include <vector>
 
