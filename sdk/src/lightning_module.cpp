@@ -56,7 +56,7 @@ std::vector<Tensor> LightningModule::all_gather(const Tensor& x) {
   if (trainer_ == nullptr)
     throw Error(PL_ERR_INVALID_ARGUMENT, "all_gather needs a trainer: call it while Trainer::fit/validate/test runs");
   Trainer::Impl& t = *trainer_->impl_;
-  detail::Collectives c = t.collectives();
+  plrt::sdk::Collectives c = t.collectives();
   if (c.world_size() == 1) return {x.clone()};
   std::vector<Tensor> out;
   std::vector<PL_Tensor> views;

@@ -8,7 +8,7 @@
 #include <set>
 #include <sstream>
 
-namespace pl::detail {
+namespace plrt::sdk {
 
 template <class Start>
 void Collectives::run(Start start) const {
@@ -254,4 +254,4 @@ void CsvLog::flush() const {
   write_file_atomic(path_, os.str());
 }
 
-}  // namespace pl::detail
+}  // namespace plrt::sdk

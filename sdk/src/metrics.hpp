@@ -11,9 +11,10 @@
 #include <string>
 #include <vector>
 
+#include "sdk_internal.hpp"
 #include "strategy_handle.hpp"
 
-namespace pl::detail {
+namespace plrt::sdk {
 
 // Blocking collectives of the trainer's metrics (log sync_dist, the epoch aggregation,
 // LightningModule::all_gather, the checkpoint's RNG gather): the one place that decides how they
@@ -85,4 +86,4 @@ class CsvLog {
   std::vector<std::map<std::string, double>> rows_;
 };
 
-}  // namespace pl::detail
+}  // namespace plrt::sdk

@@ -13,7 +13,7 @@ namespace pl {
 
 namespace {
 
-using internal::num;
+using plrt::sdk::num;
 
 std::string describe(const Tensor& t) { return std::string(pl_dtype_name(t.dtype())) + " " + shape_text(t.shape()); }
 

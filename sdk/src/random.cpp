@@ -15,7 +15,7 @@ namespace pl {
 
 namespace {
 
-using internal::num;
+using plrt::sdk::num;
 
 constexpr double kPi = 3.14159265358979323846;
 

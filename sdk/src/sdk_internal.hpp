@@ -1,10 +1,17 @@
-// Small helpers shared by the SDK's own sources (not installed, not part of the API).
+// The SDK's internal namespace and small helpers shared by its own sources (not installed, not
+// part of the API).  Public names live in pl::, every internal part of plrt in plrt:: (the SDK's in
+// plrt::sdk, which sees pl's names).
 #pragma once
 
 #include <sstream>
 #include <string>
 
-namespace pl::internal {
+namespace pl {}
+namespace plrt::sdk {
+using namespace ::pl;  // the SDK's internals are written in terms of its public types
+}  // namespace plrt::sdk
+
+namespace plrt::sdk {
 
 // `v` with 17 significant digits (enough to round-trip a double), for error messages.
 inline std::string num(double v) {
@@ -14,4 +21,4 @@ inline std::string num(double v) {
   return os.str();
 }
 
-}  // namespace pl::internal
+}  // namespace plrt::sdk

@@ -5,7 +5,7 @@
 #include <mutex>
 #include <plrt/sdk/error.hpp>
 
-namespace pl::detail {
+namespace plrt::sdk {
 
 namespace {
 
@@ -214,4 +214,4 @@ double StrategyHandle::stat(const std::string& name) const {
   return v;
 }
 
-}  // namespace pl::detail
+}  // namespace plrt::sdk

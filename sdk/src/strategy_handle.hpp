@@ -13,7 +13,9 @@
 #include <string>
 #include <vector>
 
-namespace pl::detail {
+#include "sdk_internal.hpp"
+
+namespace plrt::sdk {
 
 struct StrategySetup {
   int rank = 0, world_size = 1, local_rank = 0, local_world_size = 1, node_rank = 0, num_nodes = 1;
@@ -81,4 +83,4 @@ class StrategyHandle {
   PL_ProcessGroup* pg_ = nullptr;
 };
 
-}  // namespace pl::detail
+}  // namespace plrt::sdk

@@ -169,7 +169,7 @@ void Trainer::Impl::prepare(LightningModule& m) {
     so.timeout = o.timeout;
     store = std::make_unique<Store>(*rt, so);
   }
-  detail::StrategySetup s;
+  plrt::sdk::StrategySetup s;
   s.rank = rank, s.world_size = world, s.local_rank = local_rank, s.local_world_size = local_world;
   s.node_rank = node_rank, s.num_nodes = job.num_nodes;
   s.device_ids = {device.index};
@@ -212,7 +212,7 @@ void Trainer::Impl::attach(LightningModule& m) {
   module = &m;
   m.to(acc, device);
   param_index.clear();
-  c_params = detail::parameter_views(m, param_names);
+  c_params = plrt::sdk::parameter_views(m, param_names);
   param_ptrs.assign(c_params.size(), nullptr);
   borrowed.clear();
   size_t k = 0;
@@ -260,8 +260,8 @@ Batch Trainer::Impl::to_device(const Batch& b) const {
   return out;
 }
 
-detail::Collectives Trainer::Impl::collectives() {
-  return detail::Collectives(rt->host(), strategy.pg_api(), strategy.pg(), world, &strategy);
+plrt::sdk::Collectives Trainer::Impl::collectives() {
+  return plrt::sdk::Collectives(rt->host(), strategy.pg_api(), strategy.pg(), world, &strategy);
 }
 
 void Trainer::Impl::fit_here(LightningModule& m, DataLoader& train, DataLoader* val, const std::string& ckpt) {

@@ -40,7 +40,7 @@ void Trainer::Impl::save_checkpoint(const std::string& path) {
     throw Error(PL_ERR_INVALID_ARGUMENT, "save_checkpoint: nothing to save yet (call it during or after fit)");
   // Each rank's generators, so that a resumed run draws the same numbers on every rank.
   std::string mine = global_generator().state() + '\x1f' + rank_generator().state();
-  detail::Collectives c = collectives();
+  plrt::sdk::Collectives c = collectives();
   std::vector<std::string> states = c.allgather(mine);
   const PL_StrategyStateInfo sinfo = strategy.state_info();
   const bool strategy_files = sinfo.has_state != 0;

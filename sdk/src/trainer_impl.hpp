@@ -13,13 +13,13 @@
 #include "metrics.hpp"
 #include "strategy_handle.hpp"
 
-namespace pl {
-
-namespace detail {
+namespace plrt::sdk {
 // The C view of a module's parameters then buffers (PyTorch's order); `names` gets their dotted
 // names (point each view's name at them once `names` stops changing).
-std::vector<PL_Parameter> parameter_views(Module& m, std::vector<std::string>& names);
-}  // namespace detail
+std::vector<PL_Parameter> parameter_views(pl::Module& m, std::vector<std::string>& names);
+}  // namespace plrt::sdk
+
+namespace pl {
 
 // The replica whose step the calling thread runs during a multi-replica step (-1 elsewhere):
 // LightningModule::log buffers the values of replicas and the trainer merges them.
@@ -53,7 +53,7 @@ struct Trainer::Impl {
   // dp/ddp2: one module per extra device (replica r is replicas[r - 1]), on replica_devices[r].
   std::vector<std::unique_ptr<LightningModule>> replicas;
   // ---- the strategy: destroyed before everything above ----
-  detail::StrategyHandle strategy;
+  plrt::sdk::StrategyHandle strategy;
   std::unordered_map<const Parameter*, size_t> param_index;
 
   std::vector<PL_Device> replica_devices;
@@ -73,8 +73,8 @@ struct Trainer::Impl {
   LightningModule* module = nullptr;   // the module fit/validate/test drives (set by attach)
   LightningModule* adopted = nullptr;  // the module whose trainer_ is this trainer
   std::unique_ptr<Optimizer> optimizer;
-  detail::MetricLog metrics;
-  detail::CsvLog csv;
+  plrt::sdk::MetricLog metrics;
+  plrt::sdk::CsvLog csv;
   std::map<std::string, double> callback;
   int64_t epoch = 0, step = 0;
   int64_t resume_batches = 0;  // batches of `epoch` already done (from a checkpoint)
@@ -104,7 +104,7 @@ struct Trainer::Impl {
   void attach(LightningModule& m);
   void distribute(DataLoader& loader, const char* stage);
   Batch to_device(const Batch& b) const;
-  detail::Collectives collectives();  // metrics' collectives (metrics.hpp decides the route)
+  plrt::sdk::Collectives collectives();  // metrics' collectives (metrics.hpp decides the route)
   void info(const std::string& msg) const { rt->log(PL_LOG_INFO, msg); }
   void warn(const std::string& msg) const { rt->log(PL_LOG_WARN, msg); }
 

@@ -18,9 +18,9 @@
 
 #include "trainer_impl.hpp"
 
-namespace pl {
+namespace plrt::sdk {
 
-std::vector<PL_Parameter> detail::parameter_views(Module& m, std::vector<std::string>& names) {
+std::vector<PL_Parameter> parameter_views(pl::Module& m, std::vector<std::string>& names) {
   std::vector<PL_Parameter> out;
   names.clear();
   for (auto& [name, p] : m.named_parameters()) {
@@ -46,6 +46,10 @@ std::vector<PL_Parameter> detail::parameter_views(Module& m, std::vector<std::st
   }
   return out;
 }
+
+}  // namespace plrt::sdk
+
+namespace pl {
 
 namespace {
 
@@ -94,7 +98,7 @@ void Trainer::Impl::attach_replicas(LightningModule& m) {
     rep->to(acc, d);
     rep->trainer_ = self;
     std::vector<std::string> names;
-    std::vector<PL_Parameter> params = detail::parameter_views(*rep, names);
+    std::vector<PL_Parameter> params = plrt::sdk::parameter_views(*rep, names);
     if (names != param_names)
       throw Error(PL_ERR_INVALID_ARGUMENT,
                   "replicate() returned a module whose parameters and buffers differ from the "
@@ -237,7 +241,7 @@ void Trainer::Impl::optimizer_step() {
       skip = strategy.agree_skip(found_inf);
     } else {
       std::vector<double> x{found_inf ? 1.0 : 0.0};
-      detail::Collectives(rt->host(), strategy.pg_api(), strategy.pg(), world).allreduce(x, PL_REDUCE_MAX);
+      plrt::sdk::Collectives(rt->host(), strategy.pg_api(), strategy.pg(), world).allreduce(x, PL_REDUCE_MAX);
       skip = x[0] != 0;
     }
     const double before = scaler->scale();
