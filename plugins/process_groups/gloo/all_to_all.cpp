@@ -31,7 +31,8 @@ std::vector<int64_t> exchange_counts(const std::shared_ptr<gloo::Context>& ctx, 
                                      std::vector<int64_t> row) {
   std::vector<int64_t> table(row.size() * static_cast<size_t>(ctx->size));
   gloo_call([&] {
-    gloo::AllgatherOptions opts(ctx);
+    Guarded<gloo::AllgatherOptions> guarded_opts(ctx);  // destroyed under buffers_mutex()
+    auto& opts = *guarded_opts;
     opts.setInput(row.data(), row.size());
     opts.setOutput(table.data(), table.size());
     opts.setTag(oc.tag);
@@ -54,7 +55,8 @@ void exchange_host(const std::shared_ptr<gloo::Context>& ctx, const pg::OpContex
   void* in_p = in.data ? const_cast<void*>(in.data) : nothing;
   void* out_p = o.data ? o.data : nothing;
   gloo_call([&] {
-    gloo::AlltoallvOptions opts(ctx);
+    Guarded<gloo::AlltoallvOptions> guarded_opts(ctx);  // destroyed under buffers_mutex()
+    auto& opts = *guarded_opts;
     with_element(es, [&](auto e) {
       using T = decltype(e);
       opts.setInput(static_cast<T*>(in_p), send);

@@ -47,7 +47,8 @@ void gather_host(const std::shared_ptr<gloo::Context>& ctx, const pg::OpContext&
   }
   const bool in_place = contiguous && counts[rank] > 0 && in.data == base + offsets[rank] * es;
   gloo_call([&] {
-    gloo::AllgathervOptions opts(ctx);
+    Guarded<gloo::AllgathervOptions> guarded_opts(ctx);  // destroyed under buffers_mutex()
+    auto& opts = *guarded_opts;
     with_element(es, [&](auto e) {
       using T = decltype(e);
       if (!in_place && counts[rank] > 0) opts.setInput(static_cast<T*>(const_cast<void*>(in.data)), counts[rank]);

@@ -34,7 +34,8 @@ constexpr size_t kPieceBytes = size_t{16} << 20;
 void gloo_allreduce(const std::shared_ptr<gloo::Context>& ctx, const pg::OpContext& oc, void* data, size_t n,
                     size_t elem_size, pg::ReduceFn fn, bool bcube) {
   gloo_call([&] {
-    gloo::AllreduceOptions opts(ctx);
+    Guarded<gloo::AllreduceOptions> guarded_opts(ctx);  // destroyed under buffers_mutex()
+    auto& opts = *guarded_opts;
     if (bcube) opts.setAlgorithm(gloo::AllreduceOptions::Algorithm::BCUBE);
     with_element(elem_size, [&](auto t) { opts.setOutput(static_cast<decltype(t)*>(data), n); });
     opts.setReduceFunction(fn);

@@ -26,7 +26,8 @@ PL_Error* broadcast(PL_ProcessGroup* pg, PL_Tensor* tensor, int32_t root, PL_Wor
           staged.add(&t, is_root ? StagedOp::kRead : StagedOp::kWrite);
           staged.stage_in();
           gloo_call([&] {
-            gloo::BroadcastOptions opts(ctx);
+            Guarded<gloo::BroadcastOptions> guarded_opts(ctx);  // destroyed under buffers_mutex()
+            auto& opts = *guarded_opts;
             with_element(pl_dtype_size(t.dtype), [&](auto e) {
               opts.setOutput(static_cast<decltype(e)*>(t.data), static_cast<size_t>(t.numel));
             });

@@ -7,9 +7,12 @@
 
 #include <gloo/context.h>
 #include <gloo/transport/device.h>
+#include <gloo/transport/unbound_buffer.h>
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -75,6 +78,48 @@ void abort_pairs(gloo::Context& context, const std::string& reason);
 // A barrier with the op's tag: what an op that moves no data still does, so that every rank
 // still meets every other at this sequence number (missing ranks and mismatches are caught).
 void tagged_barrier(const std::shared_ptr<gloo::Context>& context, const pg::OpContext& oc);
+
+// ---- an op's gloo buffers against abort_pairs ----
+// Gloo's tcp pairs reach an op's UnboundBuffers through weak pointers that do not keep them alive,
+// so abort_pairs (on the watchdog's thread) could signal a buffer that the op's thread is
+// destroying after its op already failed another way (TSan showed pthread_cond_broadcast in
+// UnboundBuffer::signalException racing pthread_cond_destroy in ~UnboundBuffer).  So every object
+// owning UnboundBuffers (gloo's *Options, the buffers plrt makes itself) is destroyed under
+// buffers_mutex(), which abort_pairs holds while it signals.  Neither side waits for anything else
+// while holding it (both then take gloo's pair and buffer locks in that order), and a destruction
+// takes it uncontended unless an abort is under way: a few tens of nanoseconds per op.
+std::mutex& buffers_mutex();
+
+// A T (a gloo *Options) destroyed under buffers_mutex().
+template <class T>
+class Guarded {
+ public:
+  template <class... A>
+  explicit Guarded(A&&... a) {
+    v_.emplace(std::forward<A>(a)...);
+  }
+  ~Guarded() {
+    std::lock_guard<std::mutex> lock(buffers_mutex());
+    v_.reset();
+  }
+  Guarded(const Guarded&) = delete;
+  Guarded& operator=(const Guarded&) = delete;
+  T* operator->() { return &*v_; }
+  T& operator*() { return *v_; }
+
+ private:
+  std::optional<T> v_;
+};
+
+struct LockedBufferDelete {
+  void operator()(gloo::transport::UnboundBuffer* b) const {
+    std::lock_guard<std::mutex> lock(buffers_mutex());
+    delete b;
+  }
+};
+// An UnboundBuffer destroyed under buffers_mutex().
+using OwnedBuffer = std::unique_ptr<gloo::transport::UnboundBuffer, LockedBufferDelete>;
+inline OwnedBuffer own(std::unique_ptr<gloo::transport::UnboundBuffer> b) { return OwnedBuffer(b.release()); }
 
 // ---- helpers ----
 

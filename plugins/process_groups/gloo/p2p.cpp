@@ -22,7 +22,7 @@ uint64_t p2p_slot(uint32_t tag) { return (kP2PSlotPrefix << 56) | (static_cast<u
 struct Transfer {
   PL_Tensor t{};
   std::unique_ptr<StagedOp> staged;
-  std::unique_ptr<gloo::transport::UnboundBuffer> buf;
+  OwnedBuffer buf;  // destroyed under buffers_mutex() (gloo_pg.hpp)
 };
 
 // Stages `arg` (when it is on the device) and binds a gloo buffer to its host memory.
@@ -33,7 +33,7 @@ std::shared_ptr<Transfer> prepare(const std::shared_ptr<gloo::Context>& ctx, con
   x->staged = std::make_unique<StagedOp>(staging);
   x->staged->add(&x->t, role);
   x->staged->stage_in();
-  gloo_call([&] { x->buf = ctx->createUnboundBuffer(x->t.data, bytes_of(x->t)); });
+  gloo_call([&] { x->buf = own(ctx->createUnboundBuffer(x->t.data, bytes_of(x->t))); });
   return x;
 }
 

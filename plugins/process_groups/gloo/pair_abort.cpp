@@ -31,8 +31,15 @@ class Pair {
 
 namespace plrt::gloo_pg {
 
+std::mutex& buffers_mutex() {
+  static std::mutex m;
+  return m;
+}
+
 void abort_pairs(gloo::Context& context, const std::string& reason) {
   static const char* const kTcpPair = "N4gloo9transport3tcp4PairE";
+  // No op's buffer is destroyed while the pairs signal them (gloo_pg.hpp).
+  std::lock_guard<std::mutex> lock(buffers_mutex());
   for (int i = 0; i < context.size; ++i) {
     if (i == context.rank) continue;
     auto& pair = context.getPair(i);

@@ -34,8 +34,8 @@ void ring_reduce_scatter(const std::shared_ptr<gloo::Context>& ctx, const pg::Op
   std::vector<uint8_t> scratch(2 * half);
   const uint64_t base = (kReduceScatterSlotPrefix << 56) | (static_cast<uint64_t>(oc.tag) << 24);
   gloo_call([&] {
-    auto sbuf = ctx->createUnboundBuffer(scratch.data(), scratch.size());
-    std::unique_ptr<gloo::transport::UnboundBuffer> first;
+    OwnedBuffer sbuf = own(ctx->createUnboundBuffer(scratch.data(), scratch.size()));
+    OwnedBuffer first;  // both destroyed under buffers_mutex() (gloo_pg.hpp)
     for (int s = 0; s + 1 < world; ++s) {
       const size_t send_chunk = static_cast<size_t>((rank - s - 1 + 2 * world) % world);
       const size_t recv_chunk = static_cast<size_t>((rank - s - 2 + 2 * world) % world);
@@ -44,7 +44,7 @@ void ring_reduce_scatter(const std::shared_ptr<gloo::Context>& ctx, const pg::Op
       sbuf->recv(prev, slot, recv_off, counts[recv_chunk] * es);
       gloo::transport::UnboundBuffer* sender = sbuf.get();
       if (s == 0) {  // our own input for the chunk, unreduced
-        first = ctx->createUnboundBuffer(const_cast<uint8_t*>(in[send_chunk]), counts[send_chunk] * es);
+        first = own(ctx->createUnboundBuffer(const_cast<uint8_t*>(in[send_chunk]), counts[send_chunk] * es));
         first->send(next, slot, 0, counts[send_chunk] * es);
         sender = first.get();
       } else {  // the partial result received in the previous step

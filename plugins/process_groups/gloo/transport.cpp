@@ -77,7 +77,8 @@ void check_interface(const std::string& iface, const std::string& source) {
 
 void tagged_barrier(const std::shared_ptr<gloo::Context>& context, const pg::OpContext& oc) {
   gloo_call([&] {
-    gloo::BarrierOptions opts(context);
+    Guarded<gloo::BarrierOptions> guarded_opts(context);  // destroyed under buffers_mutex()
+    auto& opts = *guarded_opts;
     opts.setTag(oc.tag);
     opts.setTimeout(oc.remaining());
     gloo::barrier(opts);
