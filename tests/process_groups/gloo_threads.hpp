@@ -271,4 +271,24 @@ inline long long ms_since(Clock::time_point t0) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
 }
 
+// What a call that must fail threw: its code, message and how long it took.
+struct Caught {
+  PL_ErrorCode code = PL_ERR_OK;
+  std::string message;
+  long long ms = 0;
+};
+
+// Runs f, which must throw pl::Error (else the test fails).
+template <class F>
+Caught expect_error(F&& f) {
+  const auto t0 = Clock::now();
+  try {
+    f();
+  } catch (const pl::Error& e) {
+    return {e.code(), e.what(), ms_since(t0)};
+  }
+  ADD_FAILURE() << "no error";
+  return {PL_ERR_OK, "", ms_since(t0)};
+}
+
 }  // namespace gloo_threads

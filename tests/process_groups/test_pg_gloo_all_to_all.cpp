@@ -12,24 +12,6 @@ using ::testing::HasSubstr;
 
 namespace {
 
-struct Caught {
-  PL_ErrorCode code = PL_ERR_OK;
-  std::string message;
-  long long ms = 0;
-};
-
-template <class F>
-Caught expect_error(F&& f) {
-  const auto t0 = Clock::now();
-  try {
-    f();
-  } catch (const pl::Error& e) {
-    return {e.code(), e.what(), ms_since(t0)};
-  }
-  ADD_FAILURE() << "no error";
-  return {PL_ERR_OK, "", ms_since(t0)};
-}
-
 template <class F>
 void expect_invalid(F&& f, const std::string& part) {
   const Caught c = expect_error(std::forward<F>(f));

@@ -14,25 +14,6 @@ using ::testing::StartsWith;
 
 namespace {
 
-struct Caught {
-  PL_ErrorCode code = PL_ERR_OK;
-  std::string message;
-  long long ms = 0;
-};
-
-// Runs f, which must throw pl::Error; returns its code, message and how long it took.
-template <class F>
-Caught expect_error(F&& f) {
-  const auto t0 = Clock::now();
-  try {
-    f();
-  } catch (const pl::Error& e) {
-    return {e.code(), e.what(), ms_since(t0)};
-  }
-  ADD_FAILURE() << "no error";
-  return {PL_ERR_OK, "", ms_since(t0)};
-}
-
 void f32_allreduce(Rank& r, size_t n) {
   Buf b(PL_F32, n);
   for (size_t i = 0; i < n; ++i) b.set(i, 1);
