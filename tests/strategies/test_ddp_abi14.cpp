@@ -80,6 +80,7 @@ TEST(DdpAbi14, BadArgumentsAreNamed) {
                 HasSubstr("kind 9 is not valid (PL_PARAM_TRAINABLE 1, PL_PARAM_FROZEN 2, PL_PARAM_BUFFER 3)"));
   }
   ddptest::Strategy st(rt, "ddp", c);
+  EXPECT_THAT(error_of([&] { st.optimizer_step(); }).what(), HasSubstr("optimizer_step was called before setup"));
   Model m(kinded_specs());
   st.setup(m.params());
   std::vector<double> v{1};

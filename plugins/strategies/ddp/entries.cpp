@@ -78,15 +78,11 @@ PL_Error* optimizer_step(PL_Strategy* s, const PL_OptimizerFn* fn) {
   return entry(s, "optimizer_step", [&](DdpStrategy& d) {
     if (fn == nullptr || fn->struct_size < PL_STRUCT_SIZE(PL_OptimizerFn, step) || fn->step == nullptr)
       fail(PL_ERR_INVALID_ARGUMENT, d.who + ": optimizer_step needs a PL_OptimizerFn with `step` set");
-    std::vector<PL_ParamRange> ranges;
     {
       std::lock_guard<std::mutex> lock(d.m);
       if (!d.set_up) fail(PL_ERR_INVALID_ARGUMENT, d.who + ": optimizer_step was called before setup");
-      for (size_t i = 0; i < d.num_params; ++i)
-        if (pl_parameter_kind(&d.params[i]) == PL_PARAM_TRAINABLE)
-          ranges.push_back({sizeof(PL_ParamRange), i, 0, d.params[i].value.numel});
     }
-    check(d.host, fn->step(fn->user, ranges.data(), ranges.size()), d.who + ": optimizer_step");
+    check(d.host, fn->step(fn->user, d.steps.data(), d.steps.size()), d.who + ": optimizer_step");
   });
 }
 

@@ -173,6 +173,10 @@ void setup(DdpStrategy& s, PL_Parameter* params, size_t num_params) {
     s.num_params = 0;
     throw;
   }
+  s.steps.clear();
+  for (size_t i = 0; i < num_params; ++i)
+    if (pl_parameter_kind(&params[i]) == PL_PARAM_TRAINABLE)
+      s.steps.push_back({sizeof(PL_ParamRange), i, 0, params[i].value.numel});
   s.set_up = true;
   log_layout(s);
 }
@@ -194,6 +198,7 @@ void teardown(DdpStrategy& s) {
     plugin::logf(s.host, PL_LOG_WARN, s.who.c_str(), "teardown: a gradient collective left outstanding failed: %s",
                  failure.c_str());
   s.buffer_groups.clear();
+  s.steps.clear();
   s.params = nullptr;
   s.num_params = 0;
   s.set_up = false;

@@ -60,6 +60,7 @@ struct DdpStrategy {
   std::vector<FlatGroup> buffer_groups;  // BUFFER entries, broadcast before every run_step
   size_t buffer_bytes = 0;               // their bytes (also at world 1, for get_stat)
   size_t frozen_bytes = 0;               // FROZEN entries: broadcast at setup only
+  std::vector<PL_ParamRange> steps;      // optimizer_step's ranges: every TRAINABLE entry whole
 
   // "parameter 'fc.weight' (index 3)"
   std::string param_name(size_t i) const { return "parameter '" + names[i] + "' (index " + std::to_string(i) + ")"; }

@@ -43,6 +43,8 @@ struct Bucket {
   strategy::DeviceMemory buffer;       // empty when the job has one rank (nothing to communicate)
   PL_Tensor flat{};                    // a 1-D view of `buffer`; borrowed by collectives until their work completes
   std::vector<int64_t> offsets;        // element offset of each member (plan.members[j]) in `flat`
+  std::vector<PL_Tensor> parts;        // each member's gradient descriptor, for pack/unpack (set up once)
+  std::string what;                    // "<who>: the gradient <comm> of bucket 2 of 5 (...)", for errors
   std::unique_ptr<BucketState> state;  // the BucketComm's, made by prepare()
 
   // The step in progress (the reducer's, under its lock).

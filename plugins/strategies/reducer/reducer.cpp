@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <utility>
 
 namespace plrt::reducer {
 
@@ -94,6 +95,10 @@ void Reducer::setup(PL_Parameter* params, size_t num_params, const std::vector<s
     }
     buckets_.push_back(std::move(k));
   }
+  for (auto& k : buckets_) {
+    for (size_t i : k.plan.members) k.parts.push_back(params[i].grad);
+    k.what = who_ + ": the gradient " + comm_.name() + " of " + describe(k);
+  }
   try {
     if (group_)  // one rank: the layout (and its statistics) without the memory
       for (auto& k : buckets_) {
@@ -122,10 +127,7 @@ void Reducer::setup(PL_Parameter* params, size_t num_params, const std::vector<s
 void Reducer::pack(Bucket& b) const {
   const PL_AcceleratorApi* a = dev_.api;
   if (has_batched_copies(a)) {
-    std::vector<PL_Tensor> parts;
-    parts.reserve(b.plan.members.size());
-    for (size_t i : b.plan.members) parts.push_back(params_[i].grad);
-    check(dev_.host, a->pack(dev_.acc, parts.data(), parts.size(), b.offsets.data(), &b.flat, nullptr),
+    check(dev_.host, a->pack(dev_.acc, b.parts.data(), b.parts.size(), b.offsets.data(), &b.flat, nullptr),
           who_ + ": packing the grads of " + describe(b));
     return;
   }
@@ -140,10 +142,7 @@ void Reducer::pack(Bucket& b) const {
 void Reducer::unpack(Bucket& b) const {
   const PL_AcceleratorApi* a = dev_.api;
   if (has_batched_copies(a)) {
-    std::vector<PL_Tensor> parts;
-    parts.reserve(b.plan.members.size());
-    for (size_t i : b.plan.members) parts.push_back(params_[i].grad);
-    check(dev_.host, a->unpack(dev_.acc, &b.flat, b.offsets.data(), parts.data(), parts.size(), nullptr),
+    check(dev_.host, a->unpack(dev_.acc, &b.flat, b.offsets.data(), b.parts.data(), b.parts.size(), nullptr),
           who_ + ": unpacking the result of " + describe(b));
     return;
   }
@@ -201,19 +200,15 @@ void Reducer::on_grad_ready(size_t i) {
 void Reducer::drive_locked(Bucket& k) {
   while (k.work != nullptr) {
     const auto t0 = Clock::now();
-    PL_Error* e = group_.api()->work_wait(k.work, group_.timeout_ms() + kWaitGraceMs);
-    stats_.exposed_ms += ms_between(t0, Clock::now());
-    if (e != nullptr) {
-      int32_t done = 0;
-      PL_Error* te = group_.api()->work_test(k.work, &done);
-      if (te != nullptr) dev_.host->error_destroy(te);
-      if (!done) group_.abort();
-      group_.api()->work_destroy(k.work);
-      k.work = nullptr;
-      strategy::adopt(dev_.host, e, who_ + ": the gradient " + comm_.name() + " of " + describe(k) + " failed");
+    try {
+      // Frees the work; on failure aborts the group when the work still runs, and throws
+      // "<k.what> failed: <the group's message>".
+      group_.wait(std::exchange(k.work, nullptr), group_.timeout_ms() + kWaitGraceMs, k.what);
+    } catch (...) {
+      stats_.exposed_ms += ms_between(t0, Clock::now());
+      throw;
     }
-    group_.api()->work_destroy(k.work);
-    k.work = nullptr;
+    stats_.exposed_ms += ms_between(t0, Clock::now());
     k.work = comm_.next(*this, k);
     if (k.work != nullptr) ++k.stage;
   }
