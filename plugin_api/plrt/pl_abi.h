@@ -35,6 +35,9 @@
  *       (which devices a job could take now: devices="usable:N"); strategies append
  *       optimizer_step, agree_skip, reduce, all_gather, state_info, save_state and load_state,
  *       and PL_Parameter appends `kind` (parameter, frozen parameter, buffer).
+ *  1.5  sharded optimizer state (ZeRO): strategies append owned_ranges (the element ranges whose
+ *       gradient and optimizer state this rank holds); accelerators append sum_squares and clamp
+ *       (gradient clipping by norm and by value over those ranges).
  *
  * ERRORS
  *  Every fallible call returns PL_Error* : NULL on success, otherwise an error object.  Error
@@ -60,7 +63,7 @@ extern "C" {
 #endif
 
 #define PL_ABI_MAJOR 1
-#define PL_ABI_MINOR 4
+#define PL_ABI_MINOR 5
 
 #if defined(_WIN32)
 #define PL_EXPORT __declspec(dllexport)

@@ -216,6 +216,19 @@ typedef struct PL_AcceleratorApi {
    * device availability() counts is usable. */
   PL_Error* (*device_status)(PL_Accelerator* acc, const PL_OptionList* options, PL_DeviceStatus* out, size_t capacity,
                              size_t* out_count);
+
+  /* ---- ABI 1.5 (optional; NULL = not supported, the caller computes in host memory) ----
+   * Gradient clipping (Lightning's gradient_clip_val), one call per tensor or range of one.
+   *   sum_squares: out[0] += sum over i of x[i]^2, computed in f64 (x f64, f32, f16 or bf16; the
+   *                elements widened exactly).  out: f64, numel 1, on x's device; only added to, so
+   *                one out collects many tensors and the caller reads it once (a norm's square).
+   *   clamp:       x[i] = min(max(x[i], lo), hi) element-wise (x f64, f32, f16 or bf16; NaN stays
+   *                NaN, as torch.clamp_).  lo <= hi, both not NaN (else PL_ERR_INVALID_ARGUMENT
+   *                naming them); for f16/bf16 the bounds are rounded to the dtype.
+   * Both run on `stream` (NULL: the device's default) and are asynchronous like fill and scale: the
+   * caller synchronises before reading out on the host. */
+  PL_Error* (*sum_squares)(PL_Accelerator* acc, const PL_Tensor* x, PL_Tensor* out, PL_Stream* stream);
+  PL_Error* (*clamp)(PL_Accelerator* acc, PL_Tensor* x, double lo, double hi, PL_Stream* stream);
 } PL_AcceleratorApi;
 
 /* The smallest table a v1 host accepts: everything through the REQUIRED device entries. */

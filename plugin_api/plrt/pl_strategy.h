@@ -35,6 +35,12 @@
  *   after_optimizer_step()
  * Metrics go through reduce / all_gather, so a strategy orders them with its own communication.
  * A strategy keeps per-rank state in checkpoints through state_info / save_state / load_state.
+ *
+ * ABI 1.5, sharded optimizer state (ZeRO, ddp_sharded): a strategy with owned_ranges says which
+ * element ranges this rank holds.  The host then keeps optimizer state for those ranges only,
+ * unscales, checks and clips only those ranges' gradients (a gradient norm is the square root of
+ * the sum over ranks of each rank's sum of squares, which the host adds with reduce(SUM)), and
+ * writes its optimizer state to one file per rank in checkpoints, resharding on load.
  */
 #ifndef PLRT_PL_STRATEGY_H_
 #define PLRT_PL_STRATEGY_H_
@@ -225,6 +231,20 @@ typedef struct PL_StrategyApi {
   PL_Error* (*state_info)(PL_Strategy* strategy, PL_StrategyStateInfo* out);
   PL_Error* (*save_state)(PL_Strategy* strategy, const char* dir);
   PL_Error* (*load_state)(PL_Strategy* strategy, const char* dir, int32_t saved_world_size);
+
+  /* ---- ABI 1.5 (optional) ---- */
+  /* The element ranges this rank owns: exactly the ranges its optimizer_step passes to fn->step,
+   * the same from setup until teardown.  Across the ranks of the job the owned ranges PARTITION
+   * the trainable elements: each element is owned by exactly one rank.  After after_backward at an
+   * accumulation boundary (grad sync on), the gradient elements in the owned ranges hold the
+   * averaged gradient; other elements of the gradients are unspecified (a sharded strategy may
+   * leave local values there or use the memory as scratch), so the host reads, unscales and clips
+   * only owned ranges, and keeps optimizer state only for them.  A strategy with owned_ranges
+   * implements optimizer_step and reduce.  Writes min(capacity, count) ranges to `out` (each
+   * out[i].struct_size set by the caller, rule 4) and sets *out_count to the count, so a caller
+   * may ask with capacity 0 first.  Called after setup.  NULL: no sharding; every rank holds the
+   * whole averaged gradient and steps every trainable parameter whole. */
+  PL_Error* (*owned_ranges)(PL_Strategy* strategy, PL_ParamRange* out, size_t capacity, size_t* out_count);
 } PL_StrategyApi;
 
 #define PL_STRATEGY_API_MIN_SIZE PL_STRUCT_SIZE(PL_StrategyApi, teardown)

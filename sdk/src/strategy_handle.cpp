@@ -199,6 +199,45 @@ void StrategyHandle::load_state(const std::string& dir, int saved_world_size) {
   check(host_, PL_STRAT_ENTRY(load_state)(s_, dir.c_str(), saved_world_size));
 }
 
+bool StrategyHandle::has_owned_ranges() const { return s_ && PL_STRAT_ENTRY(owned_ranges) != nullptr; }
+
+std::vector<PL_ParamRange> StrategyHandle::owned_ranges(const std::vector<PL_Parameter>& params) const {
+  auto f = PL_STRAT_ENTRY(owned_ranges);
+  if (!s_ || !f) return {};
+  if (!PL_STRAT_ENTRY(optimizer_step) || !PL_STRAT_ENTRY(reduce))
+    throw Error(PL_ERR_RUNTIME, "strategy '" + name_ +
+                                    "' has owned_ranges but lacks optimizer_step or reduce, which a sharded "
+                                    "strategy needs (pl_strategy.h, ABI 1.5)");
+  size_t count = 0;
+  check(host_, f(s_, nullptr, 0, &count));
+  PL_ParamRange blank{};
+  blank.struct_size = sizeof blank;
+  std::vector<PL_ParamRange> out(count, blank);
+  size_t again = 0;
+  check(host_, f(s_, out.data(), out.size(), &again));
+  if (again != count)
+    throw Error(PL_ERR_RUNTIME, "strategy '" + name_ + "': owned_ranges answered " + std::to_string(count) +
+                                    " ranges, then " + std::to_string(again) + "; they must stay the same");
+  for (size_t k = 0; k < out.size(); ++k) {
+    const PL_ParamRange& r = out[k];
+    const std::string what = "strategy '" + name_ + "': owned_ranges range " + std::to_string(k);
+    if (!PL_HAS_FIELD(PL_ParamRange, &r, end))
+      throw Error(PL_ERR_VERSION, what + " has struct_size " + std::to_string(r.struct_size) +
+                                      ", smaller than ABI 1.4's " + std::to_string(PL_STRUCT_SIZE(PL_ParamRange, end)));
+    if (r.param_index >= params.size())
+      throw Error(PL_ERR_RUNTIME, what + " names entry " + std::to_string(r.param_index) + " but setup registered " +
+                                      std::to_string(params.size()));
+    if (pl_parameter_kind(&params[r.param_index]) != PL_PARAM_TRAINABLE)
+      throw Error(PL_ERR_RUNTIME,
+                  what + " names entry " + std::to_string(r.param_index) + ", which is not a trainable parameter");
+    if (r.begin < 0 || r.begin > r.end || r.end > params[r.param_index].value.numel)
+      throw Error(PL_ERR_RUNTIME, what + " [" + std::to_string(r.begin) + ", " + std::to_string(r.end) +
+                                      ") is not inside entry " + std::to_string(r.param_index) + " (numel " +
+                                      std::to_string(params[r.param_index].value.numel) + ")");
+  }
+  return out;
+}
+
 void StrategyHandle::teardown() {
   if (!s_ || torn_down_) return;
   torn_down_ = true;

@@ -67,6 +67,13 @@ class StrategyHandle {
   void save_state(const std::string& dir);
   void load_state(const std::string& dir, int saved_world_size);
 
+  // ---- ABI 1.5 ----
+  // owned_ranges: the ranges of setup's array this rank owns (a partition across ranks), checked
+  // (struct size, index, kind, bounds); empty vector and has_owned_ranges() false when the strategy
+  // does not shard.
+  bool has_owned_ranges() const;
+  std::vector<PL_ParamRange> owned_ranges(const std::vector<PL_Parameter>& params) const;
+
   void teardown();  // idempotent
   // The group for metrics; api/group NULL when the strategy runs alone.
   const PL_ProcessGroupApi* pg_api() const { return pg_api_; }

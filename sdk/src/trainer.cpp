@@ -266,8 +266,7 @@ plrt::sdk::Collectives Trainer::Impl::collectives() {
 
 void Trainer::Impl::fit_here(LightningModule& m, DataLoader& train, DataLoader* val, const std::string& ckpt) {
   prepare(m);
-  optimizer = m.configure_optimizers();
-  if (!optimizer) throw Error(PL_ERR_INVALID_ARGUMENT, "configure_optimizers returned no optimizer");
+  use_optimizer(m.configure_optimizers());
   if (!ckpt.empty()) load_checkpoint(ckpt);
   distribute(train, "train");
   if (val) distribute(*val, "validation");

@@ -73,6 +73,12 @@ struct Trainer::Impl {
   LightningModule* module = nullptr;   // the module fit/validate/test drives (set by attach)
   LightningModule* adopted = nullptr;  // the module whose trainer_ is this trainer
   std::unique_ptr<Optimizer> optimizer;
+  // The ranges (optimizer indices) whose averaged gradients this rank holds at the accumulation
+  // boundary and whose optimizer state it keeps: the strategy's owned_ranges when it shards (ABI
+  // 1.5; `sharded` true: they partition the elements across ranks), else every parameter of the
+  // optimizer that requires grad, whole.  Set by use_optimizer.
+  bool sharded = false;
+  std::vector<ParamRange> grad_ranges;
   plrt::sdk::MetricLog metrics;
   plrt::sdk::CsvLog csv;
   std::map<std::string, double> callback;
@@ -114,6 +120,8 @@ struct Trainer::Impl {
   double training_step(const Batch& batch, int64_t batch_idx);
   void optimizer_step();
   void step_ranges(const PL_ParamRange* ranges, size_t num_ranges);  // the strategy's optimizer_step
+  // Takes configure_optimizers' result (after attach) and sets grad_ranges.
+  void use_optimizer(std::unique_ptr<Optimizer> opt);
   void attach_replicas(LightningModule& m);
   void merge_replica_logs(const std::vector<int64_t>& batch_sizes);
   void report_effective_batch(const DataLoader& train);

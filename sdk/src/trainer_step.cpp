@@ -292,6 +292,26 @@ void Trainer::Impl::step_ranges(const PL_ParamRange* ranges, size_t n) {
   optimizer->step(mine);
 }
 
+void Trainer::Impl::use_optimizer(std::unique_ptr<Optimizer> opt) {
+  if (!opt) throw Error(PL_ERR_INVALID_ARGUMENT, "configure_optimizers returned no optimizer");
+  optimizer = std::move(opt);
+  std::unordered_map<const Parameter*, size_t> in_optimizer;
+  for (size_t i = 0; i < optimizer->params().size(); ++i) in_optimizer[optimizer->params()[i]] = i;
+  grad_ranges.clear();
+  sharded = strategy.has_owned_ranges();
+  if (!sharded) {
+    for (size_t i = 0; i < optimizer->params().size(); ++i) {
+      const Parameter& p = *optimizer->params()[i];
+      if (p.requires_grad) grad_ranges.push_back({i, 0, p.value.numel()});
+    }
+    return;
+  }
+  for (const PL_ParamRange& r : strategy.owned_ranges(c_params)) {
+    auto it = in_optimizer.find(param_ptrs[r.param_index]);
+    if (it != in_optimizer.end() && r.begin < r.end) grad_ranges.push_back({it->second, r.begin, r.end});
+  }
+}
+
 // Lightning's advice: scale the learning rate with the effective batch size, so say it at start.
 void Trainer::Impl::report_effective_batch(const DataLoader& train) {
   const int64_t per = train.options().batch_size;

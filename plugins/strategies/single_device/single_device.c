@@ -203,7 +203,8 @@ static const PL_StrategyApi kApi = {
     sd_all_gather,
     sd_state_info,
     NULL, /* save_state: no state (state_info says so) */
-    NULL  /* load_state */
+    NULL, /* load_state */
+    NULL  /* owned_ranges: one rank holds everything (ABI 1.5) */
 };
 
 static const PL_Plugin kPlugin = {sizeof(PL_Plugin),
