@@ -74,6 +74,14 @@ strategy::GroupSpec group_spec(const DdpStrategy& s, const PL_StrategyConfig* c)
 }  // namespace
 
 std::unique_ptr<DdpStrategy> create_strategy(const char* who_c, const PL_Host* host, const PL_StrategyConfig* c) {
+  check_config(who_c, c);
+  CoreSpec spec;
+  spec.opts = parse_options(who_c, c->options);
+  return create_strategy(who_c, host, c, spec);
+}
+
+std::unique_ptr<DdpStrategy> create_strategy(const char* who_c, const PL_Host* host, const PL_StrategyConfig* c,
+                                             const CoreSpec& spec) {
   const std::string who = who_c;
   check_config(who, c);
   auto s = std::make_unique<DdpStrategy>();
@@ -82,7 +90,7 @@ std::unique_ptr<DdpStrategy> create_strategy(const char* who_c, const PL_Host* h
   s->rank = c->global_rank;
   s->world = c->world_size;
   s->local_rank = c->local_rank;
-  s->opts = parse_options(who, c->options);
+  s->opts = spec.opts;
   s->timeout_ms = c->timeout_ms > 0 ? c->timeout_ms : PL_DEFAULT_TIMEOUT_MS;
   s->dev.host = host;
   s->dev.source = who_c;  // static: the plugin's name
@@ -92,9 +100,10 @@ std::unique_ptr<DdpStrategy> create_strategy(const char* who_c, const PL_Host* h
   if (s->world > 1) {
     check_accelerator_for_buffers(who, c);
     s->group_spec = group_spec(*s, c);
+    for (const auto& n : spec.extra_needs) s->group_spec.needs.push_back(n);
     s->group = strategy::Group(host, s->group_spec);
   }
-  s->grads = std::make_unique<reducer::Reducer>(who, s->dev, s->group, s->comm);
+  s->grads = std::make_unique<reducer::Reducer>(who, s->dev, s->group, spec.comm ? *spec.comm : s->comm);
   plugin::logf(host, PL_LOG_DEBUG, who_c,
                "rank %d of %d (local rank %d) on device %d:%d, %s; bucket_cap_mb %g, first_bucket_cap_mb %g, "
                "broadcast_buffers %s, timeout %lld ms",

@@ -50,8 +50,14 @@ std::string valid_option_names() {
 }
 
 DdpOptions parse_options(const std::string& who, const PL_OptionList& list) {
+  return parse_options(who, list, nullptr, "");
+}
+
+DdpOptions parse_options(const std::string& who, const PL_OptionList& list, const ExtraOption& extra,
+                         const std::string& extra_names) {
   DdpOptions o;
   strategy::for_each_option(who, list, [&](const std::string& key, const std::string& value) {
+    if (extra && extra(key, value)) return;
     if (key == "bucket_cap_mb") {
       o.bucket_cap_mb = parse_mb(who, "bucket_cap_mb", value, 25);
     } else if (key == "first_bucket_cap_mb") {
@@ -65,7 +71,8 @@ DdpOptions parse_options(const std::string& who, const PL_OptionList& list) {
                                           "e.g. pg.probe_ms");
       o.pg_options.emplace_back(key.substr(3), value);
     } else {
-      fail(PL_ERR_INVALID_ARGUMENT, who + ": unknown option '" + key + "'; valid options: " + valid_option_names());
+      fail(PL_ERR_INVALID_ARGUMENT, who + ": unknown option '" + key + "'; valid options: " +
+                                        (extra_names.empty() ? "" : extra_names + ", ") + valid_option_names());
     }
   });
   return o;

@@ -11,6 +11,7 @@
 #include <plrt/pl_abi.h>
 
 #include <cstddef>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -35,5 +36,12 @@ std::string valid_option_names();
 // Parses `list`; throws plugin::Failure naming an unknown option (listing the valid ones) or a bad
 // value (with what is valid).  `who` begins every message ("ddp", "ddp_spawn").
 DdpOptions parse_options(const std::string& who, const PL_OptionList& list);
+
+// The same, for a strategy built on ddp with options of its own (ddp_sharded's stage): `extra`
+// sees every key first and returns true when it took it (throwing on a bad value); an unknown key's
+// message lists `extra_names` before ddp's.
+using ExtraOption = std::function<bool(const std::string& key, const std::string& value)>;
+DdpOptions parse_options(const std::string& who, const PL_OptionList& list, const ExtraOption& extra,
+                         const std::string& extra_names);
 
 }  // namespace plrt::ddp

@@ -49,7 +49,7 @@ struct DdpStrategy {
   strategy::Group group;           // empty when world == 1: the buckets and broadcasts
   strategy::Group metrics;         // reduce / all_gather / agree_skip; made at their first call
   reducer::AllreduceMean comm;
-  std::unique_ptr<reducer::Reducer> grads;
+  std::unique_ptr<reducer::Reducer> grads;  // with `comm`, or a strategy built on ddp's comm (CoreSpec)
 
   // From setup until teardown (under m; the reducer has its own lock).
   std::mutex m;
@@ -68,6 +68,17 @@ struct DdpStrategy {
 
 // create.cpp
 std::unique_ptr<DdpStrategy> create_strategy(const char* who, const PL_Host* host, const PL_StrategyConfig* config);
+
+// A strategy built on ddp's core (ddp_sharded): its parsed options, the bucket communication its
+// reducer uses instead of the allreduce (borrowed: it must outlive the DdpStrategy), and the
+// process-group entries it needs beyond ddp's.
+struct CoreSpec {
+  DdpOptions opts;
+  reducer::BucketComm* comm = nullptr;
+  std::vector<std::string> extra_needs;
+};
+std::unique_ptr<DdpStrategy> create_strategy(const char* who, const PL_Host* host, const PL_StrategyConfig* config,
+                                             const CoreSpec& spec);
 
 // setup.cpp
 void setup(DdpStrategy& s, PL_Parameter* params, size_t num_params);

@@ -46,11 +46,13 @@ struct Bucket {
   std::vector<PL_Tensor> parts;        // each member's gradient descriptor, for pack/unpack (set up once)
   std::string what;                    // "<who>: the gradient <comm> of bucket 2 of 5 (...)", for errors
   std::unique_ptr<BucketState> state;  // the BucketComm's, made by prepare()
+  int64_t numel = 0;                   // the members' elements; flat.numel may be larger (padding)
 
   // The step in progress (the reducer's, under its lock).
   size_t pending = 0;       // members whose gradient is not ready yet
   PL_Work* work = nullptr;  // the collective in flight, owned by the reducer until it completes
   int stage = 0;            // collectives issued for this bucket in this step
+  bool done = false;        // its communication finished in this step (finish() ran)
 };
 
 class BucketComm {
@@ -58,6 +60,15 @@ class BucketComm {
   virtual ~BucketComm() = default;
   // What it does, for messages: "the gradient <name> of bucket 2 of 5 (...) failed".
   virtual std::string name() const = 0;
+  // MEMORY.  0 (the default): every bucket has a flat buffer of its own for the whole run (ddp: the
+  // buffers are its gradient memory).  K > 0: K buffers, each the size of the largest bucket, shared
+  // round-robin (bucket b uses buffer b % K); before bucket b is packed, bucket b - K's
+  // communication is completed and finished, so at most K buckets are in flight and the memory is
+  // K buckets whatever the model's size (ddp_sharded's stage 2).
+  virtual size_t buffer_slots() const { return 0; }
+  // The flat buffer's element count for a bucket of `numel` elements (a reduce-scatter pads to a
+  // multiple of the world size); the padding is zeroed once and never unpacked.
+  virtual int64_t padded_numel(int64_t numel) const { return numel; }
   // Once per bucket at setup, after its buffer exists: make the bucket's scratch (b.state).
   virtual void prepare(Reducer& r, Bucket& b) {
     (void)r;

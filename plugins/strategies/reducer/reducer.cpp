@@ -89,6 +89,7 @@ void Reducer::setup(PL_Parameter* params, size_t num_params, const std::vector<s
     k.plan = std::move(plan[b]);
     k.pending = k.plan.members.size();
     const size_t elem = pl_dtype_size(k.plan.dtype);
+    k.numel = static_cast<int64_t>(k.plan.bytes / elem);
     for (size_t j = 0; j < k.plan.members.size(); ++j) {
       bucket_of_[k.plan.members[j]] = static_cast<int64_t>(b);
       k.offsets.push_back(static_cast<int64_t>(k.plan.offsets[j] / elem));
@@ -100,14 +101,10 @@ void Reducer::setup(PL_Parameter* params, size_t num_params, const std::vector<s
     k.what = who_ + ": the gradient " + comm_.name() + " of " + describe(k);
   }
   try {
-    if (group_)  // one rank: the layout (and its statistics) without the memory
-      for (auto& k : buckets_) {
-        k.buffer = strategy::DeviceMemory(dev_, k.plan.bytes, who_ + ": allocating the buffer of " + describe(k));
-        k.flat = flat_view(k.buffer.get(), k.plan, dev_.device);
-        comm_.prepare(*this, k);
-      }
+    if (group_) allocate_buffers_locked();  // one rank: the layout (and its statistics) without the memory
   } catch (...) {
     buckets_.clear();
+    slots_.clear();
     params_ = nullptr;
     num_params_ = 0;
     throw;
@@ -124,38 +121,84 @@ void Reducer::setup(PL_Parameter* params, size_t num_params, const std::vector<s
                    names_[k.plan.members.front()].c_str(), comm_.name().c_str());
 }
 
-void Reducer::pack(Bucket& b) const {
-  const PL_AcceleratorApi* a = dev_.api;
-  if (has_batched_copies(a)) {
-    check(dev_.host, a->pack(dev_.acc, b.parts.data(), b.parts.size(), b.offsets.data(), &b.flat, nullptr),
-          who_ + ": packing the grads of " + describe(b));
-    return;
+// Every bucket's flat buffer (its own, or a shared slot), padded as the comm asks and the padding
+// zeroed, then the comm's per-bucket scratch.
+void Reducer::allocate_buffers_locked() {
+  const size_t slots = comm_.buffer_slots();
+  auto padded_bytes = [&](const Bucket& k) {
+    return static_cast<size_t>(comm_.padded_numel(k.numel)) * pl_dtype_size(k.plan.dtype);
+  };
+  slots_.clear();
+  if (slots > 0) {
+    size_t biggest = 0;
+    for (const auto& k : buckets_) biggest = std::max(biggest, padded_bytes(k));
+    for (size_t j = 0; j < std::min(slots, buckets_.size()); ++j)
+      slots_.emplace_back(dev_, biggest,
+                          who_ + ": allocating shared bucket buffer " + std::to_string(j + 1) + " of " +
+                              std::to_string(std::min(slots, buckets_.size())) + " (" + std::to_string(biggest) +
+                              " bytes)");
   }
-  uint8_t* base = static_cast<uint8_t*>(b.flat.data);
-  for (size_t j = 0; j < b.plan.members.size(); ++j) {
-    const PL_Tensor& g = params_[b.plan.members[j]].grad;
-    dev_.copy(base + b.plan.offsets[j], dev_.device, g.data, g.device, tensor_bytes(g),
-              who_ + ": packing the grad of " + names_[b.plan.members[j]] + " into " + describe(b));
+  for (auto& k : buckets_) {
+    const size_t bytes = padded_bytes(k);
+    void* mem = nullptr;
+    if (slots > 0) {
+      mem = slots_[k.index % slots_.size()].get();
+    } else {
+      k.buffer = strategy::DeviceMemory(dev_, bytes, who_ + ": allocating the buffer of " + describe(k));
+      mem = k.buffer.get();
+    }
+    k.flat = flat_view(mem, k.plan, dev_.device);
+    k.flat.numel = k.flat.shape[0] = comm_.padded_numel(k.numel);
+    if (bytes > k.plan.bytes && dev_.api != nullptr && dev_.api->fill != nullptr) {
+      PL_Tensor pad = k.flat;
+      pad.data = static_cast<uint8_t*>(mem) + k.plan.bytes;
+      pad.numel = pad.shape[0] = k.flat.numel - k.numel;
+      check(dev_.host, dev_.api->fill(dev_.acc, &pad, 0.0, nullptr), who_ + ": zeroing the padding of " + describe(k));
+    }
+    comm_.prepare(*this, k);
   }
 }
 
-void Reducer::unpack(Bucket& b) const {
-  const PL_AcceleratorApi* a = dev_.api;
+void pack_parts(const strategy::DeviceContext& dev, std::vector<PL_Tensor>& parts, const std::vector<int64_t>& offsets,
+                PL_Tensor& flat, const std::string& what) {
+  const PL_AcceleratorApi* a = dev.api;
   if (has_batched_copies(a)) {
-    check(dev_.host, a->unpack(dev_.acc, &b.flat, b.offsets.data(), b.parts.data(), b.parts.size(), nullptr),
-          who_ + ": unpacking the result of " + describe(b));
+    check(dev.host, a->pack(dev.acc, parts.data(), parts.size(), offsets.data(), &flat, nullptr), what);
     return;
   }
-  const uint8_t* base = static_cast<const uint8_t*>(b.flat.data);
-  for (size_t j = 0; j < b.plan.members.size(); ++j) {
-    PL_Tensor& g = params_[b.plan.members[j]].grad;
-    dev_.copy(g.data, g.device, base + b.plan.offsets[j], dev_.device, tensor_bytes(g),
-              who_ + ": unpacking the result of " + describe(b) + " into the grad of " + names_[b.plan.members[j]]);
+  const size_t elem = pl_dtype_size(flat.dtype);
+  uint8_t* base = static_cast<uint8_t*>(flat.data);
+  for (size_t j = 0; j < parts.size(); ++j)
+    dev.copy(base + static_cast<size_t>(offsets[j]) * elem, flat.device, parts[j].data, parts[j].device,
+             tensor_bytes(parts[j]), what);
+}
+
+void unpack_parts(const strategy::DeviceContext& dev, const PL_Tensor& flat, const std::vector<int64_t>& offsets,
+                  std::vector<PL_Tensor>& parts, const std::string& what) {
+  const PL_AcceleratorApi* a = dev.api;
+  if (has_batched_copies(a)) {
+    check(dev.host, a->unpack(dev.acc, &flat, offsets.data(), parts.data(), parts.size(), nullptr), what);
+    return;
   }
+  const size_t elem = pl_dtype_size(flat.dtype);
+  const uint8_t* base = static_cast<const uint8_t*>(flat.data);
+  for (size_t j = 0; j < parts.size(); ++j)
+    dev.copy(parts[j].data, parts[j].device, base + static_cast<size_t>(offsets[j]) * elem, flat.device,
+             tensor_bytes(parts[j]), what);
+}
+
+void Reducer::pack(Bucket& b) const {
+  pack_parts(dev_, b.parts, b.offsets, b.flat, who_ + ": packing the grads of " + describe(b));
+}
+
+void Reducer::unpack(Bucket& b) const {
+  unpack_parts(dev_, b.flat, b.offsets, b.parts, who_ + ": unpacking the result of " + describe(b));
 }
 
 void Reducer::start_locked(size_t b, bool early) {
   Bucket& k = buckets_[b];
+  // A shared buffer: the bucket that used it last must be finished first.
+  if (!slots_.empty() && b >= slots_.size()) drive_locked(buckets_[b - slots_.size()]);
   pack(k);
   k.stage = 0;
   k.work = comm_.start(*this, k);
@@ -198,6 +241,7 @@ void Reducer::on_grad_ready(size_t i) {
 }
 
 void Reducer::drive_locked(Bucket& k) {
+  if (k.done) return;
   while (k.work != nullptr) {
     const auto t0 = Clock::now();
     try {
@@ -212,6 +256,7 @@ void Reducer::drive_locked(Bucket& k) {
     k.work = comm_.next(*this, k);
     if (k.work != nullptr) ++k.stage;
   }
+  k.done = true;
   comm_.finish(*this, k);
 }
 
@@ -248,6 +293,7 @@ void Reducer::reset_step_locked() {
   for (auto& k : buckets_) {
     k.pending = k.plan.members.size();
     k.stage = 0;
+    k.done = false;
   }
 }
 
@@ -301,6 +347,7 @@ std::string Reducer::teardown(int64_t wait_ms) {
   std::string failure = group_ ? drain_locked(wait_ms) : std::string();
   reset_step_locked();
   buckets_.clear();
+  slots_.clear();
   bucket_of_.clear();
   ready_.clear();
   params_ = nullptr;
@@ -337,6 +384,13 @@ size_t Reducer::bucket_bytes() const {
   std::lock_guard<std::mutex> lock(m_);
   size_t total = 0;
   for (const auto& k : buckets_) total += k.plan.bytes;
+  return total;
+}
+size_t Reducer::buffer_bytes() const {
+  std::lock_guard<std::mutex> lock(m_);
+  size_t total = 0;
+  for (const auto& s : slots_) total += s.bytes();
+  for (const auto& k : buckets_) total += k.buffer.bytes();
   return total;
 }
 int64_t Reducer::bucket_of(size_t i) const {

@@ -26,6 +26,15 @@ namespace plrt::reducer {
 
 using Clock = std::chrono::steady_clock;
 
+// Gathers `parts` into `flat` (parts[i] to elements [offsets[i], offsets[i] + parts[i].numel)), or
+// scatters them back: one launch of the accelerator's batched pack/unpack (ABI 1.4), else one copy
+// per part.  The parts may be sub-ranges of tensors; every one has flat's dtype.  `what` names the
+// copy in errors.
+void pack_parts(const strategy::DeviceContext& dev, std::vector<PL_Tensor>& parts, const std::vector<int64_t>& offsets,
+                PL_Tensor& flat, const std::string& what);
+void unpack_parts(const strategy::DeviceContext& dev, const PL_Tensor& flat, const std::vector<int64_t>& offsets,
+                  std::vector<PL_Tensor>& parts, const std::string& what);
+
 struct ReducerStats {
   uint64_t steps = 0;           // finish_step calls that completed (synced or not)
   uint64_t early_launches = 0;  // buckets started from on_grad_ready, before finish_step
@@ -65,6 +74,11 @@ class Reducer {
   ReducerStats stats() const;
   size_t num_buckets() const;
   size_t bucket_bytes() const;  // all buckets' bytes together
+  size_t buffer_bytes() const;  // the flat buffers' memory (== bucket_bytes unless the comm shares slots)
+  // The buckets, for a strategy's work outside the step (after setup, between after_backward and
+  // the next run_step: nothing else touches them then).  Their flat buffers are free to use as
+  // scratch there.
+  std::vector<Bucket>& buckets() { return buckets_; }
   int64_t bucket_of(size_t i) const;
 
   // For a BucketComm: the group, the device and the names.
@@ -79,6 +93,7 @@ class Reducer {
 
  private:
   void require_setup(const char* fn) const;
+  void allocate_buffers_locked();
   void start_locked(size_t b, bool early);
   void start_ready_prefix_locked();
   // Waits for b's work and runs its next stages until the comm is done; throws on failure (the
@@ -98,7 +113,8 @@ class Reducer {
   size_t num_params_ = 0;
   std::vector<std::string> names_;
   std::vector<Bucket> buckets_;
-  std::vector<int64_t> bucket_of_;  // per parameter: its bucket, -1 when it has none
+  std::vector<strategy::DeviceMemory> slots_;  // the shared buffers when comm_.buffer_slots() > 0
+  std::vector<int64_t> bucket_of_;             // per parameter: its bucket, -1 when it has none
   bool grad_sync_ = true;
   std::vector<uint8_t> ready_;
   size_t ready_count_ = 0;

@@ -1,0 +1,73 @@
+// optimizer_step: the host's optimizer updates this rank's shard (its owned ranges: the elements
+// whose averaged gradient it received and whose optimizer state it keeps), then every bucket's
+// updated values are allgathered, so that every rank holds all parameters again before the next
+// forward.  The allgathers run in bucket order on the gradient group (its collectives are all
+// complete once after_backward returned), through the buckets' flat buffers: with stage 2's two
+// shared buffers, bucket b's allgather completes and is unpacked before bucket b + 2 packs into
+// the same buffer.  Every wait is bounded; a failure aborts the group, leaving nothing in flight.
+#include <chrono>
+#include <utility>
+
+#include "reducer.hpp"
+#include "sharded_strategy.hpp"
+
+namespace plrt::ddp_sharded {
+
+using plugin::fail;
+using strategy::check;
+
+namespace {
+
+// As the reducer's waits: the group's timeout and its diagnosis, plus a margin.
+constexpr int64_t kWaitGraceMs = 5000;
+
+void gather_parameters(ShardedStrategy& s) {
+  ddp::DdpStrategy& d = *s.core;
+  std::vector<reducer::Bucket>& buckets = d.grads->buckets();
+  const size_t n = buckets.size();
+  size_t slots = s.comm->buffer_slots();
+  if (slots == 0) slots = n;  // a buffer per bucket: no reuse to wait for
+  std::vector<PL_Work*> works(n, nullptr);
+  auto what = [&](size_t b) { return s.who + ": the parameter allgather of " + d.grads->describe(buckets[b]); };
+  auto complete = [&](size_t b) {
+    d.group.wait(std::exchange(works[b], nullptr), d.group.timeout_ms() + kWaitGraceMs, what(b));
+    GatherPlan& g = s.gathers[b];
+    reducer::unpack_parts(d.dev, buckets[b].flat, g.offsets, g.values, what(b) + ": unpacking");
+  };
+  try {
+    for (size_t b = 0; b < n; ++b) {
+      if (b >= slots) complete(b - slots);
+      GatherPlan& g = s.gathers[b];
+      reducer::pack_parts(d.dev, g.own, g.own_offsets, buckets[b].flat, what(b) + ": packing this rank's shard");
+      PL_Tensor& mine = g.outputs[static_cast<size_t>(s.rank)];  // in place: the input is our own chunk
+      check(s.host, d.group.api()->allgather(d.group.get(), &mine, g.outputs.data(), g.outputs.size(), &works[b]),
+            what(b) + ": starting");
+      if (works[b] == nullptr) fail(PL_ERR_INTERNAL, what(b) + ": the process group returned no work handle");
+    }
+    for (size_t b = n > slots ? n - slots : 0; b < n; ++b) complete(b);
+  } catch (...) {
+    bool outstanding = false;
+    for (PL_Work* w : works) outstanding = outstanding || w != nullptr;
+    if (outstanding) d.group.abort();  // the rest fail at once instead of being waited for
+    for (PL_Work*& w : works)
+      if (w != nullptr) d.group.api()->work_destroy(std::exchange(w, nullptr));
+    throw;
+  }
+}
+
+}  // namespace
+
+void optimizer_step(ShardedStrategy& s, const PL_OptimizerFn* fn) {
+  if (fn == nullptr || fn->struct_size < PL_STRUCT_SIZE(PL_OptimizerFn, step) || fn->step == nullptr)
+    fail(PL_ERR_INVALID_ARGUMENT, s.who + ": optimizer_step needs a PL_OptimizerFn with `step` set");
+  std::lock_guard<std::mutex> lock(s.core->m);
+  if (!s.core->set_up) fail(PL_ERR_INVALID_ARGUMENT, s.who + ": optimizer_step was called before setup");
+  check(s.host, fn->step(fn->user, s.owned.data(), s.owned.size()), s.who + ": optimizer_step");
+  ++s.stats.optimizer_steps;
+  if (!s.core->group) return;
+  const auto t0 = std::chrono::steady_clock::now();
+  gather_parameters(s);
+  s.stats.allgather_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace plrt::ddp_sharded

@@ -1,0 +1,66 @@
+#include "reduce_scatter_comm.hpp"
+
+#include "reducer.hpp"
+
+namespace plrt::ddp_sharded {
+
+using plugin::fail;
+using strategy::check;
+
+namespace {
+
+// What a bucket keeps: the W input chunks of its flat buffer and its own pieces' gradient views.
+struct ShardState final : reducer::BucketState {
+  std::vector<PL_Tensor> inputs;    // chunk q of the flat buffer, q = 0..W-1 (borrowed by the work)
+  std::vector<PL_Tensor> own;       // the gradient sub-ranges this rank owns
+  std::vector<int64_t> own_offsets; // where each lies in the flat buffer
+};
+
+PL_Tensor chunk_view(const PL_Tensor& flat, int64_t begin, int64_t count) {
+  PL_Tensor v = flat;
+  v.data = static_cast<uint8_t*>(flat.data) + static_cast<size_t>(begin) * pl_dtype_size(flat.dtype);
+  v.ndim = 1;
+  v.numel = v.shape[0] = count;
+  return v;
+}
+
+}  // namespace
+
+BucketShard shard_of(const reducer::Bucket& b, int world, int rank) {
+  std::vector<int64_t> numels;
+  for (const auto& p : b.parts) numels.push_back(p.numel);
+  return shard_bucket(b.offsets, numels, b.numel, world, rank);
+}
+
+void ReduceScatterMean::prepare(reducer::Reducer& r, reducer::Bucket& b) {
+  (void)r;
+  const BucketShard s = shard_of(b, world_, rank_);
+  auto st = std::make_unique<ShardState>();
+  for (int q = 0; q < world_; ++q) st->inputs.push_back(chunk_view(b.flat, s.chunk * q, s.chunk));
+  for (const Piece& p : s.pieces) {
+    st->own.push_back(chunk_view(b.parts[p.member], p.param_begin, p.param_end - p.param_begin));
+    st->own_offsets.push_back(p.flat_offset);
+  }
+  b.state = std::move(st);
+}
+
+PL_Work* ReduceScatterMean::start(reducer::Reducer& r, reducer::Bucket& b) {
+  auto& st = static_cast<ShardState&>(*b.state);
+  PL_Work* w = nullptr;
+  const strategy::Group& g = r.group();
+  // In place: the output is this rank's own input chunk (both backends accept it).
+  check(r.device().host,
+        g.api()->reduce_scatter(g.get(), st.inputs.data(), st.inputs.size(), &st.inputs[static_cast<size_t>(rank_)],
+                                PL_REDUCE_AVG, &w),
+        r.who() + ": starting the gradient reduce-scatter of " + r.describe(b));
+  if (w == nullptr) fail(PL_ERR_INTERNAL, r.who() + ": the process group returned no work handle for " + r.describe(b));
+  return w;
+}
+
+void ReduceScatterMean::finish(reducer::Reducer& r, reducer::Bucket& b) {
+  auto& st = static_cast<ShardState&>(*b.state);
+  reducer::unpack_parts(r.device(), b.flat, st.own_offsets, st.own,
+                        r.who() + ": unpacking this rank's shard of " + r.describe(b));
+}
+
+}  // namespace plrt::ddp_sharded
