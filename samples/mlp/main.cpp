@@ -43,7 +43,8 @@ int main(int argc, char** argv) {
   CLI::App app("plrt-mlp: an MLP classifier trained with plrt (Lightning's Trainer for C++)", "plrt-mlp");
   std::string data, init, save, report, hidden = "256,128", optimizer = "sgd", resume;
   int64_t epochs = 5, batch_size = 64, max_steps = -1;
-  double lr = 0.05, momentum = 0.9, heldout = 0.125;
+  double lr = 0.05, momentum = 0.9, heldout = 0.125, weight_decay = -1;
+  bool nesterov = false;
   uint64_t seed = 42;
   bool no_shuffle = false;
   SyntheticSpec synth;
@@ -58,7 +59,12 @@ int main(int argc, char** argv) {
   app.add_option("--batch-size", batch_size, "Samples per batch and process")->capture_default_str();
   app.add_option("--lr", lr, "Learning rate")->capture_default_str();
   app.add_option("--momentum", momentum, "SGD momentum")->capture_default_str();
-  app.add_option("--optimizer", optimizer, "sgd or adam")->check(CLI::IsMember({"sgd", "adam"}))->capture_default_str();
+  app.add_option("--optimizer", optimizer, "sgd, adam or adamw")
+      ->check(CLI::IsMember({"sgd", "adam", "adamw"}))
+      ->capture_default_str();
+  app.add_flag("--nesterov", nesterov, "SGD: Nesterov momentum");
+  app.add_option("--weight-decay", weight_decay, "Weight decay (default: the optimizer's, 0; AdamW 0.01)")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--seed", seed, "seed_everything's seed")->capture_default_str();
   app.add_flag("--no-shuffle", no_shuffle, "Keep the training data in order");
   app.add_option("--init", init, "Initial weights (safetensors, layers.<i>.weight/bias)");
@@ -101,7 +107,8 @@ int main(int argc, char** argv) {
     if (!(lr > 0)) throw pl::Error(PL_ERR_INVALID_ARGUMENT, "--lr " + std::to_string(lr) + " must be > 0");
     pl::Trainer trainer(topt);  // seeds everything first: the model's initial weights follow --seed
     MlpData d = data.empty() ? make_synthetic(synth, heldout) : load_safetensors(data, heldout, seed);
-    MlpClassifier model(d.features, parse_hidden(hidden), d.classes, {optimizer, lr, momentum}, whole_batch_loss);
+    MlpClassifier model(d.features, parse_hidden(hidden), d.classes, {optimizer, lr, momentum, nesterov, weight_decay},
+                        whole_batch_loss);
     if (!init.empty()) model.load_state_dict(pl::safetensors::load(init).tensors, true);
 
     pl::DataLoaderOptions lo;
@@ -138,7 +145,10 @@ int main(int argc, char** argv) {
         j["replicas"] = trainer.num_replicas();
         j["loss_scale"] = trainer.loss_scale();
         j["skipped_steps"] = trainer.skipped_steps();
-        for (const char* stat : {"exposed_allreduce_ms", "allreduce_ms", "early_launches", "buckets"}) {
+        j["optimizer_state_bytes"] = trainer.optimizer_state_bytes();
+        for (const char* stat : {"exposed_allreduce_ms", "allreduce_ms", "early_launches", "buckets", "stage",
+                                 "grad_bytes", "param_bytes", "owned_param_bytes", "comm_buffer_bytes", "bucket_bytes",
+                                 "grad_comm_ms", "exposed_grad_comm_ms", "allgather_ms"}) {
           try {
             j["strategy_stats"][stat] = trainer.strategy_stat(stat);
           } catch (const pl::Error&) {

@@ -68,14 +68,18 @@ void MlpClassifier::validation_step(const pl::Batch& batch, int64_t) { evaluate(
 void MlpClassifier::test_step(const pl::Batch& batch, int64_t) { evaluate(batch, "test"); }
 
 std::unique_ptr<pl::Optimizer> MlpClassifier::configure_optimizers() {
-  if (optim_.name == "adam") {
-    pl::AdamOptions o;
+  if (optim_.name == "adam" || optim_.name == "adamw") {
+    pl::AdamOptions o = optim_.name == "adamw" ? pl::AdamW::defaults() : pl::AdamOptions{};
     o.lr = optim_.lr;
+    if (optim_.weight_decay >= 0) o.weight_decay = optim_.weight_decay;
+    if (optim_.name == "adamw") return std::make_unique<pl::AdamW>(parameters(), o);
     return std::make_unique<pl::Adam>(parameters(), o);
   }
   pl::SgdOptions o;
   o.lr = optim_.lr;
   o.momentum = optim_.momentum;
+  o.nesterov = optim_.nesterov;
+  if (optim_.weight_decay >= 0) o.weight_decay = optim_.weight_decay;
   return std::make_unique<pl::SGD>(parameters(), o);
 }
 

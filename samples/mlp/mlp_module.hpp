@@ -10,9 +10,11 @@
 #include <vector>
 
 struct OptimizerConfig {
-  std::string name = "sgd";  // sgd | adam
+  std::string name = "sgd";  // sgd | adam | adamw
   double lr = 0.05;
-  double momentum = 0.9;
+  double momentum = 0.9;     // sgd
+  bool nesterov = false;     // sgd
+  double weight_decay = -1;  // < 0: the optimizer's default (0; AdamW's 1e-2)
 };
 
 class MlpClassifier : public pl::LightningModule {

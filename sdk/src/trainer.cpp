@@ -453,6 +453,12 @@ const Runtime& Trainer::runtime() const { return *impl_->rt; }
 std::string Trainer::log_dir() const { return impl_->log_dir; }
 const std::map<std::string, double>& Trainer::callback_metrics() const { return impl_->callback; }
 double Trainer::strategy_stat(const std::string& name) const { return impl_->strategy.stat(name); }
+int64_t Trainer::optimizer_state_bytes() const {
+  if (!impl_->optimizer) return 0;
+  size_t total = 0;
+  for (const auto& [name, t] : impl_->optimizer->state_tensors()) total += t.nbytes();
+  return static_cast<int64_t>(total);
+}
 int64_t Trainer::effective_batch_size() const { return impl_->effective_batch; }
 double Trainer::loss_scale() const { return impl_->scaler ? impl_->scaler->scale() : 1.0; }
 int64_t Trainer::skipped_steps() const { return impl_->scaler ? impl_->scaler->skipped_steps() : 0; }

@@ -24,9 +24,9 @@ std::unique_ptr<ShardedStrategy> create_strategy(const char* who, const PL_Host*
   }
   spec.comm = s->comm.get();
   s->core = ddp::create_strategy(who, host, c, spec);
-  plugin::logf(host, PL_LOG_DEBUG, who, "stage %d: %s, optimizer state for this rank's shard only", s->opts.stage,
-               s->opts.stage == 2 ? "gradients reduce-scattered through 2 shared bucket buffers"
-                                  : "gradients allreduced whole");
+  plugin::logf(
+      host, PL_LOG_DEBUG, who, "stage %d: %s, optimizer state for this rank's shard only", s->opts.stage,
+      s->opts.stage == 2 ? "gradients reduce-scattered through 2 shared bucket buffers" : "gradients allreduced whole");
   return s;
 }
 

@@ -128,24 +128,25 @@ PL_Error* get_stat(PL_Strategy* s, const char* name, double* out) {
     const reducer::ReducerStats st = c.grads->stats();
     std::lock_guard<std::mutex> lock(c.m);
     const double grad_bytes = static_cast<double>(d.opts.stage == 2 ? d.owned_bytes : d.trainable_bytes);
-    strategy::answer_stat(d.who, name, out,
-                          {{"stage", static_cast<double>(d.opts.stage)},
-                           {"steps", static_cast<double>(st.steps)},
-                           {"optimizer_steps", static_cast<double>(d.stats.optimizer_steps)},
-                           {"buckets", static_cast<double>(c.grads->num_buckets())},
-                           {"bucket_bytes", static_cast<double>(c.grads->bucket_bytes())},
-                           {"comm_buffer_bytes", static_cast<double>(c.grads->buffer_bytes())},
-                           {"owned_ranges", static_cast<double>(d.owned.size())},
-                           {"owned_param_bytes", static_cast<double>(d.owned_bytes)},
-                           {"grad_bytes", grad_bytes},
-                           {"param_bytes", static_cast<double>(d.param_bytes)},
-                           {"trainable_bytes", static_cast<double>(d.trainable_bytes)},
-                           {"early_launches", static_cast<double>(st.early_launches)},
-                           {"grad_comm_ms", st.comm_ms},
-                           {"exposed_grad_comm_ms", st.exposed_ms},
-                           {"allgather_ms", d.stats.allgather_ms},
-                           {"buffer_broadcast_bytes", static_cast<double>(c.opts.broadcast_buffers ? c.buffer_bytes : 0)},
-                           {"frozen_bytes", static_cast<double>(c.frozen_bytes)}});
+    strategy::answer_stat(
+        d.who, name, out,
+        {{"stage", static_cast<double>(d.opts.stage)},
+         {"steps", static_cast<double>(st.steps)},
+         {"optimizer_steps", static_cast<double>(d.stats.optimizer_steps)},
+         {"buckets", static_cast<double>(c.grads->num_buckets())},
+         {"bucket_bytes", static_cast<double>(c.grads->bucket_bytes())},
+         {"comm_buffer_bytes", static_cast<double>(c.grads->buffer_bytes())},
+         {"owned_ranges", static_cast<double>(d.owned.size())},
+         {"owned_param_bytes", static_cast<double>(d.owned_bytes)},
+         {"grad_bytes", grad_bytes},
+         {"param_bytes", static_cast<double>(d.param_bytes)},
+         {"trainable_bytes", static_cast<double>(d.trainable_bytes)},
+         {"early_launches", static_cast<double>(st.early_launches)},
+         {"grad_comm_ms", st.comm_ms},
+         {"exposed_grad_comm_ms", st.exposed_ms},
+         {"allgather_ms", d.stats.allgather_ms},
+         {"buffer_broadcast_bytes", static_cast<double>(c.opts.broadcast_buffers ? c.buffer_bytes : 0)},
+         {"frozen_bytes", static_cast<double>(c.frozen_bytes)}});
   });
 }
 

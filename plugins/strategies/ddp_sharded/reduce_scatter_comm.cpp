@@ -11,9 +11,9 @@ namespace {
 
 // What a bucket keeps: the W input chunks of its flat buffer and its own pieces' gradient views.
 struct ShardState final : reducer::BucketState {
-  std::vector<PL_Tensor> inputs;    // chunk q of the flat buffer, q = 0..W-1 (borrowed by the work)
-  std::vector<PL_Tensor> own;       // the gradient sub-ranges this rank owns
-  std::vector<int64_t> own_offsets; // where each lies in the flat buffer
+  std::vector<PL_Tensor> inputs;     // chunk q of the flat buffer, q = 0..W-1 (borrowed by the work)
+  std::vector<PL_Tensor> own;        // the gradient sub-ranges this rank owns
+  std::vector<int64_t> own_offsets;  // where each lies in the flat buffer
 };
 
 PL_Tensor chunk_view(const PL_Tensor& flat, int64_t begin, int64_t count) {

@@ -63,8 +63,8 @@ void setup(ShardedStrategy& s, PL_Parameter* params, size_t num_params) {
     throw;
   }
   plugin::logf(s.host, PL_LOG_DEBUG, s.who.c_str(),
-               "rank %d owns %zu ranges, %zu of %zu trainable bytes, in %zu buckets (stage %d)", s.rank,
-               s.owned.size(), s.owned_bytes, s.trainable_bytes, s.core->grads->num_buckets(), s.opts.stage);
+               "rank %d owns %zu ranges, %zu of %zu trainable bytes, in %zu buckets (stage %d)", s.rank, s.owned.size(),
+               s.owned_bytes, s.trainable_bytes, s.core->grads->num_buckets(), s.opts.stage);
 }
 
 void teardown(ShardedStrategy& s) {

@@ -21,9 +21,11 @@ BucketShard shard_bucket(const std::vector<int64_t>& offsets, const std::vector<
   int64_t at = 0;
   for (size_t j = 0; j < offsets.size(); ++j) {
     if (offsets[j] != at || numels[j] < 0)
-      throw std::invalid_argument("member " + std::to_string(j) + " lies at " + std::to_string(offsets[j]) +
-                                  " with " + std::to_string(numels[j]) + " elements; members must lie back to back "
-                                  "from 0 (expected offset " + std::to_string(at) + ")");
+      throw std::invalid_argument("member " + std::to_string(j) + " lies at " + std::to_string(offsets[j]) + " with " +
+                                  std::to_string(numels[j]) +
+                                  " elements; members must lie back to back "
+                                  "from 0 (expected offset " +
+                                  std::to_string(at) + ")");
     at += numels[j];
   }
   if (at != numel)

@@ -12,9 +12,9 @@ ShardedOptions parse_options(const std::string& who, const PL_OptionList& list) 
       o.stage = value[0] - '0';
       return true;
     }
-    plugin::fail(PL_ERR_INVALID_ARGUMENT,
-                 who + ": option stage='" + value + "' is not valid: use 1 (optimizer state sharded) or 2 (optimizer "
-                 "state and gradients sharded); default 2");
+    plugin::fail(PL_ERR_INVALID_ARGUMENT, who + ": option stage='" + value +
+                                              "' is not valid: use 1 (optimizer state sharded) or 2 (optimizer "
+                                              "state and gradients sharded); default 2");
   };
   o.ddp = ddp::parse_options(who, list, extra, "stage (1 or 2)");
   return o;

@@ -23,9 +23,9 @@ namespace plrt::ddp_sharded {
 struct GatherPlan {
   std::vector<PL_Tensor> own;
   std::vector<int64_t> own_offsets;
-  std::vector<PL_Tensor> values;  // every member's value
-  std::vector<int64_t> offsets;   // where each lies in the flat buffer
-  std::vector<PL_Tensor> outputs; // chunk q of the flat buffer, q = 0..W-1
+  std::vector<PL_Tensor> values;   // every member's value
+  std::vector<int64_t> offsets;    // where each lies in the flat buffer
+  std::vector<PL_Tensor> outputs;  // chunk q of the flat buffer, q = 0..W-1
   int64_t chunk = 0;
 };
 

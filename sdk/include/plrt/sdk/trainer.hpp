@@ -80,6 +80,9 @@ class Trainer {
   const std::map<std::string, double>& callback_metrics() const;
   // A strategy statistic (ddp: "exposed_allreduce_ms", ...); throws when unknown.
   double strategy_stat(const std::string& name) const;
+  // The bytes of optimizer state this process holds (momentum, Adam's moments): every parameter's
+  // under ddp, this rank's shard under ddp_sharded.  0 before fit.
+  int64_t optimizer_state_bytes() const;
   // Samples per batch across the job (per-device batch x devices x nodes for ddp-like strategies;
   // the batch x nodes for dp/ddp2, which split each batch over their devices), known once fit
   // starts (0 before); rank 0 also prints it.  Multiply by accumulate_grad_batches for the
