@@ -20,8 +20,17 @@ constexpr int kSteps = 40;
 std::string train(const TempDir& dir, const std::string& tag, const std::string& strategy, int world, int per_rank,
                   std::vector<std::string> extra) {
   const std::string out = dir / (tag + ".safetensors");
-  std::vector<std::string> args{"--batch-size", std::to_string(per_rank), "--max-steps", std::to_string(kSteps),
-                                "--epochs", "100", "--root-dir", dir / tag, "--no-checkpoint", "--save", out};
+  std::vector<std::string> args{"--batch-size",
+                                std::to_string(per_rank),
+                                "--max-steps",
+                                std::to_string(kSteps),
+                                "--epochs",
+                                "100",
+                                "--root-dir",
+                                dir / tag,
+                                "--no-checkpoint",
+                                "--save",
+                                out};
   args.insert(args.end(), extra.begin(), extra.end());
   plrt_test::ProcessResult r;
   if (world == 0) {
@@ -66,10 +75,9 @@ TEST(Sharded, GradientAccumulationEqualsLargerBatch) {
   TempDir dir;
   const std::string big = train(dir, "big", "", 0, 24, {"--optimizer", "adam"});
   for (const char* stage : {"1", "2"}) {
-    const std::string acc =
-        train(dir, std::string("acc") + stage, "ddp_sharded", 2, 4,
-              {"--optimizer", "adam", "--accumulate-grad-batches", "3", "--strategy-option",
-               std::string("stage=") + stage});
+    const std::string acc = train(
+        dir, std::string("acc") + stage, "ddp_sharded", 2, 4,
+        {"--optimizer", "adam", "--accumulate-grad-batches", "3", "--strategy-option", std::string("stage=") + stage});
     EXPECT_LE(relative_difference(acc, big), 1e-5) << "stage " << stage;
   }
 }

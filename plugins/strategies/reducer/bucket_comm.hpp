@@ -61,10 +61,10 @@ class BucketComm {
   // What it does, for messages: "the gradient <name> of bucket 2 of 5 (...) failed".
   virtual std::string name() const = 0;
   // MEMORY.  0 (the default): every bucket has a flat buffer of its own for the whole run (ddp: the
-  // buffers are its gradient memory).  K > 0: K buffers, each the size of the largest bucket, shared
-  // round-robin (bucket b uses buffer b % K); before bucket b is packed, bucket b - K's
-  // communication is completed and finished, so at most K buckets are in flight and the memory is
-  // K buckets whatever the model's size (ddp_sharded's stage 2).
+  // buffers are its gradient memory).  K > 0: K buffers (buffer j as large as the largest bucket b with b % K == j)
+  // shared round-robin (bucket b uses buffer b % K); before bucket b is packed, bucket b - K's communication is
+  // completed and finished, so at most K buckets are in flight and the memory is K buckets whatever the model's size
+  // (ddp_sharded's stage 2).
   virtual size_t buffer_slots() const { return 0; }
   // The flat buffer's element count for a bucket of `numel` elements (a reduce-scatter pads to a
   // multiple of the world size); the padding is zeroed once and never unpacked.

@@ -129,14 +129,14 @@ void Reducer::allocate_buffers_locked() {
     return static_cast<size_t>(comm_.padded_numel(k.numel)) * pl_dtype_size(k.plan.dtype);
   };
   slots_.clear();
-  if (slots > 0) {
-    size_t biggest = 0;
-    for (const auto& k : buckets_) biggest = std::max(biggest, padded_bytes(k));
-    for (size_t j = 0; j < std::min(slots, buckets_.size()); ++j)
-      slots_.emplace_back(dev_, biggest,
+  if (slots > 0) {  // slot j: the largest of the buckets that use it (b % K == j)
+    const size_t n = std::min(slots, buckets_.size());
+    std::vector<size_t> size(n, 0);
+    for (const auto& k : buckets_) size[k.index % n] = std::max(size[k.index % n], padded_bytes(k));
+    for (size_t j = 0; j < n; ++j)
+      slots_.emplace_back(dev_, size[j],
                           who_ + ": allocating shared bucket buffer " + std::to_string(j + 1) + " of " +
-                              std::to_string(std::min(slots, buckets_.size())) + " (" + std::to_string(biggest) +
-                              " bytes)");
+                              std::to_string(n) + " (" + std::to_string(size[j]) + " bytes)");
   }
   for (auto& k : buckets_) {
     const size_t bytes = padded_bytes(k);
