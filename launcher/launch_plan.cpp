@@ -164,7 +164,8 @@ const std::vector<std::string>& managed_variables() {
                                                  "PL_TRAINER_STRATEGY",
                                                  "PL_TRAINER_NUM_NODES",
                                                  "PL_TRAINER_PRECISION",
-                                                 "PL_TRAINER_PROCESS_GROUP_BACKEND"};
+                                                 "PL_TRAINER_PROCESS_GROUP_BACKEND",
+                                                 "PL_TRAINER_STRATEGY_OPTIONS"};
   return names;
 }
 

@@ -25,6 +25,7 @@ struct LaunchOptions {
   // The trainer flags given on the command line, as given: {"DEVICES", "2"} becomes
   // PL_TRAINER_DEVICES=2.  Flags not given are not passed, so that a program's defaults apply.
   // DEVICES "usable[:N]" is the exception: the workers get the resolved list ("[1, 3]").
+  // STRATEGY_OPTIONS holds --strategy-option's pairs as a JSON object (pl::encode_options).
   EnvList trainer_flags;
   // PL_PLUGIN_PATH for the workers ("" = leave the inherited one): plrun's --plugin-path folders
   // first, so that the workers find the plugins plrun resolved the job with.

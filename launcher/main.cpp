@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <plrt/sdk/options.hpp>
 #include <plrt/sdk/runtime.hpp>
 #include <string>
 #include <vector>
@@ -28,12 +29,17 @@ const char* kDescription =
     "  plrun --list-plugins [--json]\n"
     "\n"
     "job flags: --accelerator A --devices D --strategy S --precision P --process-group-backend B\n"
+    "           --strategy-option KEY=VALUE (repeatable)\n"
     "\n"
     "plrun starts one process per device (ddp), or one per node (ddp_spawn, single-device\n"
     "strategies), as torchrun does.  Each gets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,\n"
     "NODE_RANK, GROUP_RANK, MASTER_ADDR, MASTER_PORT, PL_JOB_TOKEN, PL_USE_AGENT_STORE=1 and the\n"
     "job flags given here as PL_TRAINER_<FLAG> (e.g. PL_TRAINER_DEVICES); a spawn strategy's\n"
-    "process gets PL_LAUNCH_MODE=spawn and no RANK.  Node 0's plrun serves the rendezvous store\n"
+    "process gets PL_LAUNCH_MODE=spawn and no RANK.  The --strategy-option flags reach them as one\n"
+    "JSON object, PL_TRAINER_STRATEGY_OPTIONS={\"bucket_cap_mb\":\"10\"} (a later flag overrides an\n"
+    "earlier one for its key), set on top of the program's own strategy options; the strategy checks\n"
+    "them before anything starts (an unknown key or a bad value: exit 2, naming the valid ones), and\n"
+    "--dry-run shows them after the strategy alias's presets.  Node 0's plrun serves the rendezvous store\n"
     "for the whole job.  Output lines are prefixed \"[rank N] \" (\"[node N] \" for a process per\n"
     "node).  SIGINT, SIGTERM and SIGHUP are passed to the workers, then SIGKILL after the grace\n"
     "period; plrun exits 128+signal.  When a worker fails, plrun stops the others and exits with\n"
@@ -130,6 +136,7 @@ int main(int argc, char** argv) {
   pl::JobRequest req;
   std::string devices = "auto";
   std::vector<std::string> plugin_dirs;
+  std::vector<std::string> strategy_options;  // KEY=VALUE, as given
   std::vector<std::string> command;
   plrt::launcher::LaunchOptions launch;
   int master_port = -1;
@@ -141,6 +148,10 @@ int main(int argc, char** argv) {
                  "Devices per node (Lightning's forms, or usable:N for N free CUDA devices); cpu: number of processes")
       ->capture_default_str();
   app.add_option("--strategy", req.strategy, "A strategy plugin's name or alias, or auto")->capture_default_str();
+  app.add_option("--strategy-option", strategy_options,
+                 "A strategy option KEY=VALUE, e.g. bucket_cap_mb=10 (repeatable; a later one overrides an earlier "
+                 "one for its key)")
+      ->allow_extra_args(false);
   app.add_option("--num-nodes", req.num_nodes, "Number of machines")->capture_default_str();
   app.add_option("--precision", req.precision, "32-true, 16-mixed, bf16-mixed")->capture_default_str();
   app.add_option("--process-group-backend", req.process_group_backend, "gloo or nccl (default: nccl on cuda)");
@@ -179,6 +190,10 @@ int main(int argc, char** argv) {
   }
 
   try {
+    for (const auto& text : strategy_options) {
+      auto [key, value] = pl::parse_option_assignment("--strategy-option", text);
+      pl::set_option(req.strategy_options, key, value);
+    }
     req.devices = pl::Devices::from_text(devices);
     if (list || dry_run || command.empty()) {
       pl::RuntimeOptions opts;
@@ -211,6 +226,9 @@ int main(int argc, char** argv) {
                                                           {"--precision", "PRECISION"},
                                                           {"--process-group-backend", "PROCESS_GROUP_BACKEND"}})
       if (app.count(flag)) launch.trainer_flags.emplace_back(name, app.get_option(flag)->as<std::string>());
+    // PL_TRAINER_STRATEGY_OPTIONS (pl::kStrategyOptionsVariable): a JSON object, so that any value survives.
+    if (!req.strategy_options.empty())
+      launch.trainer_flags.emplace_back("STRATEGY_OPTIONS", pl::encode_options(req.strategy_options));
     launch.plugin_path = worker_plugin_path(plugin_dirs);
     lr.options = launch;
     return plrt::launcher::launch(lr);

@@ -24,22 +24,31 @@ struct Failure : std::exception {
 
 [[noreturn]] inline void fail(PL_ErrorCode code, std::string message) { throw Failure(code, std::move(message)); }
 
-// Runs `body` and turns any exception into a PL_Error made by `host`.  Every exported C++
-// function of a plugin wraps its body in this: no exception ever crosses the C ABI.
+// A host's error constructor (PL_Host.error_new).
+using ErrorNewFn = PL_Error* (*)(PL_ErrorCode code, const char* message);
+
+// Runs `body` and turns any exception into a PL_Error made by `error_new`.
 template <class Body>
-PL_Error* guard(const PL_Host* host, Body&& body) noexcept {
+PL_Error* guard_with(ErrorNewFn error_new, Body&& body) noexcept {
   try {
     body();
     return nullptr;
   } catch (const Failure& f) {
-    return host->error_new(f.code, f.message.c_str());
+    return error_new(f.code, f.message.c_str());
   } catch (const std::bad_alloc&) {
-    return host->error_new(PL_ERR_RESOURCE, "out of memory");
+    return error_new(PL_ERR_RESOURCE, "out of memory");
   } catch (const std::exception& e) {
-    return host->error_new(PL_ERR_INTERNAL, e.what());
+    return error_new(PL_ERR_INTERNAL, e.what());
   } catch (...) {
-    return host->error_new(PL_ERR_INTERNAL, "unknown exception inside a plugin");
+    return error_new(PL_ERR_INTERNAL, "unknown exception inside a plugin");
   }
+}
+
+// Runs `body` and turns any exception into a PL_Error made by `host`.  Every exported C++
+// function of a plugin wraps its body in this: no exception ever crosses the C ABI.
+template <class Body>
+PL_Error* guard(const PL_Host* host, Body&& body) noexcept {
+  return guard_with(host->error_new, std::forward<Body>(body));
 }
 
 // printf-style logging through the host table.

@@ -2,6 +2,7 @@
 // accelerator -> devices -> strategy -> world size -> precision -> process-group backend.
 #include <algorithm>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "device_parser.hpp"
@@ -13,10 +14,59 @@ using namespace plrt::rt;
 
 namespace {
 
+using OptionPairs = std::vector<std::pair<std::string, std::string>>;
+
 struct JobStorage : PL_JobConfig {
   std::string accelerator_s, strategy_s, strategy_plugin_s, backend_s, precision_s;
   std::vector<int32_t> device_ids;
+  OptionPairs options;                  // strategy_options' strings
+  std::vector<PL_Option> option_items;  // strategy_options' entries, pointing into `options`
 };
+
+// The alias's presets, then the request's options, in order (a later entry overrides an earlier
+// one): what the strategy's launch_info and create see.
+OptionPairs strategy_option_list(const PL_ResolvedPlugin& st, const PL_JobRequest* req) {
+  OptionPairs out;
+  for (size_t i = 0; i < st.presets.count; ++i) out.emplace_back(st.presets.items[i].key, st.presets.items[i].value);
+  if (!PL_HAS_FIELD(PL_JobRequest, req, strategy_options) || req->strategy_options.count == 0) return out;
+  const PL_OptionList& list = req->strategy_options;
+  if (list.struct_size < PL_STRUCT_SIZE(PL_OptionList, count))
+    fail(PL_ERR_VERSION,
+         "PL_JobRequest.strategy_options.struct_size " + std::to_string(list.struct_size) + " is too small");
+  if (list.items == nullptr)
+    fail(PL_ERR_INVALID_ARGUMENT,
+         "PL_JobRequest.strategy_options.items is NULL for " + std::to_string(list.count) + " options");
+  for (size_t i = 0; i < list.count; ++i) {
+    const PL_Option& o = list.items[i];
+    const std::string at = "strategy_options[" + std::to_string(i) + "]";
+    if (o.struct_size < PL_STRUCT_SIZE(PL_Option, value))
+      fail(PL_ERR_VERSION, at + ".struct_size " + std::to_string(o.struct_size) + " is too small");
+    if (o.key == nullptr || o.value == nullptr) fail(PL_ERR_INVALID_ARGUMENT, at + " has a NULL key or value");
+    if (*o.key == '\0')
+      fail(PL_ERR_INVALID_ARGUMENT, at + " (value '" + std::string(o.value) + "') has an empty key; write KEY=VALUE");
+    out.emplace_back(o.key, o.value);
+  }
+  return out;
+}
+
+std::vector<PL_Option> option_items(const OptionPairs& pairs) {
+  std::vector<PL_Option> items;
+  for (const auto& [k, v] : pairs) items.push_back({sizeof(PL_Option), k.c_str(), v.c_str()});
+  return items;
+}
+
+// `pairs` with each key once, where it first appeared, holding its last value.
+OptionPairs merged(const OptionPairs& pairs) {
+  OptionPairs out;
+  for (const auto& [k, v] : pairs) {
+    auto it = std::find_if(out.begin(), out.end(), [&](const auto& kv) { return kv.first == k; });
+    if (it == out.end())
+      out.emplace_back(k, v);
+    else
+      it->second = v;
+  }
+  return out;
+}
 
 // Lightning 2.x spellings, and the old ones it still takes.
 std::string normalize_precision(const std::string& p) {
@@ -146,9 +196,13 @@ PL_EXPORT PL_Error* pl_runtime_resolve_job(PL_Runtime* rt, const PL_JobRequest* 
     PL_ResolvedPlugin st{};
     check(pl_runtime_find_plugin(rt, PL_PLUGIN_STRATEGY, strategy.c_str(), &st), "strategy");
     auto* st_api = static_cast<const PL_StrategyApi*>(st.plugin->api);
+    // launch_info checks the options (an unknown key, a bad value) before any work is done.
+    const OptionPairs options = strategy_option_list(st, req);
+    const std::vector<PL_Option> items = option_items(options);
+    const PL_OptionList option_list{sizeof(PL_OptionList), items.data(), items.size()};
     PL_LaunchInfo launch{};
     launch.struct_size = sizeof launch;
-    check(st_api->launch_info(&st.presets, &launch), "strategy '" + strategy + "'");
+    check(st_api->launch_info(&option_list, &launch), "strategy '" + strategy + "'");
     if (launch.mode != PL_LAUNCH_PROCESS_PER_DEVICE && launch.mode != PL_LAUNCH_SPAWN &&
         launch.mode != PL_LAUNCH_SINGLE_PROCESS)
       fail(PL_ERR_INVALID_ARGUMENT, "strategy '" + strategy + "' answered launch mode " + std::to_string(launch.mode) +
@@ -190,7 +244,9 @@ PL_EXPORT PL_Error* pl_runtime_resolve_job(PL_Runtime* rt, const PL_JobRequest* 
     job->num_devices = job->device_ids.size();
     job->strategy = job->strategy_s.c_str();
     job->strategy_plugin = job->strategy_plugin_s.c_str();
-    job->strategy_options = st.presets;  // static in the plugin
+    job->options = merged(options);
+    job->option_items = option_items(job->options);
+    job->strategy_options = {sizeof(PL_OptionList), job->option_items.data(), job->option_items.size()};
     job->launch_mode = launch.mode;
     job->num_nodes = num_nodes;
     job->processes_per_node = ppn;

@@ -3,6 +3,7 @@
 //   plrun --strategy ddp --devices 2 -- plrt-mlp --epochs 5
 //   plrt-mlp --strategy ddp_spawn --devices 2 --data mnist.safetensors --save mlp.safetensors
 //   plrt-mlp --strategy dp --devices 2 --precision bf16-mixed
+//   plrun --strategy ddp --devices 2 -- plrt-mlp --strategy-option bucket_cap_mb=0.5
 //
 // Exit codes: 0 success, 2 invalid input (the error on stderr), 1 anything else.
 #include <CLI/CLI.hpp>
@@ -10,6 +11,7 @@
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <plrt/sdk/options.hpp>
 #include <plrt/sdk/random.hpp>
 #include <plrt/sdk/safetensors.hpp>
 #include <plrt/sdk/trainer.hpp>
@@ -78,6 +80,11 @@ int main(int argc, char** argv) {
   app.add_option("--devices", devices, "Lightning's devices (cpu: processes)")->capture_default_str();
   app.add_option("--strategy", topt.strategy, "auto, ddp, ddp_spawn, dp, ddp2, single_device, ...")
       ->capture_default_str();
+  std::vector<std::string> strategy_options;
+  app.add_option("--strategy-option", strategy_options,
+                 "A strategy option KEY=VALUE, e.g. bucket_cap_mb=10 (repeatable; a later one overrides an earlier "
+                 "one for its key; plrun's --strategy-option wins over these)")
+      ->allow_extra_args(false);
   app.add_option("--num-nodes", topt.num_nodes, "Machines")->capture_default_str();
   app.add_option("--precision", topt.precision, "32-true, 16-mixed, bf16-mixed (or 32, 16, bf16)")
       ->capture_default_str();
@@ -97,6 +104,10 @@ int main(int argc, char** argv) {
   }
 
   try {
+    for (const auto& text : strategy_options) {
+      auto [key, value] = pl::parse_option_assignment("--strategy-option", text);
+      pl::set_option(topt.strategy_options, key, value);
+    }
     topt.devices = pl::Devices::from_text(devices);
     topt.max_epochs = epochs;
     topt.max_steps = max_steps;

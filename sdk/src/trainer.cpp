@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <plrt/sdk/options.hpp>
 #include <plrt/sdk/random.hpp>
 #include <plrt/sdk/staging.hpp>
 #include <sstream>
@@ -75,6 +76,10 @@ void Trainer::Impl::apply_env_overrides() {
   i64("PL_TRAINER_CHECK_VAL_EVERY_N_EPOCH", o.check_val_every_n_epoch, 1);
   if (const char* v = std::getenv("PL_TRAINER_SEED"); v && *v)
     o.seed = static_cast<uint64_t>(parse_int("PL_TRAINER_SEED", v, 0));
+  // plrun --strategy-option: on top of the program's options, plrun's value winning for a key.
+  if (const char* v = std::getenv(kStrategyOptionsVariable); v && *v)
+    for (const auto& [key, value] : decode_options(kStrategyOptionsVariable, v))
+      set_option(o.strategy_options, key, value);
 }
 
 void Trainer::Impl::resolve_job() {
@@ -85,6 +90,7 @@ void Trainer::Impl::resolve_job() {
   req.num_nodes = o.num_nodes;
   req.precision = o.precision;
   req.process_group_backend = o.process_group_backend;
+  req.strategy_options = o.strategy_options;  // the strategy's launch_info checks them now, before any work
   job = rt->resolve(req);
   precision = amp::Precision::parse(job.precision);
   if (precision.scaled) scaler = std::make_unique<amp::GradScaler>(o.grad_scaler);

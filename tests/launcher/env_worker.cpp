@@ -49,7 +49,8 @@ const char* const kReported[] = {"RANK",
                                  "PL_TRAINER_STRATEGY",
                                  "PL_TRAINER_NUM_NODES",
                                  "PL_TRAINER_PRECISION",
-                                 "PL_TRAINER_PROCESS_GROUP_BACKEND"};
+                                 "PL_TRAINER_PROCESS_GROUP_BACKEND",
+                                 "PL_TRAINER_STRATEGY_OPTIONS"};
 
 struct Args {
   std::string out_dir, partial;

@@ -29,8 +29,10 @@ TEST_P(LaunchEnv, EveryRankGetsItsPlaceAndTheSameRendezvous) {
   const int n = GetParam();
   ScratchDir dir;
   // An inherited rank or trainer flag must not leak into the job.
-  auto p = run_plrun(ppd_job(n, {}, {"--out-dir", dir.str()}),
-                     {{"RANK", "7"}, {"PL_TRAINER_PRECISION", "16-mixed"}, {"PL_LAUNCH_MODE", "spawn"}});
+  auto p = run_plrun(ppd_job(n, {}, {"--out-dir", dir.str()}), {{"RANK", "7"},
+                                                                {"PL_TRAINER_PRECISION", "16-mixed"},
+                                                                {"PL_TRAINER_STRATEGY_OPTIONS", R"({"a":"1"})"},
+                                                                {"PL_LAUNCH_MODE", "spawn"}});
   ASSERT_EQ(p.exit_code, 0) << p.output;
   std::string port, token;
   for (int r = 0; r < n; ++r) {
@@ -52,6 +54,7 @@ TEST_P(LaunchEnv, EveryRankGetsItsPlaceAndTheSameRendezvous) {
     EXPECT_EQ(env_of(j, "PL_TRAINER_PRECISION"), "<unset>");
     EXPECT_EQ(env_of(j, "PL_TRAINER_NUM_NODES"), "<unset>");
     EXPECT_EQ(env_of(j, "PL_TRAINER_PROCESS_GROUP_BACKEND"), "<unset>");
+    EXPECT_EQ(env_of(j, "PL_TRAINER_STRATEGY_OPTIONS"), "<unset>");
     // plrun's --plugin-path reaches the workers, so that they find the plugins plrun found.
     EXPECT_THAT(env_of(j, "PL_PLUGIN_PATH"), HasSubstr(PLRT_TEST_PLUGIN_DIR));
     // Each worker leads its own process group: a terminal's Ctrl-C reaches plrun alone.
@@ -69,6 +72,24 @@ TEST_P(LaunchEnv, EveryRankGetsItsPlaceAndTheSameRendezvous) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Devices, LaunchEnv, ::testing::Values(2, 3));
+
+TEST(Launch, StrategyOptionsReachEveryWorkerAsOneJsonObject) {
+  ScratchDir dir;
+  const std::string odd = "a \"quoted\" = value, with commas; {braces} $HOME `x`";
+  // independent_c reads "launch" in launch_info; "note" only at create, which env_worker never calls.
+  auto p = run_plrun(ppd_job(2,
+                             {"--strategy-option", "launch=spawn", "--strategy-option", "note=" + odd,
+                              "--strategy-option", "launch=process_per_device"},
+                             {"--out-dir", dir.str()}),
+                     {{"PL_TRAINER_STRATEGY_OPTIONS", R"({"inherited":"1"})"}});
+  ASSERT_EQ(p.exit_code, 0) << p.output;
+  for (int r = 0; r < 2; ++r) {  // the later launch= won: one process per device, with ranks
+    auto j = report(dir, "rank-" + std::to_string(r));
+    auto options = nlohmann::json::parse(env_of(j, "PL_TRAINER_STRATEGY_OPTIONS"));
+    EXPECT_EQ(options, nlohmann::json({{"note", odd}, {"launch", "process_per_device"}})) << options.dump();
+  }
+  expect_all_gone(dir, ranks(0, 2));
+}
 
 TEST(Launch, FreshTokenPerJobAndTokenFromTheEnvironment) {
   ScratchDir a, b, c;

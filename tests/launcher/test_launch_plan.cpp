@@ -99,7 +99,7 @@ TEST(LaunchPlan, ProcessPerDeviceRanksOnTheSecondNode) {
   LaunchOptions o;
   o.num_nodes = 2;
   o.node_rank = 1;
-  o.trainer_flags = {{"DEVICES", "3"}, {"NUM_NODES", "2"}};
+  o.trainer_flags = {{"DEVICES", "3"}, {"NUM_NODES", "2"}, {"STRATEGY_OPTIONS", R"({"bucket_cap_mb":"10"})"}};
   o.plugin_path = "/plugins";
   Rendezvous r{"10.0.0.1", 29500, false, "tok"};
   auto ws = plan_workers(job(PL_LAUNCH_PROCESS_PER_DEVICE, 3, 2), o, r);
@@ -121,6 +121,7 @@ TEST(LaunchPlan, ProcessPerDeviceRanksOnTheSecondNode) {
     EXPECT_EQ(env["PL_USE_AGENT_STORE"], "1");
     EXPECT_EQ(env["PL_TRAINER_DEVICES"], "3");
     EXPECT_EQ(env["PL_TRAINER_NUM_NODES"], "2");
+    EXPECT_EQ(env["PL_TRAINER_STRATEGY_OPTIONS"], R"({"bucket_cap_mb":"10"})");
     EXPECT_EQ(env["PL_PLUGIN_PATH"], "/plugins");
     EXPECT_EQ(env.count("PL_LAUNCH_MODE"), 0u);
     EXPECT_EQ(env.count("PL_TRAINER_PRECISION"), 0u);
@@ -177,8 +178,8 @@ TEST(LaunchPlan, InconsistentInputsAreRefused) {
 
 TEST(LaunchPlan, WorkerEnvironmentReplacesManagedVariables) {
   std::string e1 = "PATH=/bin", e2 = "RANK=9", e3 = "PL_TRAINER_PRECISION=16-mixed", e4 = "HOME=/root",
-              e5 = "PL_TRAINER_MAX_EPOCHS=3", e6 = "MASTER_PORT=1";
-  char* parent[] = {e1.data(), e2.data(), e3.data(), e4.data(), e5.data(), e6.data(), nullptr};
+              e5 = "PL_TRAINER_MAX_EPOCHS=3", e6 = "MASTER_PORT=1", e7 = R"(PL_TRAINER_STRATEGY_OPTIONS={"a":"1"})";
+  char* parent[] = {e1.data(), e2.data(), e3.data(), e4.data(), e5.data(), e6.data(), e7.data(), nullptr};
   auto env = worker_environment(parent, {{"RANK", "1"}, {"MASTER_PORT", "4000"}, {"HOME", "/w"}});
   EXPECT_THAT(env, ::testing::UnorderedElementsAre("PATH=/bin", "PL_TRAINER_MAX_EPOCHS=3", "RANK=1", "MASTER_PORT=4000",
                                                    "HOME=/w"));

@@ -153,6 +153,43 @@ TEST(Plrun, InvalidInputsExitTwoWithTheError) {
   expect_invalid("-- no-such-program-plrt-abc", "program 'no-such-program-plrt-abc' not found");
 }
 
+TEST(Plrun, DryRunShowsTheStrategyOptions) {
+  auto ddp = dry_run(
+      "--accelerator cpu --devices 2 --strategy ddp --strategy-option bucket_cap_mb=10 "
+      "--strategy-option pg.probe_ms=500 --strategy-option bucket_cap_mb=5");  // the later one wins
+  EXPECT_EQ(ddp["strategy_options"], nlohmann::json({{"bucket_cap_mb", "5"}, {"pg.probe_ms", "500"}}));
+  // After an alias's presets, overriding them; a value keeps its '=' and spaces.
+  auto alias = dry_run(kTestPlugins +
+                       " --accelerator cpu --devices 1 --strategy independent_c_half --strategy-option grad_scale=0.25 "
+                       "--strategy-option 'note=a=b c'");
+  EXPECT_EQ(alias["strategy_options"], nlohmann::json({{"grad_scale", "0.25"}, {"note", "a=b c"}}));
+  EXPECT_EQ(dry_run("--accelerator cpu --devices 2 --strategy ddp")["strategy_options"], nlohmann::json::object());
+  EXPECT_THAT(plrun("--help").out, HasSubstr("--strategy-option"));
+}
+
+TEST(Plrun, BadStrategyOptionsExitTwoBeforeAnythingStarts) {
+  const std::string ddp = "--dry-run --accelerator cpu --devices 2 --strategy ddp ";
+  expect_invalid(ddp + "--strategy-option bogus=1", "ddp: unknown option 'bogus'");
+  expect_invalid(ddp + "--strategy-option bogus=1",
+                 "valid options: bucket_cap_mb, first_bucket_cap_mb, broadcast_buffers, pg.<name>");
+  expect_invalid(ddp + "--strategy-option bucket_cap_mb=abc", "option bucket_cap_mb='abc' is not valid");
+  expect_invalid(ddp + "--strategy-option broadcast_buffers=maybe", "broadcast_buffers='maybe' is not valid");
+  expect_invalid(ddp + "--strategy-option stage", "--strategy-option 'stage' is not valid: it has no '='");
+  expect_invalid(ddp + "--strategy-option stage", "write KEY=VALUE");
+  expect_invalid(ddp + "--strategy-option =1", "--strategy-option '=1' is not valid: the key is empty");
+  expect_invalid("--dry-run --accelerator cpu --devices 2 --strategy dp --strategy-option bucket_cap_mb=1",
+                 "dp: unknown option 'bucket_cap_mb'; strategy 'dp' takes no options");
+  expect_invalid("--dry-run --accelerator cpu --devices 2 --strategy ddp2 --strategy-option bucket_cap_mb=0",
+                 "ddp2: option bucket_cap_mb='0' is not valid");
+  expect_invalid("--dry-run --accelerator cpu --devices 1 --strategy single_device --strategy-option x=1",
+                 "single_device: unknown option 'x'");
+  // Launching: refused before any worker starts (expect_invalid: nothing on stdout, so no "started").
+  expect_invalid("--accelerator cpu --devices 2 --strategy ddp --strategy-option bucket_cap_mb=abc -- echo started",
+                 "bucket_cap_mb='abc'");
+  expect_invalid("--accelerator cpu --devices 2 --strategy ddp_spawn --strategy-option bogus=1 -- echo started",
+                 "ddp_spawn: unknown option 'bogus'");
+}
+
 TEST(Plrun, LogLevelFromEnvironmentIsChecked) {
   auto r = plrun("--dry-run", "PL_LOG_LEVEL=chatty");
   EXPECT_EQ(r.code, 2);

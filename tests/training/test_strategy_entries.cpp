@@ -304,8 +304,9 @@ TEST(SdkLifetimes, AModuleLeftHookedToADestroyedTrainerGetsAClearError) {
   auto data = entries_test::loader(12, 6);
   auto first = std::make_unique<pl::Trainer>(options(dir, "single_device", 1), test_plugins());
   first->fit(model, data);
-  // a second trainer takes the module but fails before hooking it (an unknown strategy option)
-  auto o = options(dir, "single_device", 1);
+  // a second trainer takes the module but fails before hooking it (an unknown strategy option that
+  // independent_c, which does not check options in launch_info, refuses only at create, in fit)
+  auto o = options(dir, "independent_c", 1);
   o.strategy_options = {{"bogus", "1"}};
   pl::Trainer second(o, test_plugins());
   EXPECT_THAT(error_of([&] { second.fit(model, data); }), HasSubstr("bogus"));

@@ -1,11 +1,41 @@
 #include "entry_support.hpp"
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 
 namespace plrt::strategy {
 
 using plugin::fail;
+
+namespace {
+
+// One per plugin file (plrt_strategy_common is linked into each, with hidden symbols).
+std::atomic<plugin::ErrorNewFn> g_error_new{nullptr};
+
+}  // namespace
+
+PL_Error* plugin_entry(const PL_Host* host, const PL_Plugin* descriptor, const PL_Plugin** out) noexcept {
+  if (host == nullptr || out == nullptr) return nullptr;
+  if (host->struct_size < PL_HOST_MIN_SIZE || host->abi_major != PL_ABI_MAJOR) {
+    *out = nullptr;
+    if (host->struct_size >= PL_STRUCT_SIZE(PL_Host, error_new) && host->error_new)
+      return host->error_new(PL_ERR_VERSION, "the plugin needs a plrt v1 host table");
+    return nullptr;
+  }
+  if (host->error_new != nullptr) g_error_new.store(host->error_new, std::memory_order_release);
+  *out = descriptor;
+  return nullptr;
+}
+
+plugin::ErrorNewFn launch_error_new(const char* family) noexcept {
+  plugin::ErrorNewFn fn = g_error_new.load(std::memory_order_acquire);
+  if (fn == nullptr) {
+    std::fprintf(stderr, "plrt %s strategy: launch_info called before pl_plugin_entry_v1; aborting\n", family);
+    std::abort();
+  }
+  return fn;
+}
 
 void broken_call(const char* family, const char* fn) {
   std::fprintf(stderr, "plrt %s strategy: %s called with a NULL strategy; aborting\n", family, fn);

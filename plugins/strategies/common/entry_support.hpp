@@ -8,6 +8,7 @@
 #include <exception>
 #include <initializer_list>
 #include <string>
+#include <utility>
 
 #include "plugin_support.hpp"
 
@@ -60,10 +61,31 @@ PL_Error* create(const char* family, const char* who, const PL_Host* host, PL_St
   });
 }
 
-// launch_info: no option changes how workers start (create checks them; launch_info has no host to
-// report through), so the answer is fixed per plugin.  A table too small to answer is left alone.
+// launch_info: no option changes how workers start, so the answer is fixed per plugin.  A table
+// too small to answer is left alone.
 PL_Error* fill_launch_info(PL_LaunchMode mode, bool needs_process_group, int32_t max_devices_per_process,
                            PL_LaunchInfo* out) noexcept;
+
+// ---- launch_info's errors ----
+// launch_info checks the options (presets, then the user's) before any work is done, but it takes
+// no host (pl_strategy.h), and only a host makes a PL_Error.  So the plugin's entry
+// (plugin_entry, through PLRT_DEFINE_STRATEGY_PLUGIN) keeps the error_new of the host that loaded
+// it: that one function, never the host (rule 5: two runtimes stay apart).  error_new takes no
+// context and an error object belongs to no runtime (its receiver frees it), so any runtime's
+// error_new serves; the last one to load the plugin is kept.
+
+// PL_DEFINE_PLUGIN's entry (the same checks of the host) that also keeps host->error_new.
+PL_Error* plugin_entry(const PL_Host* host, const PL_Plugin* descriptor, const PL_Plugin** out) noexcept;
+
+// The error_new kept by plugin_entry.  None yet means launch_info was reached without the entry,
+// which no host can do (the table comes from the entry): says so on stderr and stops.
+plugin::ErrorNewFn launch_error_new(const char* family) noexcept;
+
+// launch_info's body(): a plugin::Failure (an unknown option, a bad value) becomes a PL_Error.
+template <class Body>
+PL_Error* launch_guard(const char* family, Body&& body) noexcept {
+  return plugin::guard_with(launch_error_new(family), std::forward<Body>(body));
+}
 
 // run_step's `fn` must be set, with `run`.
 void check_step_fn(const std::string& who, const PL_ReplicaStepFn* fn);

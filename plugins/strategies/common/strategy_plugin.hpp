@@ -14,6 +14,10 @@
 
 #include <plrt/pl_plugin.h>
 
+#include <cstdint>
+
+#include "entry_support.hpp"
+
 namespace plrt::strategy {
 
 // The table of the plugin named `Name` (a static array).  The C entries take no context, so the
@@ -38,11 +42,18 @@ constexpr PL_Plugin make_plugin(const char* name, const char* description, const
 
 }  // namespace plrt::strategy
 
-// Defines the plugin's table and descriptor and exports them (PL_DEFINE_PLUGIN).  Once per plugin.
-#define PLRT_DEFINE_STRATEGY_PLUGIN(FAMILY, VARIANT, NAME, DESCRIPTION)                         \
-  namespace {                                                                                   \
-  constexpr char kPluginName[] = NAME;                                                          \
-  const PL_StrategyApi kPluginApi = plrt::strategy::make_api<FAMILY, VARIANT, kPluginName>();   \
-  const PL_Plugin kPlugin = plrt::strategy::make_plugin(kPluginName, DESCRIPTION, &kPluginApi); \
-  }                                                                                             \
-  PL_DEFINE_PLUGIN(kPlugin)
+// Defines the plugin's table and descriptor and exports them, as PL_DEFINE_PLUGIN does, through
+// strategy::plugin_entry, which also keeps the host's error_new for launch_info (entry_support.hpp).
+// Once per plugin.
+#define PLRT_DEFINE_STRATEGY_PLUGIN(FAMILY, VARIANT, NAME, DESCRIPTION)                           \
+  namespace {                                                                                     \
+  constexpr char kPluginName[] = NAME;                                                            \
+  const PL_StrategyApi kPluginApi = plrt::strategy::make_api<FAMILY, VARIANT, kPluginName>();     \
+  const PL_Plugin kPlugin = plrt::strategy::make_plugin(kPluginName, DESCRIPTION, &kPluginApi);   \
+  }                                                                                               \
+  extern "C" PL_EXPORT uint32_t pl_plugin_abi_version(void) {                                     \
+    return (static_cast<uint32_t>(PL_ABI_MAJOR) << 16) | static_cast<uint32_t>(PL_ABI_MINOR);     \
+  }                                                                                               \
+  extern "C" PL_EXPORT PL_Error* pl_plugin_entry_v1(const PL_Host* host, const PL_Plugin** out) { \
+    return plrt::strategy::plugin_entry(host, &kPlugin, out);                                     \
+  }

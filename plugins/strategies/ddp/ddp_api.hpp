@@ -14,7 +14,9 @@ PL_Error* create(const char* who, const PL_Host* host, const PL_StrategyConfig* 
 struct Family {
   using Variant = PL_LaunchMode;  // how the workers start
 
-  // Fills `out` with `mode`, needs_process_group 1 and max_devices_per_process 1.
+  // Checks the options as create does (an unknown one, a bad value: PL_ERR_INVALID_ARGUMENT naming
+  // it and what is valid), then fills `out` with `mode`, needs_process_group 1 and
+  // max_devices_per_process 1.
   static PL_Error* launch_info(PL_LaunchMode mode, const PL_OptionList* options, PL_LaunchInfo* out) noexcept;
   static PL_Error* create(const char* who, PL_LaunchMode /*mode*/, const PL_Host* host, const PL_StrategyConfig* config,
                           PL_Strategy** out) noexcept {

@@ -3,6 +3,7 @@
 // (plrt_strategy_common's entry_support.hpp).  Also the entries small enough not to need a file of
 // their own: run_step, process_group, optimizer_step, get_stat.
 #include "ddp_api.hpp"
+#include "ddp_options.hpp"
 #include "entry_support.hpp"
 #include "strategy.hpp"
 
@@ -131,8 +132,12 @@ PL_Error* create(const char* who, const PL_Host* host, const PL_StrategyConfig* 
                           [&] { return strategy::handle(create_strategy(who, host, config).release()); });
 }
 
-PL_Error* Family::launch_info(PL_LaunchMode mode, const PL_OptionList* /*options*/, PL_LaunchInfo* out) noexcept {
-  return strategy::fill_launch_info(mode, true, 1, out);
+// The options are checked by the parser create uses, so that the two cannot disagree.
+PL_Error* Family::launch_info(PL_LaunchMode mode, const PL_OptionList* options, PL_LaunchInfo* out) noexcept {
+  return strategy::launch_guard(kFamily, [&] {
+    if (options != nullptr) parse_options(mode == PL_LAUNCH_SPAWN ? "ddp_spawn" : "ddp", *options);
+    strategy::fill_launch_info(mode, true, 1, out);
+  });
 }
 
 PL_StrategyApi Family::table() {

@@ -69,10 +69,11 @@ void check_accelerator(const std::string& who, const PL_StrategyConfig* c) {
                                  std::to_string(c->num_devices) + " replicas");
 }
 
-using OptionPairs = std::vector<std::pair<std::string, std::string>>;
+}  // namespace
 
-OptionPairs read_options(const std::string& who, bool across_processes, const PL_OptionList& list) {
+OptionPairs parse_options(const std::string& who, bool across_processes, const PL_OptionList& list) {
   OptionPairs out;
+  std::vector<PL_Option> items;
   strategy::for_each_option(who, list, [&](const std::string& key, const std::string& value) {
     if (!across_processes)
       fail(PL_ERR_INVALID_ARGUMENT,
@@ -81,8 +82,13 @@ OptionPairs read_options(const std::string& who, bool across_processes, const PL
       fail(PL_ERR_INVALID_ARGUMENT, who + ": unknown option '" + key + "'; valid options: " + kDdp2Options);
     out.emplace_back(key, value);
   });
+  // Their values, as the inner ddp will read them.
+  for (const auto& [key, value] : out) items.push_back({sizeof(PL_Option), key.c_str(), value.c_str()});
+  if (!out.empty()) ddp::parse_options(who, {sizeof(PL_OptionList), items.data(), items.size()});
   return out;
 }
+
+namespace {
 
 // ddp2's cross-process part: a ddp instance on the root's device.  It sees the user's options,
 // then two of ours: no per-step buffer broadcast (the replicas take the root's buffers from the
@@ -112,7 +118,7 @@ std::unique_ptr<DpStrategy> create_strategy(const char* who_c, bool across_proce
   const std::string who = who_c;
   check_config(who, across_processes, c);
   check_accelerator(who, c);
-  const OptionPairs options = read_options(who, across_processes, c->options);
+  const OptionPairs options = parse_options(who, across_processes, c->options);
   auto s = std::make_unique<DpStrategy>();
   s->host = host;
   s->who = who;

@@ -11,7 +11,8 @@ namespace plrt::dp {
 struct Family {
   using Variant = bool;  // across processes: kAcrossProcesses (ddp2) or kOneProcess (dp)
 
-  // Fills `out`: PL_LAUNCH_SINGLE_PROCESS, needs_process_group = across_processes, no device limit.
+  // Checks the options as create does (parse_options), then fills `out`: PL_LAUNCH_SINGLE_PROCESS,
+  // needs_process_group = across_processes, no device limit.
   static PL_Error* launch_info(bool across_processes, const PL_OptionList* options, PL_LaunchInfo* out) noexcept;
   // `who` (static) is the plugin's name: it begins messages and names the log source.
   static PL_Error* create(const char* who, bool across_processes, const PL_Host* host, const PL_StrategyConfig* config,

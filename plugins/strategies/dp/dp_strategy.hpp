@@ -117,6 +117,11 @@ inline void require_idle(const DpStrategy& s, const char* fn) {
 }
 
 // create.cpp
+using OptionPairs = std::vector<std::pair<std::string, std::string>>;
+// The options, as create and launch_info read them: dp takes none; ddp2 takes bucket_cap_mb and
+// pg.<name>, whose values ddp's parser checks.  Throws plugin::Failure naming an unknown key (with
+// the valid ones) or a bad value.
+OptionPairs parse_options(const std::string& who, bool across_processes, const PL_OptionList& list);
 std::unique_ptr<DpStrategy> create_strategy(const char* who, bool across_processes, const PL_Host* host,
                                             const PL_StrategyConfig* config);
 

@@ -147,8 +147,12 @@ PL_Error* num_replicas_entry(PL_Strategy* s, int32_t* out) {
 
 }  // namespace
 
-PL_Error* Family::launch_info(bool across_processes, const PL_OptionList* /*options*/, PL_LaunchInfo* out) noexcept {
-  return strategy::fill_launch_info(PL_LAUNCH_SINGLE_PROCESS, across_processes, 0, out);
+// The options are checked by the parser create uses, so that the two cannot disagree.
+PL_Error* Family::launch_info(bool across_processes, const PL_OptionList* options, PL_LaunchInfo* out) noexcept {
+  return strategy::launch_guard(kFamily, [&] {
+    if (options != nullptr) parse_options(across_processes ? "ddp2" : "dp", across_processes, *options);
+    strategy::fill_launch_info(PL_LAUNCH_SINGLE_PROCESS, across_processes, 0, out);
+  });
 }
 
 PL_Error* Family::create(const char* who, bool across_processes, const PL_Host* host, const PL_StrategyConfig* config,

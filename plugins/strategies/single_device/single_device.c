@@ -5,6 +5,8 @@
  * that runs alone implements them: optimizer_step (every trainable parameter whole; frozen
  * parameters and buffers, told apart with pl_parameter_kind, are left alone), agree_skip (its own
  * verdict), reduce (identity) and all_gather (a copy), and state_info (no state of its own).
+ * launch_info rejects options as create does (it takes none), so that plrun and the trainer refuse
+ * them before any work; for that, its entry keeps the host's error_new (see g_error_new).
  */
 #include <plrt/pl_plugin.h>
 #include <stdio.h>
@@ -26,8 +28,34 @@ static PL_Error* invalid(const PL_Host* host, const char* message) {
   return host->error_new(PL_ERR_INVALID_ARGUMENT, message);
 }
 
+/* launch_info takes no host, yet reports bad options as a PL_Error, which only a host makes: the
+ * entry (pl_plugin_entry_v1, at the end of this file) keeps the error_new of the host that loaded
+ * the plugin.  Only that function, never the host (rule 5: two runtimes stay apart): error_new
+ * takes no context and an error belongs to no runtime, so any runtime's serves. */
+typedef PL_Error* (*ErrorNewFn)(PL_ErrorCode code, const char* message);
+static ErrorNewFn g_error_new = NULL; /* read and written with __atomic_* (runtimes may load it at once) */
+
+/* single_device takes no options: the first one given is named.  create and launch_info both ask
+ * here, so they cannot disagree. */
+static PL_Error* check_options(ErrorNewFn error_new, const PL_OptionList* options) {
+  char msg[256];
+  const char* key;
+  if (options == NULL || options->count == 0) return NULL;
+  key = options->items != NULL && options->items[0].key != NULL ? options->items[0].key : "(NULL)";
+  snprintf(msg, sizeof msg, "single_device: unknown option '%s'; single_device takes no options (valid options: none)",
+           key);
+  return error_new(PL_ERR_INVALID_ARGUMENT, msg);
+}
+
 static PL_Error* sd_launch_info(const PL_OptionList* options, PL_LaunchInfo* out) {
-  (void)options;
+  ErrorNewFn error_new = __atomic_load_n(&g_error_new, __ATOMIC_ACQUIRE);
+  PL_Error* e;
+  if (error_new == NULL) { /* the table comes from the entry: no host can get here without it */
+    fprintf(stderr, "plrt single_device strategy: launch_info called before pl_plugin_entry_v1; aborting\n");
+    abort();
+  }
+  e = check_options(error_new, options);
+  if (e != NULL) return e;
   if (out == NULL || out->struct_size < PL_STRUCT_SIZE(PL_LaunchInfo, needs_process_group)) return NULL;
   out->mode = PL_LAUNCH_SINGLE_PROCESS;
   out->needs_process_group = 0;
@@ -38,7 +66,7 @@ static PL_Error* sd_launch_info(const PL_OptionList* options, PL_LaunchInfo* out
 static PL_Error* sd_create(const PL_Host* host, const PL_StrategyConfig* config, PL_Strategy** out) {
   char msg[256];
   struct PL_Strategy* s;
-  size_t i;
+  PL_Error* e;
   if (out == NULL || config == NULL) return invalid(host, "single_device: config or out is NULL");
   *out = NULL;
   if (config->struct_size < PL_STRUCT_SIZE(PL_StrategyConfig, options))
@@ -54,10 +82,8 @@ static PL_Error* sd_create(const PL_Host* host, const PL_StrategyConfig* config,
              (int)config->world_size);
     return invalid(host, msg);
   }
-  for (i = 0; i < config->options.count; ++i) {
-    snprintf(msg, sizeof msg, "single_device takes no options; got '%s'", config->options.items[i].key);
-    return invalid(host, msg);
-  }
+  e = check_options(host->error_new, &config->options);
+  if (e != NULL) return e;
   s = (struct PL_Strategy*)calloc(1, sizeof *s);
   if (s == NULL) return host->error_new(PL_ERR_RESOURCE, "single_device: out of memory");
   s->host = host;
@@ -218,4 +244,19 @@ static const PL_Plugin kPlugin = {sizeof(PL_Plugin),
                                   0,
                                   &kApi};
 
-PL_DEFINE_PLUGIN(kPlugin)
+/* What PL_DEFINE_PLUGIN(kPlugin) exports, with the same checks of the host, and the host's
+ * error_new kept for launch_info. */
+PL_EXPORT uint32_t pl_plugin_abi_version(void) { return ((uint32_t)PL_ABI_MAJOR << 16) | (uint32_t)PL_ABI_MINOR; }
+
+PL_EXPORT PL_Error* pl_plugin_entry_v1(const PL_Host* host, const PL_Plugin** out) {
+  if (host == NULL || out == NULL) return NULL;
+  if (host->struct_size < PL_HOST_MIN_SIZE || host->abi_major != PL_ABI_MAJOR) {
+    *out = NULL;
+    if (host->struct_size >= PL_STRUCT_SIZE(PL_Host, error_new) && host->error_new)
+      return host->error_new(PL_ERR_VERSION, "the plugin needs a plrt v1 host table");
+    return NULL;
+  }
+  if (host->error_new != NULL) __atomic_store_n(&g_error_new, host->error_new, __ATOMIC_RELEASE);
+  *out = &kPlugin;
+  return NULL;
+}

@@ -120,6 +120,12 @@ typedef struct PL_JobRequest {
   const char* precision;             /* borrowed; NULL = "32-true" */
   const char* process_group_backend; /* borrowed; NULL = nccl for cuda, gloo otherwise */
   int32_t assume_device_count;       /* < 0: ask the accelerator; else pretend it has this many */
+  /* Appended (a request whose struct_size ends before it has none).  Borrowed for the call: the
+   * user's strategy options (plrun --strategy-option, TrainerOptions::strategy_options), applied
+   * after the alias's presets; a later entry overrides an earlier one.  The strategy's launch_info
+   * sees presets then these, and rejects an unknown key or a bad value (PL_ERR_INVALID_ARGUMENT,
+   * naming it and what is valid) before any work is done. */
+  PL_OptionList strategy_options;
 } PL_JobRequest;
 
 typedef struct PL_JobConfig {
@@ -130,7 +136,9 @@ typedef struct PL_JobConfig {
   size_t num_devices;
   const char* strategy;           /* the name asked for (or chosen by "auto") */
   const char* strategy_plugin;    /* the plugin behind it */
-  PL_OptionList strategy_options; /* the alias's presets; owned by the config */
+  PL_OptionList strategy_options; /* the alias's presets, then the request's options, a key given
+                                     more than once keeping its place and its last value; owned by
+                                     the config */
   PL_LaunchMode launch_mode;
   int32_t num_nodes;
   int32_t processes_per_node;

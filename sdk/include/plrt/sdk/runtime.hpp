@@ -50,6 +50,9 @@ struct JobRequest {
   std::string precision = "32-true";
   std::string process_group_backend;  // empty: nccl for cuda, gloo otherwise
   int assume_device_count = -1;       // >= 0: pretend the accelerator has this many devices
+  // The user's strategy options, after the alias's presets (a later entry overrides an earlier
+  // one); the strategy's launch_info rejects an unknown key or a bad value.
+  std::vector<std::pair<std::string, std::string>> strategy_options;
 };
 
 struct JobConfig {
@@ -57,7 +60,7 @@ struct JobConfig {
   PL_DeviceType device_type = PL_DEVICE_CPU;
   std::vector<int> devices;
   std::string strategy, strategy_plugin;
-  std::vector<std::pair<std::string, std::string>> strategy_options;
+  std::vector<std::pair<std::string, std::string>> strategy_options;  // presets + the request's, merged
   PL_LaunchMode launch_mode = PL_LAUNCH_SINGLE_PROCESS;
   int num_nodes = 1, processes_per_node = 1, world_size = 1;
   std::string process_group_backend, precision;
@@ -153,6 +156,10 @@ class Runtime {
     r.precision = req.precision.c_str();
     r.process_group_backend = req.process_group_backend.empty() ? nullptr : req.process_group_backend.c_str();
     r.assume_device_count = req.assume_device_count;
+    std::vector<PL_Option> options;
+    for (const auto& [key, value] : req.strategy_options)
+      options.push_back({sizeof(PL_Option), key.c_str(), value.c_str()});
+    r.strategy_options = {sizeof(PL_OptionList), options.data(), options.size()};
     PL_JobConfig* c = nullptr;
     check(pl_runtime_resolve_job(rt_.get(), &r, &c));
     std::unique_ptr<PL_JobConfig, decltype(&pl_job_config_destroy)> guard(c, pl_job_config_destroy);

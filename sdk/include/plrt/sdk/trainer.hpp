@@ -32,8 +32,10 @@ struct TrainerOptions {
   int64_t max_steps = -1;              // optimizer steps; -1: no limit
   int accumulate_grad_batches = 1;
   int check_val_every_n_epoch = 1;
-  std::optional<uint64_t> seed;                                          // seed_everything(seed) at construction
-  std::vector<std::pair<std::string, std::string>> strategy_options;     // e.g. bucket_cap_mb
+  std::optional<uint64_t> seed;  // seed_everything(seed) at construction
+  // e.g. bucket_cap_mb, after the alias's presets; checked by the strategy when the Trainer is made.
+  // PL_TRAINER_STRATEGY_OPTIONS (plrun --strategy-option) sets keys on top, its value winning.
+  std::vector<std::pair<std::string, std::string>> strategy_options;
   std::vector<std::pair<std::string, std::string>> accelerator_options;  // e.g. num_threads
   std::string default_root_dir = ".";    // logs and checkpoints: <dir>/lightning_logs/version_<n>/
   bool enable_checkpointing = true;      // checkpoints/last after every epoch and at the end of fit
