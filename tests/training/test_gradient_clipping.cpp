@@ -250,8 +250,10 @@ TEST(GradientClipping, PlrtMlpRefusesBadValuesWithExitCode2) {
       {{"--gradient-clip-val", "nan"}, "gradient_clip_val=nan is not valid"},
       {{"--gradient-clip-val", "abc"}, "--gradient-clip-val 'abc' is not a number"},
       {{"--gradient-clip-val", "1", "--gradient-clip-algorithm", "l2"}, "'l2' is not valid; valid: norm, value"}};
+  TempDir dir;
   for (const auto& [flags, needle] : bad) {
-    std::vector<std::string> args = {"--strategy", "single_device", "--devices", "1", "--max-steps", "1"};
+    std::vector<std::string> args = {"--strategy", "single_device", "--devices",      "1", "--max-steps",
+                                     "1",          "--root-dir",    dir.path.string()};
     args.insert(args.end(), flags.begin(), flags.end());
     auto r = run(mlp_args(args));
     EXPECT_EQ(r.exit_code, 2) << r.output;
