@@ -22,9 +22,11 @@ namespace pl {
 void Trainer::Impl::clip_gradients() {
   const double clip = o.gradient_clip_val;
   if (!(clip > 0)) return;
-  // The gradients' views; all on one device (the root module's), through its accelerator.
-  std::vector<PL_Tensor> views;
-  Accelerator gacc = acc;
+  // The gradients' views (a member: no allocation per step); all on one device (the root
+  // module's), through its accelerator.
+  std::vector<PL_Tensor>& views = clip_views;
+  views.clear();
+  const Accelerator* gacc = &acc;
   PL_Device on = device;
   for (const ParamRange& r : grad_ranges) {
     const Parameter& p = *optimizer->params()[r.param];
@@ -37,22 +39,23 @@ void Trainer::Impl::clip_gradients() {
     if (!views.empty() && (d.type != on.type || d.index != on.index))
       throw Error(PL_ERR_UNSUPPORTED, "gradient clipping: the gradients are on several devices");
     on = d;
-    gacc = p.grad.accelerator();
+    gacc = &p.grad.accelerator();
     views.push_back(plrt::sdk::flat_range(p.grad, r.begin, r.end));
   }
   if (o.gradient_clip_algorithm == "value") {
-    for (PL_Tensor& v : views) gacc.clamp(v, -clip, clip);
+    for (PL_Tensor& v : views) gacc->clamp(v, -clip, clip);
     return;
   }
   double sq = 0;
   if (!views.empty()) {
-    if (!clip_sum.defined() || clip_sum.accelerator() != gacc || clip_sum.device().type != on.type ||
+    if (!clip_sum.defined() || clip_sum.accelerator() != *gacc || clip_sum.device().type != on.type ||
         clip_sum.device().index != on.index)
-      clip_sum = Tensor::zeros(gacc, on, {1}, PL_F64);
+      clip_sum = Tensor::zeros(*gacc, on, {1}, PL_F64);
     PL_Tensor s = clip_sum.view();
-    gacc.fill(s, 0.0);
-    for (const PL_Tensor& v : views) gacc.sum_squares(v, s);
-    sq = clip_sum.to_vector<double>()[0];  // the one synchronisation
+    gacc->fill(s, 0.0);
+    for (const PL_Tensor& v : views) gacc->sum_squares(v, s);
+    // The one synchronisation: a blocking copy of the sum to the host (no allocation).
+    gacc->copy(&sq, PL_Device{PL_DEVICE_CPU, 0}, clip_sum.data(), on, sizeof sq);
   }
   if (sharded) {  // every rank calls it, with or without gradients of its own
     PL_Tensor t{};
@@ -68,7 +71,7 @@ void Trainer::Impl::clip_gradients() {
   const double total = std::sqrt(sq);
   const double coef = clip / (total + 1e-6);
   if (coef >= 1) return;  // NaN falls through: torch multiplies by the NaN coefficient
-  for (PL_Tensor& v : views) gacc.scale(v, coef);
+  for (PL_Tensor& v : views) gacc->scale(v, coef);
 }
 
 }  // namespace pl

@@ -79,7 +79,8 @@ struct Trainer::Impl {
   // optimizer that requires grad, whole.  Set by use_optimizer.
   bool sharded = false;
   std::vector<ParamRange> grad_ranges;
-  Tensor clip_sum;  // f64 [1] on the gradients' device: gradient clipping's sum of squares
+  Tensor clip_sum;                    // f64 [1] on the gradients' device: clipping's sum of squares
+  std::vector<PL_Tensor> clip_views;  // the ranges' gradient views at one step (kept for its capacity)
   plrt::sdk::MetricLog metrics;
   plrt::sdk::CsvLog csv;
   std::map<std::string, double> callback;
