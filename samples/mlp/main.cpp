@@ -93,6 +93,10 @@ int main(int argc, char** argv) {
                "dp/ddp2: compute the loss over the whole batch in training_step_end (two-phase step)");
   app.add_option("--accumulate-grad-batches", topt.accumulate_grad_batches, "Batches per optimizer step")
       ->capture_default_str();
+  std::string clip_val = "0";
+  app.add_option("--gradient-clip-val", clip_val, "Clip gradients at this value (0: no clipping)")
+      ->capture_default_str();
+  app.add_option("--gradient-clip-algorithm", topt.gradient_clip_algorithm, "norm or value")->capture_default_str();
   app.add_option("--root-dir", topt.default_root_dir, "Where lightning_logs/ goes")->capture_default_str();
   bool no_checkpoint = false;
   app.add_flag("--no-checkpoint", no_checkpoint, "Write no checkpoint (by default checkpoints/last after every epoch)");
@@ -116,6 +120,12 @@ int main(int argc, char** argv) {
     if (batch_size < 1)
       throw pl::Error(PL_ERR_INVALID_ARGUMENT, "--batch-size " + std::to_string(batch_size) + " must be >= 1");
     if (!(lr > 0)) throw pl::Error(PL_ERR_INVALID_ARGUMENT, "--lr " + std::to_string(lr) + " must be > 0");
+    {  // a number here; its range (finite, >= 0) and the algorithm are the Trainer's checks
+      char* end = nullptr;
+      topt.gradient_clip_val = std::strtod(clip_val.c_str(), &end);
+      if (clip_val.empty() || *end != '\0')
+        throw pl::Error(PL_ERR_INVALID_ARGUMENT, "--gradient-clip-val '" + clip_val + "' is not a number");
+    }
     pl::Trainer trainer(topt);  // seeds everything first: the model's initial weights follow --seed
     MlpData d = data.empty() ? make_synthetic(synth, heldout) : load_safetensors(data, heldout, seed);
     MlpClassifier model(d.features, parse_hidden(hidden), d.classes, {optimizer, lr, momentum, nesterov, weight_decay},

@@ -3,6 +3,8 @@
 #include <plrt/sdk/accelerator.hpp>
 #include <string>
 
+#include "host_kernels.hpp"
+
 namespace pl {
 
 struct Accelerator::Impl {
@@ -259,6 +261,30 @@ void Accelerator::argmax_rows(const PL_Tensor& x, PL_Tensor& out) const {
 void Accelerator::unscale_check(PL_Tensor& x, double inv_scale, PL_Tensor& found_inf) const {
   const auto& a = need(impl_);
   call(a, PL_ACC_ENTRY(a, unscale_check), "unscale_check", &x, inv_scale, &found_inf, static_cast<PL_Stream*>(nullptr));
+}
+
+// ABI 1.5: the plugin's entries, else the host's loops (host_kernels.hpp).
+bool Accelerator::has_sum_squares() const {
+  const auto& a = need(impl_);
+  return PL_ACC_ENTRY(a, sum_squares) != nullptr;
+}
+bool Accelerator::has_clamp() const {
+  const auto& a = need(impl_);
+  return PL_ACC_ENTRY(a, clamp) != nullptr;
+}
+void Accelerator::sum_squares(const PL_Tensor& x, PL_Tensor& out) const {
+  const auto& a = need(impl_);
+  if (auto fn = PL_ACC_ENTRY(a, sum_squares))
+    check(a.host, fn(a.acc, &x, &out, nullptr));
+  else
+    plrt::sdk::host_sum_squares(*this, x, out);
+}
+void Accelerator::clamp(PL_Tensor& x, double lo, double hi) const {
+  const auto& a = need(impl_);
+  if (auto fn = PL_ACC_ENTRY(a, clamp))
+    check(a.host, fn(a.acc, &x, lo, hi, nullptr));
+  else
+    plrt::sdk::host_clamp(*this, x, lo, hi);
 }
 
 void Accelerator::keep_alive(std::shared_ptr<const void> owner) {

@@ -3,6 +3,8 @@
 #include <plrt/sdk/amp.hpp>
 #include <string>
 
+#include "sdk_internal.hpp"
+
 namespace pl::amp {
 
 namespace {
@@ -67,10 +69,26 @@ void GradScaler::load(double scale, int64_t growth_tracker) {
 }
 
 bool GradScaler::unscale(const std::vector<Parameter*>& params) {
+  std::vector<ParamRange> whole;
+  for (size_t i = 0; i < params.size(); ++i)
+    if (params[i]->grad.defined()) whole.push_back({i, 0, params[i]->grad.numel()});
+  return unscale(params, whole);
+}
+
+bool GradScaler::unscale(const std::vector<Parameter*>& params, const std::vector<ParamRange>& ranges) {
   const double inv = 1.0 / scale_;
   bool any = false;
-  for (Parameter* p : params) {
-    if (!p->requires_grad || p->grad_is_zero || !p->grad.defined() || p->grad.numel() == 0) continue;
+  for (const ParamRange& r : ranges) {
+    if (r.param >= params.size())
+      throw Error(PL_ERR_INVALID_ARGUMENT, "GradScaler::unscale: a range names parameter " + std::to_string(r.param) +
+                                               " of " + std::to_string(params.size()));
+    Parameter* p = params[r.param];
+    if (!p->requires_grad || p->grad_is_zero || !p->grad.defined() || r.begin >= r.end) continue;
+    if (r.begin < 0 || r.end > p->grad.numel())
+      throw Error(PL_ERR_INVALID_ARGUMENT, "GradScaler::unscale: range [" + std::to_string(r.begin) + ", " +
+                                               std::to_string(r.end) + ") is outside parameter " +
+                                               std::to_string(r.param) + "'s " + std::to_string(p->grad.numel()) +
+                                               " gradient elements");
     const Accelerator& acc = p->grad.accelerator();
     if (!acc.defined())
       throw Error(PL_ERR_INVALID_ARGUMENT,
@@ -86,7 +104,7 @@ bool GradScaler::unscale(const std::vector<Parameter*>& params) {
       acc.fill(fv, 0.0);
       any = true;
     }
-    PL_Tensor gv = p->grad.view(), fv = flag_.view();
+    PL_Tensor gv = plrt::sdk::flat_range(p->grad, r.begin, r.end), fv = flag_.view();
     acc.unscale_check(gv, inv, fv);
   }
   return any && flag_.to_vector<float>()[0] != 0.0f;

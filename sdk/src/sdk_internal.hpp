@@ -3,6 +3,7 @@
 // plrt::sdk, which sees pl's names).
 #pragma once
 
+#include <plrt/sdk/tensor.hpp>
 #include <sstream>
 #include <string>
 
@@ -19,6 +20,17 @@ inline std::string num(double v) {
   os.precision(17);
   os << v;
   return os.str();
+}
+
+// The flat (ndim 1) view of elements [begin, end) of t's data: a parameter's range (ParamRange),
+// as kernels take it.  The caller has checked 0 <= begin <= end <= t.numel().
+inline PL_Tensor flat_range(const Tensor& t, int64_t begin, int64_t end) {
+  PL_Tensor v = t.view();
+  v.data = static_cast<char*>(v.data) + static_cast<size_t>(begin) * pl_dtype_size(v.dtype);
+  v.numel = end - begin;
+  v.ndim = 1;
+  v.shape[0] = end - begin;
+  return v;
 }
 
 }  // namespace plrt::sdk

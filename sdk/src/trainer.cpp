@@ -25,6 +25,14 @@ int64_t parse_int(const std::string& var, const std::string& text, int64_t lo) {
   return v;
 }
 
+double parse_double(const std::string& var, const std::string& text) {
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end != '\0')
+    throw Error(PL_ERR_INVALID_ARGUMENT, var + "='" + text + "' is not valid: it must be a number");
+  return v;
+}
+
 std::string fmt(double v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.4g", v);
@@ -46,6 +54,11 @@ Trainer::Impl::Impl(TrainerOptions options, const RuntimeOptions& ro) : o(std::m
        "check_val_every_n_epoch=" + std::to_string(o.check_val_every_n_epoch) + " is not valid: it must be >= 1");
   need(o.log_every_n_steps >= 1,
        "log_every_n_steps=" + std::to_string(o.log_every_n_steps) + " is not valid: it must be >= 1");
+  need(std::isfinite(o.gradient_clip_val) && o.gradient_clip_val >= 0,
+       "gradient_clip_val=" + plrt::sdk::num(o.gradient_clip_val) +
+           " is not valid: it must be a finite number >= 0 (0: no clipping)");
+  need(o.gradient_clip_algorithm == "norm" || o.gradient_clip_algorithm == "value",
+       "gradient_clip_algorithm='" + o.gradient_clip_algorithm + "' is not valid; valid: norm, value");
   env = ClusterEnv::detect();
   RuntimeOptions r = ro;
   if (r.rank < 0 && env.source != "none" && !env.spawn_parent) r.rank = env.rank;
@@ -74,6 +87,9 @@ void Trainer::Impl::apply_env_overrides() {
   i64("PL_TRAINER_MAX_STEPS", o.max_steps, -1);
   i64("PL_TRAINER_ACCUMULATE_GRAD_BATCHES", o.accumulate_grad_batches, 1);
   i64("PL_TRAINER_CHECK_VAL_EVERY_N_EPOCH", o.check_val_every_n_epoch, 1);
+  if (const char* v = std::getenv("PL_TRAINER_GRADIENT_CLIP_VAL"); v && *v)
+    o.gradient_clip_val = parse_double("PL_TRAINER_GRADIENT_CLIP_VAL", v);
+  str("PL_TRAINER_GRADIENT_CLIP_ALGORITHM", o.gradient_clip_algorithm);
   if (const char* v = std::getenv("PL_TRAINER_SEED"); v && *v)
     o.seed = static_cast<uint64_t>(parse_int("PL_TRAINER_SEED", v, 0));
   // plrun --strategy-option: on top of the program's options, plrun's value winning for a key.

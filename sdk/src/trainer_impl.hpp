@@ -79,6 +79,8 @@ struct Trainer::Impl {
   // optimizer that requires grad, whole.  Set by use_optimizer.
   bool sharded = false;
   std::vector<ParamRange> grad_ranges;
+  Tensor clip_sum;                    // f64 [1] on the gradients' device: clipping's sum of squares
+  std::vector<PL_Tensor> clip_views;  // the ranges' gradient views at one step (kept for its capacity)
   plrt::sdk::MetricLog metrics;
   plrt::sdk::CsvLog csv;
   std::map<std::string, double> callback;
@@ -120,6 +122,8 @@ struct Trainer::Impl {
   double training_step(const Batch& batch, int64_t batch_idx);
   void optimizer_step();
   void step_ranges(const PL_ParamRange* ranges, size_t num_ranges);  // the strategy's optimizer_step
+  // trainer_clip.cpp: TrainerOptions' gradient clipping over grad_ranges (nothing when it is off).
+  void clip_gradients();
   // Takes configure_optimizers' result (after attach) and sets grad_ranges.
   void use_optimizer(std::unique_ptr<Optimizer> opt);
   void attach_replicas(LightningModule& m);

@@ -6,7 +6,8 @@
 //                  (or forward_step ... training_step_end ... backward_step for two-phase steps)
 //   training_step_end(outputs) on the root thread → the step's loss
 //   after_backward ─► the strategy: replica gradients into the root's, ddp's bucket allreduce, ...
-//   at the accumulation boundary: GradScaler unscale + inf check → optimizer step (or skip)
+//   at the accumulation boundary: GradScaler unscale + inf check → gradient clipping → optimizer step
+//                                 (or skip)
 //
 // Replicas split the batch as torch.nn.parallel.scatter does: chunks of ceil(B / replicas) rows,
 // so the last replicas may get fewer rows, or none (their gradients are zeros).
@@ -229,14 +230,15 @@ void Trainer::Impl::merge_replica_logs(const std::vector<int64_t>& batch_sizes) 
   }
 }
 
-// The accumulation boundary: unscale (16-mixed), every rank agrees on skipping (the strategy's
-// agree_skip, else the maximum over its process group), then the optimizer step (the strategy's
-// optimizer_step on the ranges it picks, else every trainable parameter whole).
+// The accumulation boundary: unscale (16-mixed) and check the gradients this rank holds
+// (grad_ranges), every rank agrees on skipping (the strategy's agree_skip, else the maximum over its
+// process group), gradient clipping (trainer_clip.cpp) unless skipped, then the optimizer step (the
+// strategy's optimizer_step on the ranges it picks, else every trainable parameter whole).
 void Trainer::Impl::optimizer_step() {
   strategy.before_optimizer_step();
   bool skip = false;
   if (scaler) {
-    const bool found_inf = scaler->unscale(module->parameters());
+    const bool found_inf = scaler->unscale(optimizer->params(), grad_ranges);
     if (strategy.has_agree_skip()) {
       skip = strategy.agree_skip(found_inf);
     } else {
@@ -252,6 +254,7 @@ void Trainer::Impl::optimizer_step() {
                                 "loss scale " +
                                 std::to_string(before) + " -> " + std::to_string(scaler->scale()));
   }
+  if (!skip) clip_gradients();
   if (!skip && strategy.has_optimizer_step())
     strategy.optimizer_step([this](const PL_ParamRange* r, size_t n) { step_ranges(r, n); });
   else if (!skip)

@@ -28,13 +28,13 @@ TEST(CudaPlugin, LoadsAndProvidesEveryEntry) {
   EXPECT_EQ(a->struct_size, sizeof(PL_AcceleratorApi));
   EXPECT_EQ(a->device_type, PL_DEVICE_CUDA);
   EXPECT_EQ(a->flags & PL_ACCEL_SYNCHRONOUS, 0);
-  // Every field from create to the end of the table (ABI 1.4's device_status) is a function pointer;
-  // none may be NULL.
+  // Every field from create to the end of the table (ABI 1.5's clamp) is a function pointer; none
+  // may be NULL.
   const size_t first = offsetof(PL_AcceleratorApi, create);
   const size_t all = (sizeof(PL_AcceleratorApi) - first) / sizeof(void (*)());
   EXPECT_EQ(first + all * sizeof(void (*)()), sizeof(PL_AcceleratorApi));
   const size_t count = all;
-  EXPECT_EQ(offsetof(PL_AcceleratorApi, device_status), first + (count - 1) * sizeof(void (*)()));
+  EXPECT_EQ(offsetof(PL_AcceleratorApi, clamp), first + (count - 1) * sizeof(void (*)()));
   for (size_t i = 0; i < count; ++i) {
     void (*fn)() = nullptr;
     std::memcpy(&fn, reinterpret_cast<const char*>(a) + first + i * sizeof fn, sizeof fn);

@@ -71,8 +71,30 @@ TEST_F(CpuPlugin, EveryEntryIsProvided) {
                    (void*)api->relu,
                    (void*)api->relu_backward,
                    (void*)api->cross_entropy,
-                   (void*)api->argmax_rows})
+                   (void*)api->argmax_rows,
+                   (void*)api->sum_squares,  // ABI 1.5
+                   (void*)api->clamp})
     EXPECT_NE(fn, nullptr);
+}
+
+// ABI 1.5: gradient clipping's kernels, and their errors as PL_Error naming the argument.
+TEST_F(CpuPlugin, ClippingKernelsThroughTheTable) {
+  std::vector<float> x = {3, -4, 12};
+  double sum = 1;
+  PL_Tensor tx = f32(x), ts{sizeof(PL_Tensor), &sum, PL_F64, {PL_DEVICE_CPU, 0}, 1, 1, {1}};
+  ok(api->sum_squares(acc, &tx, &ts, nullptr));
+  EXPECT_EQ(sum, 1 + 9 + 16 + 144);
+  ok(api->clamp(acc, &tx, -3.5, 3.5, nullptr));
+  EXPECT_EQ(x, (std::vector<float>{3, -3.5f, 3.5f}));
+  auto msg = error_of([&] { ok(api->clamp(acc, &tx, 1, -1, nullptr)); }, PL_ERR_INVALID_ARGUMENT);
+  EXPECT_THAT(msg, HasSubstr("lo 1 is greater than hi -1"));
+  msg = error_of([&] { ok(api->clamp(acc, &tx, NAN, 1, nullptr)); }, PL_ERR_INVALID_ARGUMENT);
+  EXPECT_THAT(msg, HasSubstr("must not be NaN"));
+  std::vector<float> wrong(1);
+  PL_Tensor tw = f32(wrong);
+  msg = error_of([&] { ok(api->sum_squares(acc, &tx, &tw, nullptr)); }, PL_ERR_INVALID_ARGUMENT);
+  EXPECT_THAT(msg, HasSubstr("out is float32"));
+  EXPECT_EQ(x, (std::vector<float>{3, -3.5f, 3.5f})) << "a refused call writes nothing";
 }
 
 TEST_F(CpuPlugin, DevicesAndMemory) {

@@ -31,6 +31,13 @@ std::optional<int64_t> axpy(Target target, const PL_Tensor* y, double alpha, con
 void cast(Target target, const PL_Tensor* dst, const PL_Tensor* src);
 void unscale_check(Target target, const PL_Tensor* x, double inv_scale, const PL_Tensor* found_inf);
 
+// ---- gradient clipping (ABI 1.5; args_clip.cpp) ----
+
+// x float (PL_ERR_UNSUPPORTED otherwise); out float64 with numel 1 on x's device, not inside x.
+void sum_squares(Target target, const PL_Tensor* x, const PL_Tensor* out);
+// x float; lo and hi not NaN, lo <= hi (infinite bounds are fine).
+void clamp(Target target, const PL_Tensor* x, double lo, double hi);
+
 // ---- optimizers (args_optim.cpp): the checked parameters as the kernels use them ----
 
 // In double, as given or derived from the parameters once per call (see kernels.hpp).

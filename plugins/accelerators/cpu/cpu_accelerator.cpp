@@ -1,7 +1,8 @@
 // The "cpu" accelerator plugin: the host as one device (Lightning's CPUAccelerator, where
 // `devices` counts processes), plain host memory, trivially complete streams and events, and the
 // reference kernels of kernels.hpp (gemm on OpenBLAS, whose thread count the "num_threads" option
-// sets), with ABI 1.3's float16/bfloat16 layers and unscale_check.
+// sets), with ABI 1.3's float16/bfloat16 layers and unscale_check, ABI 1.4's pack/unpack and ABI
+// 1.5's sum_squares/clamp.  The kernel entries are in cpu_kernel_entries.cpp.
 //
 // Every exported function runs its body inside plrt::plugin::guard(host, ...), so no C++ exception
 // crosses the C ABI.  The host table lives in the instance (PL_Accelerator), never in a global.
@@ -17,43 +18,21 @@
 #include <string>
 
 #include "arg_checks.hpp"
+#include "cpu_instance.hpp"
 #include "cpu_options.hpp"
 #include "kernels.hpp"
 #include "plugin_support.hpp"
 
-struct PL_Accelerator {
-  const PL_Host* host;  // borrowed; outlives the instance
-};
-
-// CPU work is synchronous: a stream or an event only remembers which instance made it, so that
-// destroy frees a real object and a handle from another instance is caught.
-struct PL_Stream {
-  PL_Accelerator* owner;
-};
-struct PL_Event {
-  PL_Accelerator* owner;
-  bool recorded;
-};
-
 namespace {
 
+using plrt::cpu_plugin::broken_call;
+using plrt::cpu_plugin::check_stream;
+using plrt::cpu_plugin::run;
 using plrt::kernel_args::device_name;
 using plrt::plugin::fail;
 using plrt::plugin::guard;
 
 constexpr size_t kAlignment = 64;
-
-[[noreturn]] void broken_call(const char* fn, const char* what) {
-  std::fprintf(stderr, "plrt cpu accelerator: %s called with a NULL %s; aborting\n", fn, what);
-  std::abort();
-}
-
-// guard() with the instance's host.
-template <class Body>
-PL_Error* run(PL_Accelerator* acc, const char* fn, Body&& body) {
-  if (acc == nullptr || acc->host == nullptr) broken_call(fn, "accelerator instance");
-  return guard(acc->host, std::forward<Body>(body));
-}
 
 void require_cpu(PL_Device d, const char* fn, const char* what) {
   if (d.type != PL_DEVICE_CPU)
@@ -71,11 +50,6 @@ void require_index_0(int32_t index, const char* fn) {
 template <class T>
 void require_out(T* out, const char* fn) {
   if (out == nullptr) fail(PL_ERR_INVALID_ARGUMENT, std::string(fn) + ": out is NULL");
-}
-
-void check_stream(PL_Accelerator* acc, const PL_Stream* s, const char* fn) {
-  if (s != nullptr && s->owner != acc)
-    fail(PL_ERR_INVALID_ARGUMENT, std::string(fn) + ": the stream was made by another cpu accelerator instance");
 }
 
 void check_event(PL_Accelerator* acc, const PL_Event* e, const char* fn) {
@@ -293,151 +267,6 @@ PL_Error* cpu_stream_wait_event(PL_Accelerator* acc, PL_Stream* stream, PL_Event
   });
 }
 
-// ---- kernels ----
-
-PL_Error* cpu_fill(PL_Accelerator* acc, PL_Tensor* x, double value, PL_Stream* stream) {
-  return run(acc, "fill", [&] {
-    check_stream(acc, stream, "fill");
-    plrt::cpu::fill(x, value);
-  });
-}
-
-PL_Error* cpu_scale(PL_Accelerator* acc, PL_Tensor* x, double alpha, PL_Stream* stream) {
-  return run(acc, "scale", [&] {
-    check_stream(acc, stream, "scale");
-    plrt::cpu::scale(x, alpha);
-  });
-}
-
-PL_Error* cpu_axpy(PL_Accelerator* acc, PL_Tensor* y, double alpha, const PL_Tensor* x, PL_Stream* stream) {
-  return run(acc, "axpy", [&] {
-    check_stream(acc, stream, "axpy");
-    plrt::cpu::axpy(y, alpha, x);
-  });
-}
-
-PL_Error* cpu_cast(PL_Accelerator* acc, PL_Tensor* dst, const PL_Tensor* src, PL_Stream* stream) {
-  return run(acc, "cast", [&] {
-    check_stream(acc, stream, "cast");
-    plrt::cpu::cast(dst, src);
-  });
-}
-
-PL_Error* cpu_sgd_step(PL_Accelerator* acc, PL_Tensor* param, const PL_Tensor* grad, PL_Tensor* momentum_buf,
-                       const PL_SgdParams* params, PL_Stream* stream) {
-  return run(acc, "sgd_step", [&] {
-    check_stream(acc, stream, "sgd_step");
-    plrt::cpu::sgd_step(param, grad, momentum_buf, params);
-  });
-}
-
-PL_Error* cpu_adam_step(PL_Accelerator* acc, PL_Tensor* param, const PL_Tensor* grad, PL_Tensor* exp_avg,
-                        PL_Tensor* exp_avg_sq, const PL_AdamParams* params, PL_Stream* stream) {
-  return run(acc, "adam_step", [&] {
-    check_stream(acc, stream, "adam_step");
-    plrt::cpu::adam_step(param, grad, exp_avg, exp_avg_sq, params);
-  });
-}
-
-PL_Error* cpu_quantize_u8(PL_Accelerator* acc, const PL_Tensor* src, PL_Tensor* q, PL_Tensor* minmax,
-                          int64_t chunk_size, PL_Stream* stream) {
-  return run(acc, "quantize_u8", [&] {
-    check_stream(acc, stream, "quantize_u8");
-    plrt::cpu::quantize_u8(src, q, minmax, chunk_size);
-  });
-}
-
-PL_Error* cpu_dequantize_u8(PL_Accelerator* acc, const PL_Tensor* q, const PL_Tensor* minmax, PL_Tensor* dst,
-                            int64_t chunk_size, PL_Stream* stream) {
-  return run(acc, "dequantize_u8", [&] {
-    check_stream(acc, stream, "dequantize_u8");
-    plrt::cpu::dequantize_u8(q, minmax, dst, chunk_size);
-  });
-}
-
-// ---- layer kernels (ABI 1.2) ----
-
-PL_Error* cpu_gemm(PL_Accelerator* acc, int32_t trans_a, int32_t trans_b, double alpha, const PL_Tensor* a,
-                   const PL_Tensor* b, double beta, PL_Tensor* c, PL_Stream* stream) {
-  return run(acc, "gemm", [&] {
-    check_stream(acc, stream, "gemm");
-    plrt::cpu::gemm(trans_a, trans_b, alpha, a, b, beta, c);
-  });
-}
-
-PL_Error* cpu_add_bias(PL_Accelerator* acc, PL_Tensor* y, const PL_Tensor* bias, PL_Stream* stream) {
-  return run(acc, "add_bias", [&] {
-    check_stream(acc, stream, "add_bias");
-    plrt::cpu::add_bias(y, bias);
-  });
-}
-
-PL_Error* cpu_sum_rows(PL_Accelerator* acc, double alpha, const PL_Tensor* x, double beta, PL_Tensor* out,
-                       PL_Stream* stream) {
-  return run(acc, "sum_rows", [&] {
-    check_stream(acc, stream, "sum_rows");
-    plrt::cpu::sum_rows(alpha, x, beta, out);
-  });
-}
-
-PL_Error* cpu_relu(PL_Accelerator* acc, const PL_Tensor* x, PL_Tensor* y, PL_Stream* stream) {
-  return run(acc, "relu", [&] {
-    check_stream(acc, stream, "relu");
-    plrt::cpu::relu(x, y);
-  });
-}
-
-PL_Error* cpu_relu_backward(PL_Accelerator* acc, const PL_Tensor* y, const PL_Tensor* dy, PL_Tensor* dx,
-                            PL_Stream* stream) {
-  return run(acc, "relu_backward", [&] {
-    check_stream(acc, stream, "relu_backward");
-    plrt::cpu::relu_backward(y, dy, dx);
-  });
-}
-
-PL_Error* cpu_cross_entropy(PL_Accelerator* acc, const PL_Tensor* logits, const PL_Tensor* labels, PL_Tensor* loss,
-                            PL_Tensor* grad, double grad_scale, PL_Stream* stream) {
-  return run(acc, "cross_entropy", [&] {
-    check_stream(acc, stream, "cross_entropy");
-    plrt::cpu::cross_entropy(logits, labels, loss, grad, grad_scale);
-  });
-}
-
-PL_Error* cpu_argmax_rows(PL_Accelerator* acc, const PL_Tensor* x, PL_Tensor* out, PL_Stream* stream) {
-  return run(acc, "argmax_rows", [&] {
-    check_stream(acc, stream, "argmax_rows");
-    plrt::cpu::argmax_rows(x, out);
-  });
-}
-
-// ---- mixed precision (ABI 1.3) ----
-
-PL_Error* cpu_unscale_check(PL_Accelerator* acc, PL_Tensor* x, double inv_scale, PL_Tensor* found_inf,
-                            PL_Stream* stream) {
-  return run(acc, "unscale_check", [&] {
-    check_stream(acc, stream, "unscale_check");
-    plrt::cpu::unscale_check(x, inv_scale, found_inf);
-  });
-}
-
-// ---- bucket copies (ABI 1.4) ----
-
-PL_Error* cpu_pack(PL_Accelerator* acc, const PL_Tensor* parts, size_t num_parts, const int64_t* offsets,
-                   PL_Tensor* flat, PL_Stream* stream) {
-  return run(acc, "pack", [&] {
-    check_stream(acc, stream, "pack");
-    plrt::cpu::pack(parts, num_parts, offsets, flat);
-  });
-}
-
-PL_Error* cpu_unpack(PL_Accelerator* acc, const PL_Tensor* flat, const int64_t* offsets, PL_Tensor* parts,
-                     size_t num_parts, PL_Stream* stream) {
-  return run(acc, "unpack", [&] {
-    check_stream(acc, stream, "unpack");
-    plrt::cpu::unpack(flat, offsets, parts, num_parts);
-  });
-}
-
 // ---- the descriptor ----
 
 PL_AcceleratorApi make_api() {
@@ -463,40 +292,37 @@ PL_AcceleratorApi make_api() {
   a.event_record = cpu_event_record;
   a.event_synchronize = cpu_event_synchronize;
   a.stream_wait_event = cpu_stream_wait_event;
-  a.fill = cpu_fill;
-  a.scale = cpu_scale;
-  a.axpy = cpu_axpy;
-  a.cast = cpu_cast;
-  a.sgd_step = cpu_sgd_step;
-  a.adam_step = cpu_adam_step;
-  a.quantize_u8 = cpu_quantize_u8;
-  a.dequantize_u8 = cpu_dequantize_u8;
-  a.gemm = cpu_gemm;
-  a.add_bias = cpu_add_bias;
-  a.sum_rows = cpu_sum_rows;
-  a.relu = cpu_relu;
-  a.relu_backward = cpu_relu_backward;
-  a.cross_entropy = cpu_cross_entropy;
-  a.argmax_rows = cpu_argmax_rows;
-  a.unscale_check = cpu_unscale_check;
-  a.pack = cpu_pack;
-  a.unpack = cpu_unpack;
-  a.device_status = nullptr;  // the host's "devices" are processes: every one is usable
+  plrt::cpu_plugin::set_kernel_entries(a);  // fill .. unpack, sum_squares, clamp
+  a.device_status = nullptr;                // the host's "devices" are processes: every one is usable
+#ifdef PLRT_CPU_AS_ABI_1_4
+  a.struct_size = PL_STRUCT_SIZE(PL_AcceleratorApi, device_status);  // the 1.5 entries are past its end
+#endif
   return a;
 }
+
+// tests/sdk builds this file a second time with PLRT_CPU_AS_ABI_1_4: "cpu14", an ABI 1.4 plugin
+// whose table ends at device_status, for the tests of the host's fallbacks for newer entries.
+#ifdef PLRT_CPU_AS_ABI_1_4
+constexpr const char* kName = "cpu14";
+constexpr int32_t kAbiMinor = 4;
+#else
+constexpr const char* kName = "cpu";
+constexpr int32_t kAbiMinor = PL_ABI_MINOR;
+#endif
 
 const PL_AcceleratorApi kApi = make_api();
 
 const PL_Plugin kPlugin = {
     sizeof(PL_Plugin),
     PL_ABI_MAJOR,
-    PL_ABI_MINOR,
+    kAbiMinor,
     PL_PLUGIN_ACCELERATOR,
-    "cpu",
+    kName,
     "0.1.0",
     "The host CPU: devices count processes; reference kernels for fill, axpy, cast, SGD, Adam, uint8 "
     "quantisation, dense layers (gemm on OpenBLAS, bias, ReLU, cross-entropy, argmax; f16/bf16 as tensor cores "
-    "compute them), the gradient scaler's unscale_check and bucket pack/unpack; option num_threads",
+    "compute them), the gradient scaler's unscale_check, bucket pack/unpack and gradient clipping's "
+    "sum_squares/clamp; option num_threads",
     nullptr,
     0,
     &kApi,

@@ -174,6 +174,24 @@ void argmax_rows(const PL_Tensor* x, const PL_Tensor* out);
 // has numel != 1, or overlaps x, and for a non-finite inv_scale.  numel 0 is a no-op.
 void unscale_check(const PL_Tensor* x, double inv_scale, const PL_Tensor* found_inf);
 
+// ---- gradient clipping (ABI 1.5; kernels_clip.cpp) ----
+
+// out[0] = out[0] + sum_i x[i]^2, with every element widened exactly to double and every product
+// and sum in double (x: float32/float64/float16/bfloat16; out: float64 with numel 1, not inside x).
+// The cpu adds in 8 interleaved partial sums (element i in sum i % 8), then pairwise; other
+// accelerators add in their own fixed order, so results agree within double rounding.  out is only
+// added to, so one out collects many tensors (a norm's square).  inf/NaN elements make the sum
+// inf/NaN.  Errors: PL_ERR_UNSUPPORTED for a non-float x; PL_ERR_INVALID_ARGUMENT for an out that is
+// not float64, has numel != 1 or overlaps x.  numel 0 adds nothing.
+void sum_squares(const PL_Tensor* x, const PL_Tensor* out);
+
+// x[i] = min(max(x[i], lo), hi) (torch.clamp_): lo and hi are rounded once to x's dtype (float64:
+// exact); an element below the rounded lo becomes it, one above the rounded hi becomes it, every
+// other element keeps its bits (NaN stays NaN, -0 stays -0).  x float32/float64/float16/bfloat16.
+// lo and hi must not be NaN and lo <= hi (PL_ERR_INVALID_ARGUMENT naming them); infinite bounds are
+// fine.
+void clamp(const PL_Tensor* x, double lo, double hi);
+
 // ---- bucket copies (ABI 1.4; kernels_pack.cpp) ----
 // pack:   flat[offsets[i] .. offsets[i] + parts[i].numel) = parts[i]   for every i
 // unpack: parts[i] = flat[offsets[i] .. offsets[i] + parts[i].numel)   for every i

@@ -291,6 +291,8 @@ PL_AcceleratorApi make_api() {
   api.pack = cuda_pack;  // ABI 1.4
   api.unpack = cuda_unpack;
   api.device_status = cuda_device_status;
+  api.sum_squares = cuda_sum_squares;  // ABI 1.5
+  api.clamp = cuda_clamp;
   return api;
 }
 
@@ -309,7 +311,8 @@ const PL_Plugin kPlugin = {
     "cuda",
     "0.2.0",
     "NVIDIA GPUs through the CUDA runtime (honours CUDA_VISIBLE_DEVICES): every kernel of the cpu reference on the "
-    "GPU (fused SGD/Adam, uint8 quantisation, f16/bf16 layers, gemm on cuBLAS, unscale_check, bucket pack/unpack); "
+    "GPU (fused SGD/Adam, uint8 quantisation, f16/bf16 layers, gemm on cuBLAS, unscale_check, bucket pack/unpack, "
+    "gradient clipping's sum_squares/clamp); "
     "device_status: which GPUs are free (NVML and a context probe in a child process)",
     kAliases,
     1,

@@ -19,6 +19,9 @@ PL_Error* cuda_axpy(PL_Accelerator* acc, PL_Tensor* y, double alpha, const PL_Te
 PL_Error* cuda_cast(PL_Accelerator* acc, PL_Tensor* dst, const PL_Tensor* src, PL_Stream* stream);
 PL_Error* cuda_unscale_check(PL_Accelerator* acc, PL_Tensor* x, double inv_scale, PL_Tensor* found_inf,
                              PL_Stream* stream);
+// entries_clip.cpp (ABI 1.5)
+PL_Error* cuda_sum_squares(PL_Accelerator* acc, const PL_Tensor* x, PL_Tensor* out, PL_Stream* stream);
+PL_Error* cuda_clamp(PL_Accelerator* acc, PL_Tensor* x, double lo, double hi, PL_Stream* stream);
 // entries_pack.cpp (ABI 1.4)
 PL_Error* cuda_pack(PL_Accelerator* acc, const PL_Tensor* parts, size_t num_parts, const int64_t* offsets,
                     PL_Tensor* flat, PL_Stream* stream);

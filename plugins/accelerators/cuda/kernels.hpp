@@ -27,6 +27,12 @@ void launch_cast(const Launch& L, const PL_Tensor& dst, const PL_Tensor& src);
 // x = x * inv_scale; *found_inf = 1.0f when an element was inf or NaN (kernels_amp.cu).
 void launch_unscale_check(const Launch& L, const PL_Tensor& x, double inv_scale, float* found_inf);
 
+// ---- kernels_clip.cu (ABI 1.5): x f32, f64, f16 or bf16 ----
+// *out += sum of x[i]^2 in double (out: one double on the current device), in a fixed order.
+void launch_sum_squares(const Launch& L, const PL_Tensor& x, double* out);
+// x = min(max(x, lo), hi) with the bounds rounded to x's dtype; lo <= hi, neither NaN.
+void launch_clamp(const Launch& L, const PL_Tensor& x, double lo, double hi);
+
 // ---- kernels_optim.cu: the scalars the argument rules derived, in double (kernel_args.hpp) ----
 using kernel_args::AdamScalars;
 using kernel_args::SgdScalars;

@@ -80,6 +80,16 @@ class Accelerator {
   void argmax_rows(const PL_Tensor& x, PL_Tensor& out) const;
   // ABI 1.3 (mixed precision): x *= inv_scale; found_inf[0] = 1 when x held an inf or NaN.
   void unscale_check(PL_Tensor& x, double inv_scale, PL_Tensor& found_inf) const;
+  // ABI 1.5 (gradient clipping): out[0] += sum of x[i]^2 in float64 (out: float64 [1] on x's device;
+  // read it after synchronize()), and x = min(max(x, lo), hi) with lo <= hi, neither NaN.  A plugin
+  // without these entries (built for an older minor) gets the host's own loop: x (and out) are read
+  // in host memory, copied from the device and back when they live elsewhere, with the same
+  // argument checks and arithmetic as the cpu reference (plugins/accelerators/cpu/kernels.hpp).
+  void sum_squares(const PL_Tensor& x, PL_Tensor& out) const;
+  void clamp(PL_Tensor& x, double lo, double hi) const;
+  // Whether the plugin implements them (false: the host fallback above runs).
+  bool has_sum_squares() const;
+  bool has_clamp() const;
 
   bool operator==(const Accelerator& o) const { return impl_ == o.impl_; }
   bool operator!=(const Accelerator& o) const { return impl_ != o.impl_; }

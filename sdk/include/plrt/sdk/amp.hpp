@@ -15,6 +15,7 @@
 #pragma once
 
 #include <plrt/sdk/module.hpp>
+#include <plrt/sdk/optim.hpp>
 #include <plrt/sdk/tensor.hpp>
 #include <string>
 #include <vector>
@@ -68,6 +69,11 @@ class GradScaler {
   // Unscales the written gradients (grad_is_zero false) of `params` by 1/scale in place and says
   // whether any was inf or NaN (one device flag, read back once).
   bool unscale(const std::vector<Parameter*>& params);
+  // The same over elements [begin, end) of params[r.param]'s gradient for each range r, and only
+  // there (the trainer passes its optimizer's parameters and grad_ranges: a sharded strategy leaves
+  // the gradient elements outside its owned ranges unspecified).  Parameters that do not require
+  // grad or whose gradient was not written are skipped; an index past params throws.
+  bool unscale(const std::vector<Parameter*>& params, const std::vector<ParamRange>& ranges);
   // After a step: found_inf -> scale *= backoff, the tracker restarts; else the tracker counts
   // and the scale grows every growth_interval clean steps.
   void update(bool found_inf);

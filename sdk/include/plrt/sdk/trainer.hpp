@@ -31,6 +31,21 @@ struct TrainerOptions {
   int64_t max_epochs = -1;             // -1 and max_steps -1: 1000 epochs, as Lightning
   int64_t max_steps = -1;              // optimizer steps; -1: no limit
   int accumulate_grad_batches = 1;
+  // Lightning's gradient clipping, at every optimizer step (after 16-mixed's unscale; not on a step
+  // the loss scaler skips), under every strategy.  gradient_clip_val 0: none (Lightning's None);
+  // else finite and > 0.  gradient_clip_algorithm "norm" (torch.nn.utils.clip_grad_norm_, 2-norm):
+  // total = sqrt(sum of squares of every gradient the optimizer steps), and when
+  // gradient_clip_val / (total + 1e-6) < 1 every gradient is multiplied by that factor (a non-finite
+  // total makes them NaN, as torch's error_if_nonfinite=False); a sharded strategy (ABI 1.5
+  // owned_ranges) adds the ranks' sums with one reduce, so every rank clips by the global norm.
+  // "value" (clip_grad_value_): every gradient element clamped to [-val, val].  Only the gradients
+  // of the optimizer's parameters that were written this step are read and changed (a sharded
+  // strategy: only the ranges this rank owns).  Lightning refuses clipping under manual
+  // optimization and leaves it to FSDP / DeepSpeed themselves; plrt has no manual optimization and
+  // clips the same way under every strategy.  PL_TRAINER_GRADIENT_CLIP_VAL /
+  // PL_TRAINER_GRADIENT_CLIP_ALGORITHM override them.
+  double gradient_clip_val = 0;
+  std::string gradient_clip_algorithm = "norm";  // norm | value
   int check_val_every_n_epoch = 1;
   std::optional<uint64_t> seed;  // seed_everything(seed) at construction
   // e.g. bucket_cap_mb, after the alias's presets; checked by the strategy when the Trainer is made.
