@@ -1,23 +1,32 @@
 // Checkpoints: a folder written in one step (AtomicDir) holding
 //   model.safetensors      the module's state_dict under PyTorch names (loads in PyTorch as is)
-//   optimizer.safetensors  the optimizer's state tensors; its scalars in the metadata
+//   optimizer.safetensors  the optimizer's state tensors; its scalars in the metadata (rank 0's:
+//                          every rank holds the same state unless the strategy shards it)
+//   optimizer.rank<r>.safetensors  instead, when the strategy shards the optimizer state (ABI 1.5
+//                          owned_ranges): each rank's own ranges' state, written by that rank; no
+//                          rank ever gathers another's
 //   trainer.json           epoch, batches done in it, global step, world size, every rank's RNG
-//                          states, metrics, precision, the 16-mixed loss scaler's state and the
-//                          strategy's state_info
+//                          states, metrics, precision, the 16-mixed loss scaler's state, the
+//                          strategy's state_info and which optimizer files there are
+//                          ("optimizer_files": "single" or "per_rank", one per rank of world_size)
 //   strategy.*.rank<r>.*   the strategy's own state (ABI 1.4 save_state), when it has some
-// Every rank calls save (the RNG states are gathered); rank 0 writes its files.  A strategy with
-// state: rank 0 makes the staging folder and tells every rank its path, every rank calls
-// save_state into it, every rank reports its outcome (the barrier), and rank 0 commits only when
-// all succeeded; a failed or dead rank leaves the previous checkpoint whole (the staging folder
-// is removed).  Every rank loads the same folder (a shared file system across nodes); the
-// strategy's load_state runs before any of the trainer's state changes.
+// Every rank calls save (the RNG states are gathered); rank 0 writes the shared files.  Per-rank
+// files (strategy state, sharded optimizer state): rank 0 makes the staging folder and tells every
+// rank its path, every rank writes its files into it, every rank reports its outcome (the
+// barrier), and rank 0 commits only when all succeeded; a failed or dead rank leaves the previous
+// checkpoint whole (the staging folder is removed).  Every rank loads the same folder (a shared
+// file system across nodes): the optimizer state is resharded to the ranges this rank keeps, from
+// whichever files hold them (optimizer_shards.hpp), and every check comes before any state
+// changes (the strategy's load_state first of the changes).
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <plrt/sdk/atomic_file.hpp>
 #include <plrt/sdk/random.hpp>
 #include <plrt/sdk/safetensors.hpp>
 
+#include "optimizer_shards.hpp"
 #include "trainer_impl.hpp"
 
 namespace pl {
@@ -33,6 +42,13 @@ std::string g17(double v) {
   return buf;
 }
 
+// The optimizer file's metadata: its name and its scalars.
+std::map<std::string, std::string> optimizer_metadata(const Optimizer& opt) {
+  std::map<std::string, std::string> meta{{plrt::sdk::kOptimizerNameKey, opt.name()}};
+  for (const auto& [k, v] : opt.state_scalars()) meta[k] = g17(v);
+  return meta;
+}
+
 }  // namespace
 
 void Trainer::Impl::save_checkpoint(const std::string& path) {
@@ -44,13 +60,14 @@ void Trainer::Impl::save_checkpoint(const std::string& path) {
   std::vector<std::string> states = c.allgather(mine);
   const PL_StrategyStateInfo sinfo = strategy.state_info();
   const bool strategy_files = sinfo.has_state != 0;
-  if (strategy_files && world > 1 && c.world_size() == 1)
-    throw Error(PL_ERR_UNSUPPORTED, "save_checkpoint: strategy '" + job.strategy +
-                                        "' keeps state of its own but has "
-                                        "neither a process group nor all_gather, so its " +
+  const bool per_rank = strategy_files || sharded;  // every rank writes files of its own
+  if (per_rank && world > 1 && c.world_size() == 1)
+    throw Error(PL_ERR_UNSUPPORTED, "save_checkpoint: strategy '" + job.strategy + "' keeps " +
+                                        (sharded ? "sharded optimizer state" : "state of its own") +
+                                        " but has neither a process group nor all_gather, so its " +
                                         std::to_string(world) +
                                         " ranks cannot be told the checkpoint's staging folder");
-  if (rank != 0 && !strategy_files) return;
+  if (rank != 0 && !per_rank) return;
 
   std::unique_ptr<AtomicDir> dir;
   if (rank == 0) {
@@ -65,13 +82,13 @@ void Trainer::Impl::save_checkpoint(const std::string& path) {
       clean_atomic_leftovers(path);
       dir = std::make_unique<AtomicDir>(path);
     } catch (const std::exception& e) {
-      if (!strategy_files) throw;
+      if (!per_rank) throw;
       error = e.what();
     }
-    if (strategy_files) c.allgather(dir ? "ok\n" + dir->temp_path() : "error\n" + error);
+    if (per_rank) c.allgather(dir ? "ok\n" + dir->temp_path() : "error\n" + error);
     if (!dir) throw Error(PL_ERR_RUNTIME, error);
   }
-  if (strategy_files) {
+  if (per_rank) {
     std::string staging;
     if (rank != 0) {
       const std::string told = c.allgather("").at(0);
@@ -83,22 +100,29 @@ void Trainer::Impl::save_checkpoint(const std::string& path) {
     }
     std::string failure;
     try {
-      strategy.save_state(staging);
+      if (sharded) {  // this rank's ranges' state: no rank gathers another's
+        std::map<std::string, std::string> meta = optimizer_metadata(*optimizer);
+        meta[plrt::sdk::kShardRankKey] = std::to_string(rank);
+        meta[plrt::sdk::kShardWorldKey] = std::to_string(world);
+        write_file_atomic(staging + "/" + plrt::sdk::optimizer_rank_file(rank),
+                          safetensors::serialize(optimizer->state_tensors(), meta));
+      }
+      if (strategy_files) strategy.save_state(staging);
     } catch (const std::exception& e) {
       failure = e.what();
       if (failure.empty()) failure = "failed";
     }
     const std::vector<std::string> outcomes = c.allgather(failure);  // the barrier: every rank has written
+    const std::string state = "strategy '" + job.strategy + "''s state";
+    const std::string what = !sharded         ? state
+                             : strategy_files ? "its optimizer shard or " + state
+                                              : "its optimizer shard";
     for (size_t r = 0; r < outcomes.size(); ++r)
       if (!outcomes[r].empty())
-        throw Error(PL_ERR_RUNTIME, "save_checkpoint: rank " + std::to_string(r) + " could not save strategy '" +
-                                        job.strategy + "''s state (" + outcomes[r] +
-                                        "); the previous checkpoint is kept");
+        throw Error(PL_ERR_RUNTIME, "save_checkpoint: rank " + std::to_string(r) + " could not save " + what + " (" +
+                                        outcomes[r] + "); the previous checkpoint is kept");
     if (rank != 0) return;
   }
-
-  std::map<std::string, std::string> opt_meta{{"optimizer", optimizer->name()}};
-  for (const auto& [k, v] : optimizer->state_scalars()) opt_meta[k] = g17(v);
 
   nlohmann::json j;
   j["format"] = kFormat;
@@ -120,9 +144,12 @@ void Trainer::Impl::save_checkpoint(const std::string& path) {
   j["precision"] = precision.name;
   if (scaler) j["grad_scaler"] = {{"scale", scaler->scale()}, {"growth_tracker", scaler->growth_tracker()}};
   j["strategy_state"] = {{"has_state", sinfo.has_state != 0}, {"any_world_size", sinfo.any_world_size != 0}};
+  j["optimizer_files"] = sharded ? "per_rank" : "single";  // per_rank: optimizer.rank<r>, r < world_size
 
   dir->write("model.safetensors", safetensors::serialize(module->state_dict(), {{"format", "pt"}}));
-  dir->write("optimizer.safetensors", safetensors::serialize(optimizer->state_tensors(), opt_meta));
+  if (!sharded)
+    dir->write("optimizer.safetensors",
+               safetensors::serialize(optimizer->state_tensors(), optimizer_metadata(*optimizer)));
   dir->write("trainer.json", j.dump(2) + "\n");
   dir->commit();
   rt->log(PL_LOG_DEBUG, "checkpoint saved: " + path);
@@ -140,25 +167,65 @@ void Trainer::Impl::load_checkpoint(const std::string& path) {
                                              std::to_string(kVersion) + " folder (trainer.json says format '" +
                                              j.value("format", "") + "', version " +
                                              std::to_string(j.value("version", 0)) + ")");
-  auto model = safetensors::load(path + "/model.safetensors");
-  auto opt = safetensors::load(path + "/optimizer.safetensors");
-  std::string saved_opt = opt.metadata.count("optimizer") ? opt.metadata.at("optimizer") : "";
-  if (saved_opt != optimizer->name())
-    throw Error(PL_ERR_INVALID_ARGUMENT, "checkpoint " + path + " holds " + (saved_opt.empty() ? "no" : saved_opt) +
-                                             " optimizer state but configure_optimizers made " + optimizer->name());
-  // The strategy's state first: its errors (a missing or damaged file, a world size it cannot
-  // load from) come before any of the trainer's state changes.
-  const bool saved_state = j.contains("strategy_state") && j["strategy_state"].value("has_state", false);
-  const PL_StrategyStateInfo sinfo = strategy.state_info();
-  int saved_world_size = 0;
+  // Everything trainer.json says, read before anything changes.
+  int64_t saved_epoch = 0, saved_batches = 0, saved_step = 0;
+  int saved_world = 0;
+  std::string global_rng, rank_rng, layout;
+  bool same_world = false, saved_state = false;
+  std::map<std::string, double> saved_metrics;
+  std::optional<std::pair<double, int64_t>> saved_scaler;
   try {
-    saved_world_size = j.at("world_size").get<int>();
+    saved_epoch = j.at("epoch").get<int64_t>();
+    saved_batches = j.at("batches_done").get<int64_t>();
+    saved_step = j.at("global_step").get<int64_t>();
+    saved_world = j.at("world_size").get<int>();
+    const auto& rng = j.at("rng");
+    same_world = saved_world == world && rng.size() == static_cast<size_t>(world);
+    const auto& mine = rng.at(same_world ? static_cast<size_t>(rank) : 0);
+    global_rng = mine.at("global").get<std::string>();
+    if (same_world) rank_rng = mine.at("rank").get<std::string>();
+    for (auto& [k, v] : j.at("callback_metrics").items()) saved_metrics[k] = v.get<double>();
+    if (j.contains("grad_scaler"))
+      saved_scaler.emplace(j.at("grad_scaler").at("scale").get<double>(),
+                           j.at("grad_scaler").at("growth_tracker").get<int64_t>());
+    saved_state = j.contains("strategy_state") && j.at("strategy_state").value("has_state", false);
+    layout = j.value("optimizer_files", std::string("single"));  // older checkpoints: one file
   } catch (const nlohmann::json::exception& e) {
     throw Error(PL_ERR_INVALID_ARGUMENT,
                 "checkpoint " + path + "/trainer.json lacks a field or has a wrong type: " + e.what());
   }
+  if (layout != "single" && layout != "per_rank")
+    throw Error(PL_ERR_INVALID_ARGUMENT, "checkpoint " + path + "/trainer.json has optimizer_files '" + layout +
+                                             "'; valid: single (optimizer.safetensors), per_rank "
+                                             "(optimizer.rank<r>.safetensors for r < world_size)");
+  if (layout == "per_rank" && saved_world < 1)
+    throw Error(PL_ERR_INVALID_ARGUMENT, "checkpoint " + path + "/trainer.json has world_size " +
+                                             std::to_string(saved_world) + "; per_rank optimizer files need >= 1");
+  auto model = safetensors::load(path + "/model.safetensors");
+  // The optimizer state this rank keeps.  One file and an optimizer that every rank holds whole:
+  // as saved (a strategy's partial ranges included).  Otherwise (this rank keeps a shard, or the
+  // checkpoint's state is in per-rank files): resharded to grad_ranges, one file at a time.
+  plrt::sdk::OptimizerState opt;
+  if (layout == "single" && !sharded) {
+    opt = plrt::sdk::read_optimizer_file(path, "optimizer.safetensors", optimizer->name());
+  } else {
+    std::vector<std::string> files;
+    if (layout == "single") files.push_back("optimizer.safetensors");
+    for (int r = 0; layout == "per_rank" && r < saved_world; ++r) files.push_back(plrt::sdk::optimizer_rank_file(r));
+    std::vector<plrt::sdk::ShardParam> params;
+    for (const Parameter* p : optimizer->params()) {
+      auto it = param_index.find(p);
+      params.push_back(
+          {it == param_index.end() ? std::string() : param_names[it->second], p->value.shape(), p->value.dtype()});
+    }
+    opt = plrt::sdk::read_optimizer_files(path, files, optimizer->name(), std::move(params), grad_ranges);
+  }
+
+  // The strategy's state first of the changes: its errors (a missing or damaged file, a world
+  // size it cannot load from) come before any of the trainer's state changes.
+  const PL_StrategyStateInfo sinfo = strategy.state_info();
   if (saved_state && sinfo.has_state) {
-    strategy.load_state(path, saved_world_size);
+    strategy.load_state(path, saved_world);
   } else if (saved_state && rank == 0) {
     warn("checkpoint " + path + " holds state of strategy '" + j.value("strategy", std::string("?")) +
          "', which strategy '" + job.strategy + "' does not read");
@@ -166,37 +233,21 @@ void Trainer::Impl::load_checkpoint(const std::string& path) {
     warn("checkpoint " + path + " holds no strategy state: strategy '" + job.strategy + "' starts its own afresh");
   }
   module->load_state_dict(model.tensors, true);
-  std::map<std::string, double> scalars;
-  for (const auto& [k, v] : opt.metadata)
-    if (k != "optimizer") scalars[k] = std::strtod(v.c_str(), nullptr);
-  std::map<std::string, Tensor> tensors;
-  for (auto& [k, t] : opt.tensors) tensors[k] = t.to(acc, device);
-  optimizer->load_state(tensors, scalars);
+  optimizer->load_state(opt.tensors, opt.scalars);  // copies onto the parameters' devices
 
-  try {
-    epoch = j.at("epoch").get<int64_t>();
-    resume_batches = j.at("batches_done").get<int64_t>();
-    step = j.at("global_step").get<int64_t>();
-    const auto& rng = j.at("rng");
-    int saved_world = j.at("world_size").get<int>();
-    if (saved_world == world && rng.size() == static_cast<size_t>(world)) {
-      global_generator().set_state(rng[static_cast<size_t>(rank)].at("global").get<std::string>());
-      rank_generator().set_state(rng[static_cast<size_t>(rank)].at("rank").get<std::string>());
-    } else {
-      global_generator().set_state(rng.at(0).at("global").get<std::string>());
-      if (rank == 0)
-        warn("checkpoint " + path + " was saved by " + std::to_string(saved_world) + " processes, this run has " +
-             std::to_string(world) + ": per-rank random streams restart from the seed");
-    }
-    for (auto& [k, v] : j.at("callback_metrics").items()) callback[k] = v.get<double>();
-    // The loss scale continues where it was (a 32-true or bf16 checkpoint starts at the default).
-    if (scaler && j.contains("grad_scaler"))
-      scaler->load(j.at("grad_scaler").at("scale").get<double>(),
-                   j.at("grad_scaler").at("growth_tracker").get<int64_t>());
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(PL_ERR_INVALID_ARGUMENT,
-                "checkpoint " + path + "/trainer.json lacks a field or has a wrong type: " + e.what());
+  epoch = saved_epoch;
+  resume_batches = saved_batches;
+  step = saved_step;
+  global_generator().set_state(global_rng);
+  if (same_world) {
+    rank_generator().set_state(rank_rng);
+  } else if (rank == 0) {
+    warn("checkpoint " + path + " was saved by " + std::to_string(saved_world) + " processes, this run has " +
+         std::to_string(world) + ": per-rank random streams restart from the seed");
   }
+  for (const auto& [k, v] : saved_metrics) callback[k] = v;
+  // The loss scale continues where it was (a 32-true or bf16 checkpoint starts at the default).
+  if (scaler && saved_scaler) scaler->load(saved_scaler->first, saved_scaler->second);
   info("resumed from " + path + " at epoch " + std::to_string(epoch) + ", step " + std::to_string(step));
 }
 
