@@ -5,6 +5,7 @@
 //  - gradient accumulation, 16-mixed and bf16-mixed, ddp_sharded_spawn
 //  - memory: this rank's optimizer state is ddp's / W (within 1 %), stage 2's gradient shard is
 //    the trainable bytes / W and its bucket memory two buckets
+#include <algorithm>
 #include <fstream>
 
 #include "training_support.hpp"
@@ -20,17 +21,10 @@ constexpr int kSteps = 40;
 std::string train(const TempDir& dir, const std::string& tag, const std::string& strategy, int world, int per_rank,
                   std::vector<std::string> extra) {
   const std::string out = dir / (tag + ".safetensors");
-  std::vector<std::string> args{"--batch-size",
-                                std::to_string(per_rank),
-                                "--max-steps",
-                                std::to_string(kSteps),
-                                "--epochs",
-                                "100",
-                                "--root-dir",
-                                dir / tag,
-                                "--no-checkpoint",
-                                "--save",
-                                out};
+  std::vector<std::string> args{"--batch-size", std::to_string(per_rank), "--epochs", "100", "--root-dir",
+                                dir / tag,      "--no-checkpoint",        "--save",   out};
+  if (std::find(extra.begin(), extra.end(), "--max-steps") == extra.end())
+    args.insert(args.end(), {"--max-steps", std::to_string(kSteps)});
   args.insert(args.end(), extra.begin(), extra.end());
   plrt_test::ProcessResult r;
   if (world == 0) {
@@ -106,11 +100,51 @@ TEST(Sharded, SpawnParentHoldsTheTrainedWeights) {
   EXPECT_LE(relative_difference(out, single), 1e-5);
 }
 
+// Clipping by norm must use the norm over every shard (fairscale's OSS at fp32 clipped by each
+// rank's own): the weights equal one process's with the same clipping.  Clipping changes the run.
+void clipped_matches(int world, const std::string& clip, const std::string& algorithm, const char* precision) {
+  TempDir dir;
+  const std::vector<std::string> c{"--gradient-clip-val", clip,     "--gradient-clip-algorithm", algorithm,
+                                   "--precision",         precision};
+  const std::string single = train(dir, "single", "", 0, 8 * world, c);
+  const std::string ddp = train(dir, "ddp", "ddp", world, 8, c);
+  for (const char* stage : {"1", "2"}) {
+    const std::string sh = train(dir, std::string("sh") + stage, "ddp_sharded", world, 8,
+                                 with(c, {"--strategy-option", std::string("stage=") + stage}));
+    EXPECT_LE(relative_difference(sh, ddp), 1e-5) << algorithm << " " << clip << " " << precision << " W=" << world;
+    if (std::string(precision) == "32-true")
+      EXPECT_LE(relative_difference(sh, single), 1e-5) << algorithm << " W=" << world << " stage " << stage;
+  }
+  const std::string plain = train(dir, "plain", "", 0, 8 * world, {"--precision", precision});
+  EXPECT_GT(relative_difference(single, plain), 0.05) << "the clipping threshold never clipped";
+}
+
+TEST(Sharded, ClippingByNormUsesTheGlobalNorm) {
+  for (int world : {2, 3, 4}) clipped_matches(world, "0.05", "norm", "32-true");
+}
+TEST(Sharded, ClippingByValue) {
+  for (int world : {2, 3}) clipped_matches(world, "0.01", "value", "32-true");
+}
+TEST(Sharded, ClippingUnder16MixedEqualsDdp) { clipped_matches(2, "0.05", "norm", "16-mixed"); }
+
+TEST(Sharded, BadOptionsExitTwoBeforeAnyWork) {
+  TempDir dir;
+  for (const char* opt : {"stage=3", "stage=", "stag=1", "bucket_cap_mb=abc"}) {
+    std::vector<std::string> argv{PLRUN_PATH, "--accelerator",     "cpu", "--strategy", "ddp_sharded", "--devices",
+                                  "2",        "--strategy-option", opt,   "--"};
+    for (const auto& a : mlp_args({"--max-steps", "1", "--root-dir", dir / "bad"})) argv.push_back(a);
+    auto r = run(argv);
+    EXPECT_EQ(r.exit_code, 2) << opt << "\n" << r.output;
+    EXPECT_NE(r.output.find("ddp_sharded"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("valid"), std::string::npos) << r.output;
+  }
+  EXPECT_FALSE(fs::exists(dir / "bad")) << "a refused option must not start training";
+}
+
 nlohmann::json report(const TempDir& dir, const std::string& tag, const std::string& strategy, int world,
                       std::vector<std::string> extra) {
   const std::string path = dir / (tag + ".json");
-  train(dir, tag, strategy, world, 8,
-        with({"--optimizer", "adam", "--hidden", "64,32", "--report", path, "--max-steps", "3"}, extra));
+  train(dir, tag, strategy, world, 8, with({"--optimizer", "adam", "--report", path, "--max-steps", "3"}, extra));
   std::ifstream in(path);
   return nlohmann::json::parse(in);
 }

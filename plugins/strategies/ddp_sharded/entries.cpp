@@ -157,8 +157,12 @@ PL_Error* create(const char* who, const PL_Host* host, const PL_StrategyConfig* 
                           [&] { return strategy::handle(create_strategy(who, host, config).release()); });
 }
 
-PL_Error* Family::launch_info(PL_LaunchMode mode, const PL_OptionList* /*options*/, PL_LaunchInfo* out) noexcept {
-  return strategy::fill_launch_info(mode, true, 1, out);
+// The options are checked here with create's parser, so plrun refuses a bad one before any work.
+PL_Error* Family::launch_info(PL_LaunchMode mode, const PL_OptionList* options, PL_LaunchInfo* out) noexcept {
+  return strategy::launch_guard(kFamily, [&] {
+    if (options != nullptr) parse_options(mode == PL_LAUNCH_SPAWN ? "ddp_sharded_spawn" : "ddp_sharded", *options);
+    strategy::fill_launch_info(mode, true, 1, out);
+  });
 }
 
 PL_StrategyApi Family::table() {
