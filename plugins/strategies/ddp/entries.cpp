@@ -1,7 +1,7 @@
 // The C boundary of the ddp strategies: every exported entry checks its instance, runs its body
 // under plugin::guard (no exception crosses the ABI) and returns a PL_Error made by the host
 // (plrt_strategy_common's entry_support.hpp).  Also the entries small enough not to need a file of
-// their own: run_step, process_group, optimizer_step, get_stat.
+// their own: optimizer_step, get_stat.
 #include "ddp_api.hpp"
 #include "ddp_options.hpp"
 #include "entry_support.hpp"
@@ -31,22 +31,8 @@ PL_Error* setup_entry(PL_Strategy* s, PL_Parameter* params, size_t num_params) {
   return entry(s, "setup", [&](DdpStrategy& d) { setup(d, params, num_params); });
 }
 
-PL_Error* run_step(PL_Strategy* s, const PL_ReplicaStepFn* fn) {
-  return entry(s, "run_step", [&](DdpStrategy& d) {
-    strategy::check_step_fn(d.who, fn);
-    {
-      std::lock_guard<std::mutex> lock(d.m);
-      if (!d.set_up) fail(PL_ERR_INVALID_ARGUMENT, d.who + ": run_step was called before setup");
-    }
-    if (step_active(d))
-      fail(PL_ERR_INVALID_ARGUMENT, d.who +
-                                        ": run_step: the previous step is not finished (on_grad_ready came "
-                                        "for " +
-                                        std::to_string(d.grads->ready_count()) +
-                                        " parameters since the last after_backward); call after_backward first");
-    broadcast_buffers(d);  // as DDP's forward does: replicas compute with rank 0's buffers
-    check(d.host, fn->run(fn->user, 0, 1, d.dev.device, d.params, d.num_params), d.who + ": run_step");
-  });
+PL_Error* run_step_entry(PL_Strategy* s, const PL_ReplicaStepFn* fn) {
+  return entry(s, "run_step", [&](DdpStrategy& d) { run_step(d, fn); });
 }
 
 PL_Error* after_backward_entry(PL_Strategy* s) {
@@ -65,12 +51,8 @@ PL_Error* set_grad_sync_entry(PL_Strategy* s, int32_t enabled) {
   return entry(s, "set_grad_sync", [&](DdpStrategy& d) { set_grad_sync(d, enabled != 0); });
 }
 
-PL_Error* process_group(PL_Strategy* s, const PL_ProcessGroupApi** out_api, PL_ProcessGroup** out_group) {
-  return entry(s, "process_group", [&](DdpStrategy& d) {
-    strategy::check_process_group_outs(d.who, out_api, out_group);
-    *out_api = d.group ? d.group.api() : nullptr;  // NULL, NULL when the job has one rank
-    *out_group = d.group.get();
-  });
+PL_Error* process_group_entry(PL_Strategy* s, const PL_ProcessGroupApi** out_api, PL_ProcessGroup** out_group) {
+  return entry(s, "process_group", [&](DdpStrategy& d) { process_group(d, out_api, out_group); });
 }
 
 // The gradients are every rank's mean, so every rank steps every trainable parameter whole, and the
@@ -145,14 +127,14 @@ PL_StrategyApi Family::table() {
   api.struct_size = sizeof api;
   api.destroy = destroy;
   api.setup = setup_entry;
-  api.run_step = run_step;
+  api.run_step = run_step_entry;
   api.after_backward = after_backward_entry;
   api.teardown = teardown_entry;
   api.on_grad_ready = on_grad_ready_entry;
   api.set_grad_sync = set_grad_sync_entry;
   api.before_optimizer_step = nullptr;  // the gradients are already the means: nothing to do
   api.after_optimizer_step = nullptr;
-  api.process_group = process_group;
+  api.process_group = process_group_entry;
   api.get_stat = get_stat;
   api.num_replicas = nullptr;  // one replica per process
   api.setup_replica = nullptr;

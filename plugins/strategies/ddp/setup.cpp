@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "entry_support.hpp"
 #include "strategy.hpp"
 
 namespace plrt::ddp {
@@ -189,6 +190,26 @@ void broadcast_buffers(DdpStrategy& s) {
                     "the broadcast of rank 0's buffers (group " + std::to_string(g + 1) + " of " +
                         std::to_string(s.buffer_groups.size()) + ")");
   }
+}
+
+void run_step(DdpStrategy& s, const PL_ReplicaStepFn* fn) {
+  strategy::check_step_fn(s.who, fn);
+  {
+    std::lock_guard<std::mutex> lock(s.m);
+    if (!s.set_up) fail(PL_ERR_INVALID_ARGUMENT, s.who + ": run_step was called before setup");
+  }
+  if (step_active(s))
+    fail(PL_ERR_INVALID_ARGUMENT, s.who + ": run_step: the previous step is not finished (on_grad_ready came for " +
+                                      std::to_string(s.grads->ready_count()) +
+                                      " parameters since the last after_backward); call after_backward first");
+  broadcast_buffers(s);  // as DDP's forward does: replicas compute with rank 0's buffers
+  check(s.host, fn->run(fn->user, 0, 1, s.dev.device, s.params, s.num_params), s.who + ": run_step");
+}
+
+void process_group(const DdpStrategy& s, const PL_ProcessGroupApi** out_api, PL_ProcessGroup** out_group) {
+  strategy::check_process_group_outs(s.who, out_api, out_group);
+  *out_api = s.group ? s.group.api() : nullptr;
+  *out_group = s.group.get();
 }
 
 void teardown(DdpStrategy& s) {

@@ -83,7 +83,12 @@ std::unique_ptr<DdpStrategy> create_strategy(const char* who, const PL_Host* hos
 // setup.cpp
 void setup(DdpStrategy& s, PL_Parameter* params, size_t num_params);
 void broadcast_buffers(DdpStrategy& s);  // the per-step broadcast of BUFFER entries
-void teardown(DdpStrategy& s);           // waits for or aborts outstanding work (bounded), frees buffers
+// The step: checks (set up, the previous step finished), the buffer broadcast, then fn on this
+// process's one replica.  Also ddp_sharded's.
+void run_step(DdpStrategy& s, const PL_ReplicaStepFn* fn);
+// The group for metrics: NULL, NULL when the job has one rank.
+void process_group(const DdpStrategy& s, const PL_ProcessGroupApi** out_api, PL_ProcessGroup** out_group);
+void teardown(DdpStrategy& s);  // waits for or aborts outstanding work (bounded), frees buffers
 
 // The reducer's entries, with ddp's "called before setup" checks.
 void on_grad_ready(DdpStrategy& s, size_t index);

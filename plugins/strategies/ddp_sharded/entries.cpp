@@ -34,20 +34,7 @@ PL_Error* setup_entry(PL_Strategy* s, PL_Parameter* params, size_t num_params) {
 }
 
 PL_Error* run_step(PL_Strategy* s, const PL_ReplicaStepFn* fn) {
-  return entry(s, "run_step", [&](ShardedStrategy& d) {
-    ddp::DdpStrategy& c = *d.core;
-    strategy::check_step_fn(d.who, fn);
-    {
-      std::lock_guard<std::mutex> lock(c.m);
-      if (!c.set_up) fail(PL_ERR_INVALID_ARGUMENT, d.who + ": run_step was called before setup");
-    }
-    if (ddp::step_active(c))
-      fail(PL_ERR_INVALID_ARGUMENT, d.who + ": run_step: the previous step is not finished (on_grad_ready came for " +
-                                        std::to_string(c.grads->ready_count()) +
-                                        " parameters since the last after_backward); call after_backward first");
-    ddp::broadcast_buffers(c);
-    check(d.host, fn->run(fn->user, 0, 1, c.dev.device, c.params, c.num_params), d.who + ": run_step");
-  });
+  return entry(s, "run_step", [&](ShardedStrategy& d) { ddp::run_step(*d.core, fn); });
 }
 
 PL_Error* after_backward(PL_Strategy* s) {
@@ -67,11 +54,7 @@ PL_Error* set_grad_sync(PL_Strategy* s, int32_t enabled) {
 }
 
 PL_Error* process_group(PL_Strategy* s, const PL_ProcessGroupApi** out_api, PL_ProcessGroup** out_group) {
-  return entry(s, "process_group", [&](ShardedStrategy& d) {
-    strategy::check_process_group_outs(d.who, out_api, out_group);
-    *out_api = d.core->group ? d.core->group.api() : nullptr;
-    *out_group = d.core->group.get();
-  });
+  return entry(s, "process_group", [&](ShardedStrategy& d) { ddp::process_group(*d.core, out_api, out_group); });
 }
 
 PL_Error* optimizer_step_entry(PL_Strategy* s, const PL_OptimizerFn* fn) {

@@ -28,21 +28,20 @@ void gather_parameters(ShardedStrategy& s) {
   size_t slots = s.comm->buffer_slots();
   if (slots == 0) slots = n;  // a buffer per bucket: no reuse to wait for
   std::vector<PL_Work*> works(n, nullptr);
-  auto what = [&](size_t b) { return s.who + ": the parameter allgather of " + d.grads->describe(buckets[b]); };
   auto complete = [&](size_t b) {
-    d.group.wait(std::exchange(works[b], nullptr), d.group.timeout_ms() + kWaitGraceMs, what(b));
     GatherPlan& g = s.gathers[b];
-    reducer::unpack_parts(d.dev, buckets[b].flat, g.offsets, g.values, what(b) + ": unpacking");
+    d.group.wait(std::exchange(works[b], nullptr), d.group.timeout_ms() + kWaitGraceMs, g.what);
+    reducer::unpack_parts(d.dev, buckets[b].flat, g.offsets, g.values, g.what_unpack);
   };
   try {
     for (size_t b = 0; b < n; ++b) {
       if (b >= slots) complete(b - slots);
       GatherPlan& g = s.gathers[b];
-      reducer::pack_parts(d.dev, g.own, g.own_offsets, buckets[b].flat, what(b) + ": packing this rank's shard");
+      reducer::pack_parts(d.dev, g.own, g.own_offsets, buckets[b].flat, g.what_pack);
       PL_Tensor& mine = g.outputs[static_cast<size_t>(s.rank)];  // in place: the input is our own chunk
       check(s.host, d.group.api()->allgather(d.group.get(), &mine, g.outputs.data(), g.outputs.size(), &works[b]),
-            what(b) + ": starting");
-      if (works[b] == nullptr) fail(PL_ERR_INTERNAL, what(b) + ": the process group returned no work handle");
+            g.what);
+      if (works[b] == nullptr) fail(PL_ERR_INTERNAL, g.what + ": the process group returned no work handle");
     }
     for (size_t b = n > slots ? n - slots : 0; b < n; ++b) complete(b);
   } catch (...) {

@@ -16,14 +16,6 @@ struct ShardState final : reducer::BucketState {
   std::vector<int64_t> own_offsets;  // where each lies in the flat buffer
 };
 
-PL_Tensor chunk_view(const PL_Tensor& flat, int64_t begin, int64_t count) {
-  PL_Tensor v = flat;
-  v.data = static_cast<uint8_t*>(flat.data) + static_cast<size_t>(begin) * pl_dtype_size(flat.dtype);
-  v.ndim = 1;
-  v.numel = v.shape[0] = count;
-  return v;
-}
-
 }  // namespace
 
 BucketShard shard_of(const reducer::Bucket& b, int world, int rank) {
@@ -36,9 +28,9 @@ void ReduceScatterMean::prepare(reducer::Reducer& r, reducer::Bucket& b) {
   (void)r;
   const BucketShard s = shard_of(b, world_, rank_);
   auto st = std::make_unique<ShardState>();
-  for (int q = 0; q < world_; ++q) st->inputs.push_back(chunk_view(b.flat, s.chunk * q, s.chunk));
+  for (int q = 0; q < world_; ++q) st->inputs.push_back(reducer::sub_view(b.flat, s.chunk * q, s.chunk));
   for (const Piece& p : s.pieces) {
-    st->own.push_back(chunk_view(b.parts[p.member], p.param_begin, p.param_end - p.param_begin));
+    st->own.push_back(reducer::sub_view(b.parts[p.member], p.param_begin, p.param_end - p.param_begin));
     st->own_offsets.push_back(p.flat_offset);
   }
   b.state = std::move(st);

@@ -1,6 +1,7 @@
 // setup: ddp's (checks, rank 0's values everywhere, the gradient buckets, the buffer broadcasts),
 // then this rank's shard of every bucket (shard_plan.hpp): the ranges it steps and owns, and the
 // per-bucket plan of the parameter allgather.
+#include "reducer.hpp"
 #include "sharded_strategy.hpp"
 
 namespace plrt::ddp_sharded {
@@ -8,14 +9,6 @@ namespace plrt::ddp_sharded {
 namespace {
 
 size_t bytes_of(const PL_Tensor& t) { return static_cast<size_t>(t.numel) * pl_dtype_size(t.dtype); }
-
-PL_Tensor range_view(const PL_Tensor& t, int64_t begin, int64_t end) {
-  PL_Tensor v = t;
-  v.data = static_cast<uint8_t*>(t.data) + static_cast<size_t>(begin) * pl_dtype_size(t.dtype);
-  v.ndim = 1;
-  v.numel = v.shape[0] = end - begin;
-  return v;
-}
 
 void plan_shards(ShardedStrategy& s) {
   ddp::DdpStrategy& d = *s.core;
@@ -40,12 +33,16 @@ void plan_shards(ShardedStrategy& s) {
     GatherPlan g;
     g.chunk = shard.chunk;
     for (const Piece& p : shard.pieces) {
-      g.own.push_back(range_view(d.params[b.plan.members[p.member]].value, p.param_begin, p.param_end));
+      g.own.push_back(
+          reducer::sub_view(d.params[b.plan.members[p.member]].value, p.param_begin, p.param_end - p.param_begin));
       g.own_offsets.push_back(p.flat_offset);
     }
     for (size_t j = 0; j < b.plan.members.size(); ++j) g.values.push_back(d.params[b.plan.members[j]].value);
     g.offsets = b.offsets;
-    for (int q = 0; q < world; ++q) g.outputs.push_back(range_view(b.flat, shard.chunk * q, shard.chunk * (q + 1)));
+    g.what = s.who + ": the parameter allgather of " + d.grads->describe(b);
+    g.what_pack = g.what + ": packing this rank's shard";
+    g.what_unpack = g.what + ": unpacking";
+    for (int q = 0; q < world; ++q) g.outputs.push_back(reducer::sub_view(b.flat, shard.chunk * q, shard.chunk));
     s.gathers.push_back(std::move(g));
   }
   // A trainable parameter without elements has no bucket; nothing to own.

@@ -27,6 +27,7 @@ struct GatherPlan {
   std::vector<int64_t> offsets;    // where each lies in the flat buffer
   std::vector<PL_Tensor> outputs;  // chunk q of the flat buffer, q = 0..W-1
   int64_t chunk = 0;
+  std::string what, what_pack, what_unpack;  // messages, made once at setup
 };
 
 struct ShardedStats {

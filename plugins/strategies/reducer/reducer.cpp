@@ -159,6 +159,14 @@ void Reducer::allocate_buffers_locked() {
   }
 }
 
+PL_Tensor sub_view(const PL_Tensor& t, int64_t begin, int64_t count) {
+  PL_Tensor v = t;
+  v.data = static_cast<uint8_t*>(t.data) + static_cast<size_t>(begin) * pl_dtype_size(t.dtype);
+  v.ndim = 1;
+  v.numel = v.shape[0] = count;
+  return v;
+}
+
 void pack_parts(const strategy::DeviceContext& dev, std::vector<PL_Tensor>& parts, const std::vector<int64_t>& offsets,
                 PL_Tensor& flat, const std::string& what) {
   const PL_AcceleratorApi* a = dev.api;

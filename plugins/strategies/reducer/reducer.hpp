@@ -30,6 +30,9 @@ using Clock = std::chrono::steady_clock;
 // scatters them back: one launch of the accelerator's batched pack/unpack (ABI 1.4), else one copy
 // per part.  The parts may be sub-ranges of tensors; every one has flat's dtype.  `what` names the
 // copy in errors.
+// A 1-D view of elements [begin, begin + count) of t's flat memory (same dtype and device).
+PL_Tensor sub_view(const PL_Tensor& t, int64_t begin, int64_t count);
+
 void pack_parts(const strategy::DeviceContext& dev, std::vector<PL_Tensor>& parts, const std::vector<int64_t>& offsets,
                 PL_Tensor& flat, const std::string& what);
 void unpack_parts(const strategy::DeviceContext& dev, const PL_Tensor& flat, const std::vector<int64_t>& offsets,
