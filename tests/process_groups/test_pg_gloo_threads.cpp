@@ -196,6 +196,35 @@ TEST_P(GlooWorld, ReduceScatterEveryOpDtypeSizeAndPerRankSizes) {
   });
 }
 
+// Chunks longer than the ring's piece (8 MiB) and segment (1 MiB), of different lengths (one empty
+// at 3 ranks), in place: every piece and segment boundary of reduce_scatter.cpp's pipeline is
+// crossed, and every element is checked.
+TEST_P(GlooWorld, ReduceScatterPipelinesLargeUnequalChunksInPlace) {
+  Job job(GetParam());
+  job.run([&](Rank& r) {
+    std::vector<size_t> c{(size_t{5} << 20) + 3, (size_t{1} << 18) + 1};  // f32: 2.5 pieces; 1 segment + 1
+    if (r.world == 3) c.insert(c.begin() + 1, 0);
+    size_t total = 0;
+    for (size_t n : c) total += n;
+    for (PL_ReduceOp op : {PL_REDUCE_SUM, PL_REDUCE_AVG}) {
+      Buf a(PL_F32, total);
+      for (size_t i = 0; i < total; ++i) a.set(i, value(PL_F32, r.rank, i, op));
+      std::vector<PL_Tensor> inputs;
+      size_t mine = 0;
+      for (size_t j = 0, at = 0; j < c.size(); at += c[j], ++j) {
+        if (static_cast<int>(j) == r.rank) mine = at;
+        inputs.push_back(a.tensor_at(at, c[j]));
+      }
+      PL_Tensor output = inputs[static_cast<size_t>(r.rank)];
+      r.pg->reduce_scatter(inputs, output, op);
+      expect_all(
+          PL_F32, output.data, c[static_cast<size_t>(r.rank)],
+          [&](size_t i) { return reduced(PL_F32, op, r.world, mine + i); },
+          "rank " + std::to_string(r.rank) + " " + case_name("reduce_scatter", PL_F32, c[r.rank], op));
+    }
+  });
+}
+
 TEST_P(GlooWorld, AvgOnIntegersIsTheExactMeanRoundedTowardZero) {
   Job job(GetParam());
   job.run([&](Rank& r) {

@@ -6,10 +6,23 @@
 // the next step; the last chunk received is its own, combined straight into the output.  The
 // output may be inputs[R] itself.  Device tensors are staged through host memory (staging.hpp),
 // which keeps that aliasing.
+//
+// PIPELINE.  A step's chunk moves in segments of kSegmentBytes, every receive posted up front:
+// segment k is combined (and forwarded) while segment k+1 is still on the wire, as gloo's ring
+// allreduce does.  Sending each step's chunk whole, and combining only after all of it had
+// arrived, left the transfer and the arithmetic back to back: the reduce-scatter of half a bucket
+// took longer than Gloo's allreduce of the whole bucket (bench/sharded_steps.py).
+// PIECES.  The chunks go round the ring in pieces of at most kPieceBytes each, so the scratch
+// (two halves: the step's receives, and the previous step's results still being forwarded) is
+// 2 x kPieceBytes at most whatever the tensor's size, allocated once per call and below glibc's
+// mmap ceiling (see allreduce.cpp's "64 MiB cliff": a fresh 64 MiB scratch per call paid a page
+// fault per 4 KiB).  A piece costs one more pass of the ring's latency (W-1 hops of tens of
+// microseconds on loopback) against milliseconds of data.
 #include <gloo/transport/unbound_buffer.h>
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "gloo_pg.hpp"
@@ -21,44 +34,105 @@ using plugin::fail;
 
 namespace {
 
+constexpr size_t kPieceBytes = size_t{8} << 20;
+constexpr size_t kSegmentBytes = size_t{1} << 20;
+
 void wait_done(bool ok, const char* what) {
   if (!ok) throw std::runtime_error(std::string("reduce_scatter: ") + what + " was interrupted");
 }
 
+// One ring pass over elements [at, at + piece) of every chunk (clipped to its count).
+class Ring {
+ public:
+  Ring(const std::shared_ptr<gloo::Context>& ctx, const pg::OpContext& oc, const std::vector<const uint8_t*>& in,
+       const std::vector<size_t>& counts, size_t es, pg::ReduceFn fn, uint8_t* output)
+      : ctx_(ctx), oc_(oc), in_(in), counts_(counts), es_(es), fn_(fn), output_(output) {
+    world_ = ctx->size;
+    rank_ = ctx->rank;
+    next_ = (rank_ + 1) % world_;
+    prev_ = (rank_ + world_ - 1) % world_;
+    piece_ = std::max<size_t>(1, kPieceBytes / es);
+    segment_ = std::max<size_t>(1, kSegmentBytes / es);
+    const size_t most = *std::max_element(counts.begin(), counts.end());
+    half_bytes_ = std::min(most, piece_) * es;
+    scratch_.reset(new uint8_t[2 * half_bytes_]);  // uninitialised: every byte used is received first
+    base_slot_ = (kReduceScatterSlotPrefix << 56) | (static_cast<uint64_t>(oc.tag) << 24);
+    pieces_ = (most + piece_ - 1) / piece_;
+  }
+
+  void run() {
+    for (int h = 0; h < 2; ++h)
+      half_[h] = own(ctx_->createUnboundBuffer(scratch_.get() + h * half_bytes_, half_bytes_));
+    // Step 0 sends this rank's own input for chunk R-1, unreduced.
+    const size_t first = chunk_at(-1);
+    if (counts_[first] > 0)
+      first_ = own(ctx_->createUnboundBuffer(const_cast<uint8_t*>(in_[first]), counts_[first] * es_));
+    for (size_t p = 0; p < pieces_; ++p) run_piece(p * piece_);
+    for (int h = 0; h < 2; ++h) drain_sends(h);
+    for (; first_sends_ > 0; --first_sends_) wait_done(first_->waitSend(oc_.remaining()), "a send");
+  }
+
+ private:
+  // Chunk (R + d) mod W.
+  size_t chunk_at(int d) const { return static_cast<size_t>(((rank_ + d) % world_ + 2 * world_) % world_); }
+  size_t length(size_t chunk, size_t at) const {
+    return counts_[chunk] > at ? std::min(piece_, counts_[chunk] - at) : 0;
+  }
+  uint64_t slot(int step) const { return base_slot_ + static_cast<uint64_t>(step); }
+  void drain_sends(int h) {
+    for (; sends_[h] > 0; --sends_[h]) wait_done(half_[h]->waitSend(oc_.remaining()), "a send");
+  }
+
+  void run_piece(size_t at) {
+    const size_t first = chunk_at(-1);
+    for (size_t k = 0, n = length(first, at); k < n; k += segment_) {
+      first_->send(next_, slot(0), (at + k) * es_, std::min(segment_, n - k) * es_);
+      ++first_sends_;
+    }
+    for (int s = 0; s + 1 < world_; ++s) {
+      const int h = s & 1;
+      const size_t chunk = chunk_at(-s - 2);
+      const size_t n = length(chunk, at);
+      const bool last = s + 2 == world_;  // chunk == this rank's: combine into the output
+      if (n == 0) continue;
+      drain_sends(h);  // the half's previous results have left
+      for (size_t k = 0; k < n; k += segment_) half_[h]->recv(prev_, slot(s), k * es_, std::min(segment_, n - k) * es_);
+      uint8_t* got = scratch_.get() + h * half_bytes_;
+      const uint8_t* mine = in_[chunk] + at * es_;
+      for (size_t k = 0; k < n; k += segment_) {
+        const size_t m = std::min(segment_, n - k);
+        wait_done(half_[h]->waitRecv(oc_.remaining()), "a receive");
+        if (last) {
+          fn_(output_ + (at + k) * es_, got + k * es_, mine + k * es_, m);
+        } else {
+          fn_(got + k * es_, got + k * es_, mine + k * es_, m);
+          half_[h]->send(next_, slot(s + 1), k * es_, m * es_);
+          ++sends_[h];
+        }
+      }
+    }
+  }
+
+  const std::shared_ptr<gloo::Context>& ctx_;
+  const pg::OpContext& oc_;
+  const std::vector<const uint8_t*>& in_;
+  const std::vector<size_t>& counts_;
+  size_t es_;
+  pg::ReduceFn fn_;
+  uint8_t* output_;
+  int world_ = 1, rank_ = 0, next_ = 0, prev_ = 0;
+  size_t piece_ = 1, segment_ = 1, half_bytes_ = 0, pieces_ = 0;
+  uint64_t base_slot_ = 0;
+  std::unique_ptr<uint8_t[]> scratch_;
+  // Declared after the scratch they point into: destroyed first, under buffers_mutex() (gloo_pg.hpp).
+  OwnedBuffer half_[2], first_;
+  size_t sends_[2] = {0, 0}, first_sends_ = 0;  // sends posted and not yet waited for
+};
+
 void ring_reduce_scatter(const std::shared_ptr<gloo::Context>& ctx, const pg::OpContext& oc,
                          const std::vector<const uint8_t*>& in, const std::vector<size_t>& counts, size_t es,
                          pg::ReduceFn fn, void* output) {
-  const int world = ctx->size, rank = ctx->rank;
-  const int next = (rank + 1) % world, prev = (rank + world - 1) % world;
-  const size_t half = *std::max_element(counts.begin(), counts.end()) * es;
-  std::vector<uint8_t> scratch(2 * half);
-  const uint64_t base = (kReduceScatterSlotPrefix << 56) | (static_cast<uint64_t>(oc.tag) << 24);
-  gloo_call([&] {
-    OwnedBuffer sbuf = own(ctx->createUnboundBuffer(scratch.data(), scratch.size()));
-    OwnedBuffer first;  // both destroyed under buffers_mutex() (gloo_pg.hpp)
-    for (int s = 0; s + 1 < world; ++s) {
-      const size_t send_chunk = static_cast<size_t>((rank - s - 1 + 2 * world) % world);
-      const size_t recv_chunk = static_cast<size_t>((rank - s - 2 + 2 * world) % world);
-      const uint64_t slot = base + static_cast<uint64_t>(s);
-      const size_t recv_off = static_cast<size_t>(s & 1) * half;
-      sbuf->recv(prev, slot, recv_off, counts[recv_chunk] * es);
-      gloo::transport::UnboundBuffer* sender = sbuf.get();
-      if (s == 0) {  // our own input for the chunk, unreduced
-        first = own(ctx->createUnboundBuffer(const_cast<uint8_t*>(in[send_chunk]), counts[send_chunk] * es));
-        first->send(next, slot, 0, counts[send_chunk] * es);
-        sender = first.get();
-      } else {  // the partial result received in the previous step
-        sbuf->send(next, slot, static_cast<size_t>((s - 1) & 1) * half, counts[send_chunk] * es);
-      }
-      wait_done(sbuf->waitRecv(oc.remaining()), "a receive");
-      uint8_t* got = scratch.data() + recv_off;
-      if (s + 2 == world)
-        fn(output, got, in[recv_chunk], counts[recv_chunk]);  // recv_chunk == rank
-      else
-        fn(got, got, in[recv_chunk], counts[recv_chunk]);
-      wait_done(sender->waitSend(oc.remaining()), "a send");
-    }
-  });
+  gloo_call([&] { Ring(ctx, oc, in, counts, es, fn, static_cast<uint8_t*>(output)).run(); });
 }
 
 // The host algorithm: `ins` and `o` are in host memory.

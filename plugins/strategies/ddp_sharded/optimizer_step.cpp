@@ -2,9 +2,10 @@
 // whose averaged gradient it received and whose optimizer state it keeps), then every bucket's
 // updated values are allgathered, so that every rank holds all parameters again before the next
 // forward.  The allgathers run in bucket order on the gradient group (its collectives are all
-// complete once after_backward returned), through the buckets' flat buffers: with stage 2's two
-// shared buffers, bucket b's allgather completes and is unpacked before bucket b + 2 packs into
-// the same buffer.  Every wait is bounded; a failure aborts the group, leaving nothing in flight.
+// complete once after_backward returned), through the buckets' flat buffers (a bucket of one
+// parameter: in the parameter itself, GatherPlan::direct): with stage 2's two shared buffers, a
+// bucket's allgather completes and is unpacked before the next bucket using its buffer
+// (Bucket::slot_prev) packs into it.  Every wait is bounded; a failure aborts the group, leaving nothing in flight.
 #include <chrono>
 #include <utility>
 
@@ -25,25 +26,25 @@ void gather_parameters(ShardedStrategy& s) {
   ddp::DdpStrategy& d = *s.core;
   std::vector<reducer::Bucket>& buckets = d.grads->buckets();
   const size_t n = buckets.size();
-  size_t slots = s.comm->buffer_slots();
-  if (slots == 0) slots = n;  // a buffer per bucket: no reuse to wait for
   std::vector<PL_Work*> works(n, nullptr);
   auto complete = [&](size_t b) {
     GatherPlan& g = s.gathers[b];
+    if (works[b] == nullptr) return;  // completed already
     d.group.wait(std::exchange(works[b], nullptr), d.group.timeout_ms() + kWaitGraceMs, g.what);
-    reducer::unpack_parts(d.dev, buckets[b].flat, g.offsets, g.values, g.what_unpack);
+    if (!g.direct) reducer::unpack_parts(d.dev, buckets[b].flat, g.offsets, g.values, g.what_unpack);
   };
   try {
     for (size_t b = 0; b < n; ++b) {
-      if (b >= slots) complete(b - slots);
       GatherPlan& g = s.gathers[b];
-      reducer::pack_parts(d.dev, g.own, g.own_offsets, buckets[b].flat, g.what_pack);
+      // a shared buffer: the bucket that used it before must be unpacked first
+      if (!g.direct && buckets[b].slot_prev >= 0) complete(static_cast<size_t>(buckets[b].slot_prev));
+      if (!g.direct) reducer::pack_parts(d.dev, g.own, g.own_offsets, buckets[b].flat, g.what_pack);
       PL_Tensor& mine = g.outputs[static_cast<size_t>(s.rank)];  // in place: the input is our own chunk
       check(s.host, d.group.api()->allgather(d.group.get(), &mine, g.outputs.data(), g.outputs.size(), &works[b]),
             g.what);
       if (works[b] == nullptr) fail(PL_ERR_INTERNAL, g.what + ": the process group returned no work handle");
     }
-    for (size_t b = n > slots ? n - slots : 0; b < n; ++b) complete(b);
+    for (size_t b = 0; b < n; ++b) complete(b);
   } catch (...) {
     bool outstanding = false;
     for (PL_Work* w : works) outstanding = outstanding || w != nullptr;

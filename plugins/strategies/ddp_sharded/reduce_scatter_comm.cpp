@@ -1,5 +1,7 @@
 #include "reduce_scatter_comm.hpp"
 
+#include <algorithm>
+
 #include "reducer.hpp"
 
 namespace plrt::ddp_sharded {
@@ -28,6 +30,15 @@ void ReduceScatterMean::prepare(reducer::Reducer& r, reducer::Bucket& b) {
   (void)r;
   const BucketShard s = shard_of(b, world_, rank_);
   auto st = std::make_unique<ShardState>();
+  if (b.in_place) {  // chunk q of the gradient itself, clipped to its elements (the last ones may be short or empty)
+    const PL_Tensor& grad = b.parts[0];
+    for (int q = 0; q < world_; ++q) {
+      const int64_t begin = std::min(s.chunk * q, grad.numel);
+      st->inputs.push_back(reducer::sub_view(grad, begin, std::min(s.chunk, grad.numel - begin)));
+    }
+    b.state = std::move(st);
+    return;
+  }
   for (int q = 0; q < world_; ++q) st->inputs.push_back(reducer::sub_view(b.flat, s.chunk * q, s.chunk));
   for (const Piece& p : s.pieces) {
     st->own.push_back(reducer::sub_view(b.parts[p.member], p.param_begin, p.param_end - p.param_begin));
@@ -50,6 +61,7 @@ PL_Work* ReduceScatterMean::start(reducer::Reducer& r, reducer::Bucket& b) {
 }
 
 void ReduceScatterMean::finish(reducer::Reducer& r, reducer::Bucket& b) {
+  if (b.in_place) return;  // the mean is in this rank's chunk of the gradient already
   auto& st = static_cast<ShardState&>(*b.state);
   reducer::unpack_parts(r.device(), b.flat, st.own_offsets, st.own,
                         r.who() + ": unpacking this rank's shard of " + r.describe(b));

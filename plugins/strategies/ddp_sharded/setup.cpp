@@ -1,6 +1,8 @@
 // setup: ddp's (checks, rank 0's values everywhere, the gradient buckets, the buffer broadcasts),
 // then this rank's shard of every bucket (shard_plan.hpp): the ranges it steps and owns, and the
 // per-bucket plan of the parameter allgather.
+#include <algorithm>
+
 #include "reducer.hpp"
 #include "sharded_strategy.hpp"
 
@@ -32,6 +34,17 @@ void plan_shards(ShardedStrategy& s) {
     if (!d.group) continue;
     GatherPlan g;
     g.chunk = shard.chunk;
+    g.what = s.who + ": the parameter allgather of " + d.grads->describe(b);
+    if (b.plan.members.size() == 1) {  // in place in the parameter: chunk q, clipped to its elements
+      g.direct = true;
+      const PL_Tensor& value = d.params[b.plan.members[0]].value;
+      for (int q = 0; q < world; ++q) {
+        const int64_t begin = std::min(shard.chunk * q, value.numel);
+        g.outputs.push_back(reducer::sub_view(value, begin, std::min(shard.chunk, value.numel - begin)));
+      }
+      s.gathers.push_back(std::move(g));
+      continue;
+    }
     for (const Piece& p : shard.pieces) {
       g.own.push_back(
           reducer::sub_view(d.params[b.plan.members[p.member]].value, p.param_begin, p.param_end - p.param_begin));
@@ -39,7 +52,6 @@ void plan_shards(ShardedStrategy& s) {
     }
     for (size_t j = 0; j < b.plan.members.size(); ++j) g.values.push_back(d.params[b.plan.members[j]].value);
     g.offsets = b.offsets;
-    g.what = s.who + ": the parameter allgather of " + d.grads->describe(b);
     g.what_pack = g.what + ": packing this rank's shard";
     g.what_unpack = g.what + ": unpacking";
     for (int q = 0; q < world; ++q) g.outputs.push_back(reducer::sub_view(b.flat, shard.chunk * q, shard.chunk));

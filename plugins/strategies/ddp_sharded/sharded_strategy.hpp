@@ -19,13 +19,16 @@
 namespace plrt::ddp_sharded {
 
 // A bucket's parameter allgather: the rank's own value pieces (packed into its chunk) and every
-// member's whole value (unpacked from the gathered buffer).
+// member's whole value (unpacked from the gathered buffer).  A bucket of one parameter is gathered
+// in place, in the parameter itself (`direct`: its chunks are the outputs, this rank's own chunk the
+// input; nothing packed or unpacked): on a wide model the largest layers are buckets by themselves.
 struct GatherPlan {
+  bool direct = false;
   std::vector<PL_Tensor> own;
   std::vector<int64_t> own_offsets;
   std::vector<PL_Tensor> values;   // every member's value
   std::vector<int64_t> offsets;    // where each lies in the flat buffer
-  std::vector<PL_Tensor> outputs;  // chunk q of the flat buffer, q = 0..W-1
+  std::vector<PL_Tensor> outputs;  // chunk q of the flat buffer (direct: of the parameter), q = 0..W-1
   int64_t chunk = 0;
   std::string what, what_pack, what_unpack;  // messages, made once at setup
 };

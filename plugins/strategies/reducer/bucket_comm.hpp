@@ -47,6 +47,12 @@ struct Bucket {
   std::string what;                    // "<who>: the gradient <comm> of bucket 2 of 5 (...)", for errors
   std::unique_ptr<BucketState> state;  // the BucketComm's, made by prepare()
   int64_t numel = 0;                   // the members' elements; flat.numel may be larger (padding)
+  // BucketComm::in_place said yes (a bucket of one parameter): no flat buffer (flat stays empty),
+  // nothing packed; the comm works in the member's gradient itself and leaves the result there.
+  bool in_place = false;
+  // With shared buffers: the bucket that used this bucket's buffer before it in a step (its
+  // communication is finished before this one packs), or -1.
+  int64_t slot_prev = -1;
 
   // The step in progress (the reducer's, under its lock).
   size_t pending = 0;       // members whose gradient is not ready yet
@@ -61,11 +67,21 @@ class BucketComm {
   // What it does, for messages: "the gradient <name> of bucket 2 of 5 (...) failed".
   virtual std::string name() const = 0;
   // MEMORY.  0 (the default): every bucket has a flat buffer of its own for the whole run (ddp: the
-  // buffers are its gradient memory).  K > 0: K buffers (buffer j as large as the largest bucket b with b % K == j)
-  // shared round-robin (bucket b uses buffer b % K); before bucket b is packed, bucket b - K's communication is
-  // completed and finished, so at most K buckets are in flight and the memory is K buckets whatever the model's size
-  // (ddp_sharded's stage 2).
+  // buffers are its gradient memory).  K > 0: K buffers shared round-robin by the buckets that are
+  // not in_place (the i-th of them uses buffer i % K, as large as the largest bucket using it);
+  // before a bucket is packed, the bucket that used its buffer before it (Bucket::slot_prev) is
+  // completed and finished, so at most K of them are in flight and the memory is K buckets whatever
+  // the model's size (ddp_sharded's stage 2).
   virtual size_t buffer_slots() const { return 0; }
+  // Asked once per bucket OF ONE PARAMETER at setup, before any buffer exists: true when the comm
+  // works in that parameter's gradient itself (a reduce-scatter in place over its chunks), so the
+  // bucket needs no flat buffer and no copy: then prepare() sees b.in_place, start() gets the
+  // gradient unpacked, and finish() (not the default unpack) leaves the result.  Shared buffers
+  // (buffer_slots) go round the other buckets only.  Default: false.
+  virtual bool in_place(const Bucket& b) const {
+    (void)b;
+    return false;
+  }
   // The flat buffer's element count for a bucket of `numel` elements (a reduce-scatter pads to a
   // multiple of the world size); the padding is zeroed once and never unpacked.
   virtual int64_t padded_numel(int64_t numel) const { return numel; }
@@ -85,7 +101,7 @@ class BucketComm {
     return nullptr;
   }
   // The communication is over: put the result into the gradients.  The default unpacks the whole
-  // flat buffer into every member's gradient.
+  // flat buffer into every member's gradient (an in_place bucket: nothing to do).
   virtual void finish(Reducer& r, Bucket& b);
 };
 

@@ -35,7 +35,9 @@ bool has_batched_copies(const PL_AcceleratorApi* a) {
 
 }  // namespace
 
-void BucketComm::finish(Reducer& r, Bucket& b) { r.unpack(b); }
+void BucketComm::finish(Reducer& r, Bucket& b) {
+  if (!b.in_place) r.unpack(b);
+}
 
 PL_Work* AllreduceMean::start(Reducer& r, Bucket& b) {
   PL_Work* w = nullptr;
@@ -121,28 +123,45 @@ void Reducer::setup(PL_Parameter* params, size_t num_params, const std::vector<s
                    names_[k.plan.members.front()].c_str(), comm_.name().c_str());
 }
 
-// Every bucket's flat buffer (its own, or a shared slot), padded as the comm asks and the padding
-// zeroed, then the comm's per-bucket scratch.
+// Every bucket's flat buffer (its own, or a shared slot; none when the comm works in place), padded
+// as the comm asks and the padding zeroed, then the comm's per-bucket scratch.
 void Reducer::allocate_buffers_locked() {
   const size_t slots = comm_.buffer_slots();
   auto padded_bytes = [&](const Bucket& k) {
     return static_cast<size_t>(comm_.padded_numel(k.numel)) * pl_dtype_size(k.plan.dtype);
   };
+  std::vector<size_t> users;  // the buckets with a flat buffer, in order
+  for (auto& k : buckets_) {
+    k.in_place = k.plan.members.size() == 1 && comm_.in_place(k);
+    k.slot_prev = -1;
+    if (!k.in_place) users.push_back(k.index);
+  }
   slots_.clear();
-  if (slots > 0) {  // slot j: the largest of the buckets that use it (b % K == j)
-    const size_t n = std::min(slots, buckets_.size());
+  std::vector<size_t> slot_of(buckets_.size(), 0);
+  if (slots > 0 && !users.empty()) {  // slot j: the largest of the buckets that use it
+    const size_t n = std::min(slots, users.size());
     std::vector<size_t> size(n, 0);
-    for (const auto& k : buckets_) size[k.index % n] = std::max(size[k.index % n], padded_bytes(k));
+    for (size_t u = 0; u < users.size(); ++u) {
+      Bucket& k = buckets_[users[u]];
+      slot_of[k.index] = u % n;
+      if (u >= n) k.slot_prev = static_cast<int64_t>(users[u - n]);
+      size[u % n] = std::max(size[u % n], padded_bytes(k));
+    }
     for (size_t j = 0; j < n; ++j)
       slots_.emplace_back(dev_, size[j],
                           who_ + ": allocating shared bucket buffer " + std::to_string(j + 1) + " of " +
                               std::to_string(n) + " (" + std::to_string(size[j]) + " bytes)");
   }
   for (auto& k : buckets_) {
+    if (k.in_place) {
+      k.flat = PL_Tensor{};
+      comm_.prepare(*this, k);
+      continue;
+    }
     const size_t bytes = padded_bytes(k);
     void* mem = nullptr;
     if (slots > 0) {
-      mem = slots_[k.index % slots_.size()].get();
+      mem = slots_[slot_of[k.index]].get();
     } else {
       k.buffer = strategy::DeviceMemory(dev_, bytes, who_ + ": allocating the buffer of " + describe(k));
       mem = k.buffer.get();
@@ -206,8 +225,8 @@ void Reducer::unpack(Bucket& b) const {
 void Reducer::start_locked(size_t b, bool early) {
   Bucket& k = buckets_[b];
   // A shared buffer: the bucket that used it last must be finished first.
-  if (!slots_.empty() && b >= slots_.size()) drive_locked(buckets_[b - slots_.size()]);
-  pack(k);
+  if (k.slot_prev >= 0) drive_locked(buckets_[static_cast<size_t>(k.slot_prev)]);
+  if (!k.in_place) pack(k);
   k.stage = 0;
   k.work = comm_.start(*this, k);
   ++k.stage;
