@@ -43,6 +43,10 @@ std::vector<std::string> with(std::vector<std::string> a, const std::vector<std:
   return a;
 }
 
+// Bucket caps of one byte: a bucket per parameter.
+const std::vector<std::string> one_byte{"--strategy-option", "bucket_cap_mb=0.000001", "--strategy-option",
+                                        "first_bucket_cap_mb=0.000001"};
+
 void sharded_matches(int world, const std::vector<std::string>& optimizer) {
   TempDir dir;
   const int per_rank = 8;
@@ -51,8 +55,6 @@ void sharded_matches(int world, const std::vector<std::string>& optimizer) {
   EXPECT_LE(relative_difference(ddp, single), 1e-5);
   // "2 per-parameter": a bucket per parameter (caps of one byte), so every bucket is reduce-scattered
   // and gathered in place in its parameter, and the 5-element bias leaves rank 3 of 4 nothing.
-  const std::vector<std::string> one_byte{"--strategy-option", "bucket_cap_mb=0.000001", "--strategy-option",
-                                          "first_bucket_cap_mb=0.000001"};
   for (const char* stage : {"1", "2", "2 per-parameter"}) {
     std::vector<std::string> extra = with(optimizer, {"--strategy-option", std::string("stage=") + stage[0]});
     if (std::string(stage).size() > 1) extra = with(extra, one_byte);
@@ -179,6 +181,13 @@ TEST(Sharded, OptimizerStateAndGradientsAreOneWthPerRank) {
     // Stage 2's bucket memory is two (padded) buckets at most, stage 1's every bucket.
     EXPECT_DOUBLE_EQ(st1.at("comm_buffer_bytes").get<double>(), st1.at("bucket_bytes").get<double>());
     EXPECT_LE(st2.at("comm_buffer_bytes").get<double>(), 2 * (st2.at("bucket_bytes").get<double>() + 4.0 * world));
+    // A bucket per parameter: each is reduce-scattered in its own gradient, no bucket memory at all.
+    const auto s2p = report(dir, "s2p", "ddp_sharded", world, with({"--strategy-option", "stage=2"}, one_byte));
+    const auto& st2p = s2p.at("strategy_stats");
+    EXPECT_EQ(st2p.at("buckets").get<double>(), 6) << st2p.dump();  // 3 weights, 3 biases
+    EXPECT_EQ(st2p.at("comm_buffer_bytes").get<double>(), 0) << st2p.dump();
+    EXPECT_LE(st2p.at("grad_bytes").get<double>(), trainable / world * 1.05)
+        << st2p.dump();  // < W elements a bucket over
   }
 }
 
