@@ -64,7 +64,8 @@ static const PL_StrategyApi kApi = {
     NULL,
     NULL,
     NULL,
-    NULL};
+    NULL,
+    NULL /* owned_ranges (1.5) */};
 
 #if defined(BROKEN_WRONG_NAME)
 #define PLUGIN_NAME "othername"
