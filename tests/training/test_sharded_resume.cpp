@@ -8,13 +8,15 @@
 //  - it moves from ddp and single_device into shards and back;
 //  - a worker killed in the middle of a save (rank 1 before its shard is written, rank 0 after
 //    every rank wrote its shard and before the commit; sharded_c also inside its save_state)
-//    leaves the previous checkpoint whole, and the run resumes from it.
+//    leaves the previous checkpoint whole, and the run resumes from it;
+//  - ddp_sharded_spawn (in this process) resumes too.
 // Each resumed run reports how many steps it ran itself, so that a resume that ignored the
 // checkpoint (and trained from the start) cannot pass.
 #include <gtest/gtest.h>
 
 #include <plrt/sdk/safetensors.hpp>
 
+#include "entries_model.hpp"
 #include "shard_jobs.hpp"
 
 namespace {
@@ -206,6 +208,47 @@ TEST_P(ShardedCheckpointResume, Rank0KilledBeforeTheCommitLeavesThePreviousCheck
 // sharded_c's test option kills rank 1 inside the strategy's save_state, after its shard.
 TEST(ShardedCheckpoint, AWorkerKilledDuringASaveLeavesThePreviousCheckpointWhole) {
   killed_save_keeps_the_previous_checkpoint("sharded_c", "kill");
+}
+
+// ddp_sharded_spawn (fit forks the ranks in this process): a run resumed from its checkpoint with
+// another seed (so that a resume that ignored the checkpoint starts from other weights) ends where
+// the uninterrupted run ends.
+TEST(ShardedCheckpoint, DdpShardedSpawnResumesToo) {
+  class Model : public entries_test::Model {
+    std::unique_ptr<pl::Optimizer> configure_optimizers() override {
+      return std::make_unique<pl::Adam>(parameters(), pl::AdamOptions{0.02, 0.9, 0.99, 1e-8, 0.01});
+    }
+  };
+  pl::RuntimeOptions ro;
+  ro.plugin_dirs = {PLRT_TEST_PLUGIN_DIR};
+  ro.log_level = "warn";
+  TempDir dir;
+  auto fit = [&](int64_t epochs, uint64_t seed, const std::string& resume) {
+    pl::TrainerOptions o;
+    o.strategy = "ddp_sharded_spawn";
+    o.strategy_options = {{"stage", "2"}};
+    o.devices = pl::Devices::from_text("2");
+    o.accelerator = "cpu";
+    o.default_root_dir = dir.path.string();
+    o.enable_progress = false;
+    o.read_env = false;
+    o.use_distributed_sampler = false;
+    o.max_epochs = epochs;
+    o.seed = seed;
+    pl::Trainer trainer(o, ro);
+    Model model;
+    auto data = entries_test::loader(36, 6);
+    trainer.fit(model, data, nullptr, resume);
+    EXPECT_EQ(trainer.global_step(), epochs * kStepsPerEpoch);
+    nlohmann::json w;
+    for (auto& [name, p] : model.named_parameters()) w[name] = p->value.to_vector<float>();
+    return std::make_pair(w, trainer.log_dir() + "/checkpoints/last");
+  };
+  auto straight = fit(3, 5, "");
+  auto first = fit(1, 5, "");
+  EXPECT_TRUE(fs::exists(first.second + "/optimizer.rank1.safetensors")) << first.second;
+  EXPECT_GT(max_difference(fit(3, 6, "").first, straight.first), 1e-3) << "the seed does not matter";
+  EXPECT_LE(max_difference(fit(3, 6, first.second).first, straight.first), 1e-6);
 }
 
 INSTANTIATE_TEST_SUITE_P(Strategies, ShardedCheckpointResume,
