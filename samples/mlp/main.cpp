@@ -169,7 +169,7 @@ int main(int argc, char** argv) {
         j["optimizer_state_bytes"] = trainer.optimizer_state_bytes();
         for (const char* stat : {"exposed_allreduce_ms", "allreduce_ms", "early_launches", "buckets", "stage",
                                  "grad_bytes", "param_bytes", "owned_param_bytes", "comm_buffer_bytes", "bucket_bytes",
-                                 "grad_comm_ms", "exposed_grad_comm_ms", "allgather_ms"}) {
+                                 "grad_comm_ms", "exposed_grad_comm_ms", "allgather_ms", "bytes_per_step"}) {
           try {
             j["strategy_stats"][stat] = trainer.strategy_stat(stat);
           } catch (const pl::Error&) {

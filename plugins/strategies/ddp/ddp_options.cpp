@@ -17,7 +17,9 @@ namespace {
 // byte count never overflows size_t.
 constexpr double kMaxCapMb = 1024.0 * 1024.0;
 
-double parse_mb(const std::string& who, const char* key, const std::string& v, double fallback) {
+}  // namespace
+
+double parse_mb_option(const std::string& who, const char* key, const std::string& v, double fallback) {
   const char* s = v.c_str();
   char* end = nullptr;
   const double x = std::strtod(s, &end);
@@ -31,7 +33,7 @@ double parse_mb(const std::string& who, const char* key, const std::string& v, d
   return x;
 }
 
-bool parse_bool(const std::string& who, const char* key, const std::string& v) {
+bool parse_bool_option(const std::string& who, const char* key, const std::string& v) {
   std::string l;
   for (char c : v) l += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   if (l == "true" || l == "1" || l == "yes" || l == "on") return true;
@@ -39,8 +41,6 @@ bool parse_bool(const std::string& who, const char* key, const std::string& v) {
   fail(PL_ERR_INVALID_ARGUMENT,
        who + ": option " + key + "='" + v + "' is not valid: use true or false (also 1/0, yes/no, on/off)");
 }
-
-}  // namespace
 
 size_t DdpOptions::mib_to_bytes(double mb) { return static_cast<size_t>(mb * 1024.0 * 1024.0); }
 
@@ -59,11 +59,11 @@ DdpOptions parse_options(const std::string& who, const PL_OptionList& list, cons
   strategy::for_each_option(who, list, [&](const std::string& key, const std::string& value) {
     if (extra && extra(key, value)) return;
     if (key == "bucket_cap_mb") {
-      o.bucket_cap_mb = parse_mb(who, "bucket_cap_mb", value, 25);
+      o.bucket_cap_mb = parse_mb_option(who, "bucket_cap_mb", value, 25);
     } else if (key == "first_bucket_cap_mb") {
-      o.first_bucket_cap_mb = parse_mb(who, "first_bucket_cap_mb", value, 1);
+      o.first_bucket_cap_mb = parse_mb_option(who, "first_bucket_cap_mb", value, 1);
     } else if (key == "broadcast_buffers") {
-      o.broadcast_buffers = parse_bool(who, "broadcast_buffers", value);
+      o.broadcast_buffers = parse_bool_option(who, "broadcast_buffers", value);
     } else if (key.rfind("pg.", 0) == 0) {
       if (key.size() == 3)
         fail(PL_ERR_INVALID_ARGUMENT, who +

@@ -30,6 +30,12 @@ struct DdpOptions {
   static size_t mib_to_bytes(double mb);
 };
 
+// One value, for ddp's parser and for strategies with options of their own (bagua): a number of MiB
+// > 0 (at least one byte, at most 1 TiB), and a boolean (true/false, 1/0, yes/no, on/off).  A bad
+// value throws plugin::Failure naming `key`, the value and what is valid (`fallback` as the default).
+double parse_mb_option(const std::string& who, const char* key, const std::string& value, double fallback);
+bool parse_bool_option(const std::string& who, const char* key, const std::string& value);
+
 // The option names, for messages: "bucket_cap_mb, first_bucket_cap_mb, broadcast_buffers, pg.<name>".
 std::string valid_option_names();
 

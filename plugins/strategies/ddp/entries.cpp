@@ -12,6 +12,18 @@ namespace plrt::ddp {
 using plugin::fail;
 using strategy::check;
 
+// The gradients are every rank's mean, so every rank steps every trainable parameter whole, and the
+// values stay equal without communication.
+void optimizer_step(DdpStrategy& d, const PL_OptimizerFn* fn) {
+  if (fn == nullptr || fn->struct_size < PL_STRUCT_SIZE(PL_OptimizerFn, step) || fn->step == nullptr)
+    fail(PL_ERR_INVALID_ARGUMENT, d.who + ": optimizer_step needs a PL_OptimizerFn with `step` set");
+  {
+    std::lock_guard<std::mutex> lock(d.m);
+    if (!d.set_up) fail(PL_ERR_INVALID_ARGUMENT, d.who + ": optimizer_step was called before setup");
+  }
+  check(d.host, fn->step(fn->user, d.steps.data(), d.steps.size()), d.who + ": optimizer_step");
+}
+
 namespace {
 
 constexpr const char* kFamily = "ddp";
@@ -55,18 +67,8 @@ PL_Error* process_group_entry(PL_Strategy* s, const PL_ProcessGroupApi** out_api
   return entry(s, "process_group", [&](DdpStrategy& d) { process_group(d, out_api, out_group); });
 }
 
-// The gradients are every rank's mean, so every rank steps every trainable parameter whole, and the
-// values stay equal without communication.
-PL_Error* optimizer_step(PL_Strategy* s, const PL_OptimizerFn* fn) {
-  return entry(s, "optimizer_step", [&](DdpStrategy& d) {
-    if (fn == nullptr || fn->struct_size < PL_STRUCT_SIZE(PL_OptimizerFn, step) || fn->step == nullptr)
-      fail(PL_ERR_INVALID_ARGUMENT, d.who + ": optimizer_step needs a PL_OptimizerFn with `step` set");
-    {
-      std::lock_guard<std::mutex> lock(d.m);
-      if (!d.set_up) fail(PL_ERR_INVALID_ARGUMENT, d.who + ": optimizer_step was called before setup");
-    }
-    check(d.host, fn->step(fn->user, d.steps.data(), d.steps.size()), d.who + ": optimizer_step");
-  });
+PL_Error* optimizer_step_entry(PL_Strategy* s, const PL_OptimizerFn* fn) {
+  return entry(s, "optimizer_step", [&](DdpStrategy& d) { optimizer_step(d, fn); });
 }
 
 PL_Error* agree_skip_entry(PL_Strategy* s, int32_t found_inf, int32_t* out_skip) {
@@ -138,7 +140,7 @@ PL_StrategyApi Family::table() {
   api.get_stat = get_stat;
   api.num_replicas = nullptr;  // one replica per process
   api.setup_replica = nullptr;
-  api.optimizer_step = optimizer_step;
+  api.optimizer_step = optimizer_step_entry;
   api.agree_skip = agree_skip_entry;
   api.reduce = reduce_entry;
   api.all_gather = all_gather_entry;

@@ -7,7 +7,7 @@
 // start-up broadcast, the per-step buffer broadcast, teardown), entries.cpp (the C table),
 // collectives.cpp (the 1.4 entries that communicate outside the buckets: reduce, all_gather,
 // agree_skip, on a group of their own).  The gradient buckets are plrt_reducer's (../reducer):
-// a Reducer with the AllreduceMean communication.
+// a Reducer with the Allreduce communication.
 #pragma once
 
 #include <cstdint>
@@ -48,7 +48,7 @@ struct DdpStrategy {
   strategy::GroupSpec group_spec;  // how `group` was made; `metrics` is made the same way
   strategy::Group group;           // empty when world == 1: the buckets and broadcasts
   strategy::Group metrics;         // reduce / all_gather / agree_skip; made at their first call
-  reducer::AllreduceMean comm;
+  reducer::Allreduce comm;
   std::unique_ptr<reducer::Reducer> grads;  // with `comm`, or a strategy built on ddp's comm (CoreSpec)
 
   // From setup until teardown (under m; the reducer has its own lock).
@@ -95,6 +95,9 @@ void on_grad_ready(DdpStrategy& s, size_t index);
 void after_backward(DdpStrategy& s);
 void set_grad_sync(DdpStrategy& s, bool enabled);
 bool step_active(const DdpStrategy& s);
+
+// entries.cpp: the host's optimizer on every trainable parameter whole (fn->step with `steps`).
+void optimizer_step(DdpStrategy& s, const PL_OptimizerFn* fn);
 
 // collectives.cpp: blocking, on the metrics group (made at the first call, on every rank alike),
 // so they never interleave with the buckets' collectives on `group`.  At world 1 they compute

@@ -19,7 +19,7 @@ std::unique_ptr<ShardedStrategy> create_strategy(const char* who, const PL_Host*
     s->comm = std::make_unique<ReduceScatterMean>(s->rank, s->world);
     spec.extra_needs = {"reduce_scatter", "allgather"};
   } else {
-    s->comm = std::make_unique<reducer::AllreduceMean>();
+    s->comm = std::make_unique<reducer::Allreduce>();
     spec.extra_needs = {"allgather"};
   }
   spec.comm = s->comm.get();

@@ -1,10 +1,11 @@
 // The C boundary of the ddp_sharded strategies (ABI 1.5): every exported entry checks its instance
 // and runs under plugin::guard (plrt_strategy_common's entry_support.hpp).  Whatever is ddp's —
 // run_step with its buffer broadcast, the bucket hooks, the metrics collectives, the skip
-// agreement — calls ddp's C++ operations on the core; optimizer_step, owned_ranges and get_stat
-// are the shard's.
+// agreement — is ddp::CoreEntries (../ddp/core_entries.hpp); setup, optimizer_step, owned_ranges
+// and get_stat are the shard's.
 #include <cstring>
 
+#include "core_entries.hpp"
 #include "entry_support.hpp"
 #include "sharded_api.hpp"
 #include "sharded_strategy.hpp"
@@ -16,74 +17,27 @@ using strategy::check;
 
 namespace {
 
-constexpr const char* kFamily = "ddp_sharded";
-
-ShardedStrategy* self(PL_Strategy* s) { return strategy::as<ShardedStrategy>(s); }
-
-template <class Body>
-PL_Error* entry(PL_Strategy* s, const char* fn, Body&& body) noexcept {
-  return strategy::entry(self(s), kFamily, fn, [&](ShardedStrategy& d) { body(d); });
-}
+constexpr char kFamily[] = "ddp_sharded";
+using Core = ddp::CoreEntries<ShardedStrategy, kFamily>;
 
 void destroy(PL_Strategy* s) noexcept {
-  strategy::destroy(self(s), [](ShardedStrategy& d) { teardown(d); });
+  strategy::destroy(strategy::as<ShardedStrategy>(s), [](ShardedStrategy& d) { teardown(d); });
 }
 
 PL_Error* setup_entry(PL_Strategy* s, PL_Parameter* params, size_t num_params) {
-  return entry(s, "setup", [&](ShardedStrategy& d) { setup(d, params, num_params); });
-}
-
-PL_Error* run_step(PL_Strategy* s, const PL_ReplicaStepFn* fn) {
-  return entry(s, "run_step", [&](ShardedStrategy& d) { ddp::run_step(*d.core, fn); });
-}
-
-PL_Error* after_backward(PL_Strategy* s) {
-  return entry(s, "after_backward", [&](ShardedStrategy& d) { ddp::after_backward(*d.core); });
+  return Core::entry(s, "setup", [&](ShardedStrategy& d) { setup(d, params, num_params); });
 }
 
 PL_Error* teardown_entry(PL_Strategy* s) {
-  return entry(s, "teardown", [&](ShardedStrategy& d) { teardown(d); });
-}
-
-PL_Error* on_grad_ready(PL_Strategy* s, size_t index) {
-  return entry(s, "on_grad_ready", [&](ShardedStrategy& d) { ddp::on_grad_ready(*d.core, index); });
-}
-
-PL_Error* set_grad_sync(PL_Strategy* s, int32_t enabled) {
-  return entry(s, "set_grad_sync", [&](ShardedStrategy& d) { ddp::set_grad_sync(*d.core, enabled != 0); });
-}
-
-PL_Error* process_group(PL_Strategy* s, const PL_ProcessGroupApi** out_api, PL_ProcessGroup** out_group) {
-  return entry(s, "process_group", [&](ShardedStrategy& d) { ddp::process_group(*d.core, out_api, out_group); });
+  return Core::entry(s, "teardown", [&](ShardedStrategy& d) { teardown(d); });
 }
 
 PL_Error* optimizer_step_entry(PL_Strategy* s, const PL_OptimizerFn* fn) {
-  return entry(s, "optimizer_step", [&](ShardedStrategy& d) { optimizer_step(d, fn); });
-}
-
-PL_Error* agree_skip(PL_Strategy* s, int32_t found_inf, int32_t* out_skip) {
-  return entry(s, "agree_skip", [&](ShardedStrategy& d) {
-    if (out_skip == nullptr) fail(PL_ERR_INVALID_ARGUMENT, d.who + ": agree_skip: out_skip is NULL");
-    *out_skip = ddp::agree_skip(*d.core, found_inf != 0) ? 1 : 0;
-  });
-}
-
-PL_Error* reduce(PL_Strategy* s, PL_Tensor* tensor, PL_ReduceOp op) {
-  return entry(s, "reduce", [&](ShardedStrategy& d) {
-    if (tensor == nullptr) fail(PL_ERR_INVALID_ARGUMENT, d.who + ": reduce: tensor is NULL");
-    ddp::reduce(*d.core, *tensor, op);
-  });
-}
-
-PL_Error* all_gather(PL_Strategy* s, const PL_Tensor* input, PL_Tensor* outputs, size_t num_outputs) {
-  return entry(s, "all_gather", [&](ShardedStrategy& d) {
-    if (input == nullptr) fail(PL_ERR_INVALID_ARGUMENT, d.who + ": all_gather: input is NULL");
-    ddp::all_gather(*d.core, *input, outputs, num_outputs);
-  });
+  return Core::entry(s, "optimizer_step", [&](ShardedStrategy& d) { optimizer_step(d, fn); });
 }
 
 PL_Error* owned_ranges(PL_Strategy* s, PL_ParamRange* out, size_t capacity, size_t* out_count) {
-  return entry(s, "owned_ranges", [&](ShardedStrategy& d) {
+  return Core::entry(s, "owned_ranges", [&](ShardedStrategy& d) {
     if (out_count == nullptr) fail(PL_ERR_INVALID_ARGUMENT, d.who + ": owned_ranges: out_count is NULL");
     if (capacity > 0 && out == nullptr)
       fail(PL_ERR_INVALID_ARGUMENT, d.who + ": owned_ranges: out is NULL for capacity " + std::to_string(capacity));
@@ -106,7 +60,7 @@ PL_Error* owned_ranges(PL_Strategy* s, PL_ParamRange* out, size_t capacity, size
 }
 
 PL_Error* get_stat(PL_Strategy* s, const char* name, double* out) {
-  return entry(s, "get_stat", [&](ShardedStrategy& d) {
+  return Core::entry(s, "get_stat", [&](ShardedStrategy& d) {
     ddp::DdpStrategy& c = *d.core;
     const reducer::ReducerStats st = c.grads->stats();
     std::lock_guard<std::mutex> lock(c.m);
@@ -151,23 +105,16 @@ PL_Error* Family::launch_info(PL_LaunchMode mode, const PL_OptionList* options, 
 PL_StrategyApi Family::table() {
   PL_StrategyApi api{};
   api.struct_size = sizeof api;
+  Core::fill(api);  // ddp's step, bucket hooks, metrics collectives and skip agreement
   api.destroy = destroy;
   api.setup = setup_entry;
-  api.run_step = run_step;
-  api.after_backward = after_backward;
   api.teardown = teardown_entry;
-  api.on_grad_ready = on_grad_ready;
-  api.set_grad_sync = set_grad_sync;
   api.before_optimizer_step = nullptr;
   api.after_optimizer_step = nullptr;  // optimizer_step gathers the parameters itself
-  api.process_group = process_group;
   api.get_stat = get_stat;
   api.num_replicas = nullptr;
   api.setup_replica = nullptr;
   api.optimizer_step = optimizer_step_entry;
-  api.agree_skip = agree_skip;
-  api.reduce = reduce;
-  api.all_gather = all_gather;
   api.state_info = nullptr;  // the optimizer's shard is the host's (one optimizer file per rank)
   api.save_state = nullptr;
   api.load_state = nullptr;

@@ -105,11 +105,16 @@ class BucketComm {
   virtual void finish(Reducer& r, Bucket& b);
 };
 
-// ddp's: one allreduce with PL_REDUCE_AVG per bucket (the gradients' mean over the ranks).
-class AllreduceMean final : public BucketComm {
+// One allreduce per bucket: ddp's with PL_REDUCE_AVG (the gradients' mean over the ranks), bagua's
+// gradient_allreduce with PL_REDUCE_AVG or, with average=false, PL_REDUCE_SUM.
+class Allreduce final : public BucketComm {
  public:
+  explicit Allreduce(PL_ReduceOp op = PL_REDUCE_AVG) : op_(op) {}
   std::string name() const override { return "allreduce"; }
   PL_Work* start(Reducer& r, Bucket& b) override;
+
+ private:
+  PL_ReduceOp op_;
 };
 
 }  // namespace plrt::reducer

@@ -39,10 +39,10 @@ void BucketComm::finish(Reducer& r, Bucket& b) {
   if (!b.in_place) r.unpack(b);
 }
 
-PL_Work* AllreduceMean::start(Reducer& r, Bucket& b) {
+PL_Work* Allreduce::start(Reducer& r, Bucket& b) {
   PL_Work* w = nullptr;
   const strategy::Group& g = r.group();
-  check(r.device().host, g.api()->allreduce(g.get(), &b.flat, PL_REDUCE_AVG, &w),
+  check(r.device().host, g.api()->allreduce(g.get(), &b.flat, op_, &w),
         r.who() + ": starting the gradient allreduce of " + r.describe(b));
   if (w == nullptr) fail(PL_ERR_INTERNAL, r.who() + ": the process group returned no work handle for " + r.describe(b));
   return w;

@@ -1,0 +1,21 @@
+// The bagua strategy plugin (Lightning's BaguaStrategy; docs/bagua.md): one process per device,
+// started by the launcher, with Bagua's communication algorithms chosen by the option `algorithm`.
+// Its aliases are presets of that option, as Lightning's registry names strategies with presets.
+// plrt_bagua_core has it all.
+#include "bagua_api.hpp"
+
+namespace {
+
+const PL_Option kGradientAllreduce[] = {{sizeof(PL_Option), "algorithm", "gradient_allreduce"}};
+const PL_Alias kAliases[] = {
+    {sizeof(PL_Alias), "bagua_gradient_allreduce", "bagua with algorithm=gradient_allreduce",
+     {sizeof(PL_OptionList), kGradientAllreduce, 1}},
+};
+
+}  // namespace
+
+PLRT_DEFINE_STRATEGY_PLUGIN_WITH_ALIASES(
+    plrt::bagua::Family, PL_LAUNCH_PROCESS_PER_DEVICE, "bagua",
+    "Bagua's communication algorithms as one strategy (option algorithm; default gradient_allreduce: gradients "
+    "averaged in buckets overlapped with backward)",
+    kAliases, sizeof kAliases / sizeof kAliases[0])

@@ -1,0 +1,78 @@
+// The C boundary of the bagua strategy: every exported entry checks its instance and runs under
+// plugin::guard (plrt_strategy_common's entry_support.hpp).  gradient_allreduce's step is ddp's:
+// run_step, the bucket hooks, the metrics collectives, the skip agreement and optimizer_step are
+// ddp::CoreEntries; setup, teardown, get_stat and launch_info are bagua's.
+#include "bagua_api.hpp"
+#include "bagua_strategy.hpp"
+#include "core_entries.hpp"
+#include "entry_support.hpp"
+
+namespace plrt::bagua {
+
+namespace {
+
+constexpr char kFamily[] = "bagua";
+using Core = ddp::CoreEntries<BaguaStrategy, kFamily>;
+
+void destroy(PL_Strategy* s) noexcept {
+  strategy::destroy(strategy::as<BaguaStrategy>(s), [](BaguaStrategy& d) { ddp::teardown(*d.core); });
+}
+
+PL_Error* setup(PL_Strategy* s, PL_Parameter* params, size_t num_params) {
+  return Core::entry(s, "setup", [&](BaguaStrategy& d) { ddp::setup(*d.core, params, num_params); });
+}
+
+PL_Error* teardown(PL_Strategy* s) {
+  return Core::entry(s, "teardown", [&](BaguaStrategy& d) { ddp::teardown(*d.core); });
+}
+
+// bytes_per_step: what one synced step puts into the gradient collectives (the buckets' bytes);
+// grad_comm_ms / exposed_grad_comm_ms: the buckets' communication, and the part of it backward
+// did not hide, summed over the steps.
+PL_Error* get_stat(PL_Strategy* s, const char* name, double* out) {
+  return Core::entry(s, "get_stat", [&](BaguaStrategy& d) {
+    ddp::DdpStrategy& c = *d.core;
+    const reducer::ReducerStats st = c.grads->stats();
+    std::lock_guard<std::mutex> lock(c.m);
+    const double bucket_bytes = static_cast<double>(c.grads->bucket_bytes());
+    strategy::answer_stat(d.who, name, out,
+                          {{"steps", static_cast<double>(st.steps)},
+                           {"buckets", static_cast<double>(c.grads->num_buckets())},
+                           {"bucket_bytes", bucket_bytes},
+                           {"bytes_per_step", c.group ? bucket_bytes : 0.0},
+                           {"early_launches", static_cast<double>(st.early_launches)},
+                           {"grad_comm_ms", st.comm_ms},
+                           {"exposed_grad_comm_ms", st.exposed_ms},
+                           {"buffer_broadcast_bytes", static_cast<double>(c.opts.broadcast_buffers ? c.buffer_bytes : 0)},
+                           {"frozen_bytes", static_cast<double>(c.frozen_bytes)}});
+  });
+}
+
+}  // namespace
+
+PL_Error* create(const char* who, const PL_Host* host, const PL_StrategyConfig* config, PL_Strategy** out) noexcept {
+  return strategy::create(kFamily, who, host, out,
+                          [&] { return strategy::handle(create_strategy(who, host, config).release()); });
+}
+
+// The options are checked here with create's parser, so plrun refuses a bad one before any work.
+PL_Error* Family::launch_info(PL_LaunchMode mode, const PL_OptionList* options, PL_LaunchInfo* out) noexcept {
+  return strategy::launch_guard(kFamily, [&] {
+    if (options != nullptr) parse_options(kFamily, *options);
+    strategy::fill_launch_info(mode, true, 1, out);
+  });
+}
+
+PL_StrategyApi Family::table() {
+  PL_StrategyApi api{};
+  api.struct_size = sizeof api;
+  Core::fill(api);  // ddp's step, bucket hooks, metrics collectives and skip agreement
+  api.destroy = destroy;
+  api.setup = setup;
+  api.teardown = teardown;
+  api.get_stat = get_stat;
+  api.optimizer_step = Core::optimizer_step;  // every rank holds the reduced gradients: step them all
+  return api;
+}
+
+}  // namespace plrt::bagua

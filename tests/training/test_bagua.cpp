@@ -1,0 +1,92 @@
+// bagua end to end through the programs a user runs (plrun launching plrt-mlp), against the rules
+// of docs/bagua.md:
+//  - gradient_allreduce (the default, and the alias bagua_gradient_allreduce) equals ddp to 1e-6
+//    at 2 and 4 ranks, whatever the bucket size;
+//  - average=false sums the gradients: with plain SGD it equals ddp at W times the learning rate
+//    (an independent reference: the sum is W times the mean exactly for W = 2 and 4);
+//  - bad options and algorithms not built exit 2 before any work, naming what is valid;
+//  - get_stat: the buckets and the bytes a step puts into the collectives.
+#include <algorithm>
+#include <fstream>
+
+#include "training_support.hpp"
+
+namespace {
+
+using namespace plrt_training;
+
+constexpr int kSteps = 30;
+
+// Trains with `strategy` at `world` ranks and returns the saved weights' path (and the report).
+std::string train(const TempDir& dir, const std::string& tag, const std::string& strategy, int world,
+                  const std::vector<std::string>& extra, nlohmann::json* report = nullptr) {
+  const std::string out = dir / (tag + ".safetensors"), rep = dir / (tag + ".json");
+  std::vector<std::string> args{"--batch-size", "8",        "--max-steps", std::to_string(kSteps),
+                                "--epochs",     "100",      "--root-dir",  dir / tag,
+                                "--no-checkpoint", "--save", out,          "--report",
+                                rep};
+  args.insert(args.end(), extra.begin(), extra.end());
+  std::vector<std::string> program = mlp_args(args);
+  const auto lr = std::find(program.begin(), program.end(), "--lr");
+  if (std::count(program.begin(), program.end(), "--lr") > 1) program.erase(lr, lr + 2);  // the test's own lr
+  auto r = run(plrun(strategy, world, program));  // plrt-mlp takes --strategy-option too
+  EXPECT_RAN(r);
+  if (report != nullptr) *report = nlohmann::json::parse(std::ifstream(rep));
+  return out;
+}
+
+TEST(Bagua, GradientAllreduceEqualsDdp) {
+  for (int world : {2, 4}) {
+    TempDir dir;
+    const std::vector<std::string> sgd{"--optimizer", "sgd", "--momentum", "0.9"};
+    const std::string ddp = train(dir, "ddp", "ddp", world, sgd);
+    nlohmann::json rep;
+    const std::string bagua = train(dir, "bagua", "bagua", world, sgd, &rep);
+    EXPECT_LE(relative_difference(bagua, ddp), 1e-6) << "W=" << world;
+    const auto& st = rep.at("strategy_stats");
+    EXPECT_EQ(st.at("buckets").get<double>(), 1) << st.dump();  // the sample's 700 parameters, one 10 MiB bucket
+    EXPECT_EQ(st.at("bytes_per_step").get<double>(), st.at("bucket_bytes").get<double>());
+    EXPECT_GT(st.at("grad_comm_ms").get<double>(), 0);
+    // the alias, and buckets of one parameter each, change nothing
+    const std::string alias = train(dir, "alias", "bagua_gradient_allreduce", world, sgd);
+    EXPECT_LE(relative_difference(alias, ddp), 1e-6) << "W=" << world;
+    nlohmann::json small_rep;
+    const std::string small = train(dir, "small", "bagua", world,
+                                    {"--optimizer", "adam", "--strategy-option", "bucket_size_mb=0.000001"}, &small_rep);
+    const std::string ddp_adam = train(dir, "ddp_adam", "ddp", world, {"--optimizer", "adam"});
+    EXPECT_LE(relative_difference(small, ddp_adam), 1e-6) << "W=" << world;
+    EXPECT_EQ(small_rep.at("strategy_stats").at("buckets").get<double>(), 6);  // 3 weights, 3 biases
+  }
+}
+
+TEST(Bagua, AverageFalseSumsTheGradients) {
+  for (int world : {2, 4}) {
+    TempDir dir;
+    const std::string sum = train(dir, "sum", "bagua", world,
+                                  {"--optimizer", "sgd", "--lr", "0.01", "--strategy-option", "average=false"});
+    const std::string mean_wlr =
+        train(dir, "mean", "ddp", world, {"--optimizer", "sgd", "--lr", std::to_string(0.01 * world)});
+    const std::string mean = train(dir, "mean1", "ddp", world, {"--optimizer", "sgd", "--lr", "0.01"});
+    EXPECT_LE(relative_difference(sum, mean_wlr), 1e-6) << "W=" << world;
+    EXPECT_GT(relative_difference(sum, mean), 1e-3) << "average=false changed nothing at W=" << world;
+  }
+}
+
+TEST(Bagua, BadOptionsExitTwoBeforeAnyWork) {
+  TempDir dir;
+  for (const char* opt : {"algorithm=bytegrad", "algorithm=", "average=maybe", "bucket_size_mb=0", "bucket_cap_mb=5",
+                          "algoritm=gradient_allreduce"}) {
+    std::vector<std::string> argv{PLRUN_PATH, "--accelerator",     "cpu", "--strategy", "bagua", "--devices",
+                                  "2",        "--strategy-option", opt,   "--"};
+    for (const auto& a : mlp_args({"--max-steps", "1", "--root-dir", dir / "bad"})) argv.push_back(a);
+    auto r = run(argv);
+    EXPECT_EQ(r.exit_code, 2) << opt << "\n" << r.output;
+    EXPECT_NE(r.output.find("bagua"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find(std::string(opt).substr(0, std::string(opt).find('='))), std::string::npos) << r.output;
+    EXPECT_TRUE(r.output.find("valid") != std::string::npos || r.output.find("use true or false") != std::string::npos)
+        << r.output;
+  }
+  EXPECT_FALSE(fs::exists(dir / "bad")) << "a refused option must not start training";
+}
+
+}  // namespace
