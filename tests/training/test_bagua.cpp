@@ -21,9 +21,18 @@ constexpr int kSteps = 30;
 std::string train(const TempDir& dir, const std::string& tag, const std::string& strategy, int world,
                   const std::vector<std::string>& extra, nlohmann::json* report = nullptr) {
   const std::string out = dir / (tag + ".safetensors"), rep = dir / (tag + ".json");
-  std::vector<std::string> args{"--batch-size", "8",        "--max-steps", std::to_string(kSteps),
-                                "--epochs",     "100",      "--root-dir",  dir / tag,
-                                "--no-checkpoint", "--save", out,          "--report",
+  std::vector<std::string> args{"--batch-size",
+                                "8",
+                                "--max-steps",
+                                std::to_string(kSteps),
+                                "--epochs",
+                                "100",
+                                "--root-dir",
+                                dir / tag,
+                                "--no-checkpoint",
+                                "--save",
+                                out,
+                                "--report",
                                 rep};
   args.insert(args.end(), extra.begin(), extra.end());
   std::vector<std::string> program = mlp_args(args);
@@ -51,8 +60,9 @@ TEST(Bagua, GradientAllreduceEqualsDdp) {
     const std::string alias = train(dir, "alias", "bagua_gradient_allreduce", world, sgd);
     EXPECT_LE(relative_difference(alias, ddp), 1e-6) << "W=" << world;
     nlohmann::json small_rep;
-    const std::string small = train(dir, "small", "bagua", world,
-                                    {"--optimizer", "adam", "--strategy-option", "bucket_size_mb=0.000001"}, &small_rep);
+    const std::string small =
+        train(dir, "small", "bagua", world, {"--optimizer", "adam", "--strategy-option", "bucket_size_mb=0.000001"},
+              &small_rep);
     const std::string ddp_adam = train(dir, "ddp_adam", "ddp", world, {"--optimizer", "adam"});
     EXPECT_LE(relative_difference(small, ddp_adam), 1e-6) << "W=" << world;
     EXPECT_EQ(small_rep.at("strategy_stats").at("buckets").get<double>(), 6);  // 3 weights, 3 biases
@@ -62,8 +72,8 @@ TEST(Bagua, GradientAllreduceEqualsDdp) {
 TEST(Bagua, AverageFalseSumsTheGradients) {
   for (int world : {2, 4}) {
     TempDir dir;
-    const std::string sum = train(dir, "sum", "bagua", world,
-                                  {"--optimizer", "sgd", "--lr", "0.01", "--strategy-option", "average=false"});
+    const std::string sum =
+        train(dir, "sum", "bagua", world, {"--optimizer", "sgd", "--lr", "0.01", "--strategy-option", "average=false"});
     const std::string mean_wlr =
         train(dir, "mean", "ddp", world, {"--optimizer", "sgd", "--lr", std::to_string(0.01 * world)});
     const std::string mean = train(dir, "mean1", "ddp", world, {"--optimizer", "sgd", "--lr", "0.01"});

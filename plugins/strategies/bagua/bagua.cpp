@@ -8,7 +8,9 @@ namespace {
 
 const PL_Option kGradientAllreduce[] = {{sizeof(PL_Option), "algorithm", "gradient_allreduce"}};
 const PL_Alias kAliases[] = {
-    {sizeof(PL_Alias), "bagua_gradient_allreduce", "bagua with algorithm=gradient_allreduce",
+    {sizeof(PL_Alias),
+     "bagua_gradient_allreduce",
+     "bagua with algorithm=gradient_allreduce",
      {sizeof(PL_OptionList), kGradientAllreduce, 1}},
 };
 

@@ -1,20 +1,18 @@
-// What plrt_bagua_core offers its plugin file (bagua.cpp).
+// What plrt_bagua_core offers its plugin file (bagua.cpp): the family (ddp::CoreFamily).
 #pragma once
 
+#include "core_entries.hpp"
 #include "strategy_plugin.hpp"
 
 namespace plrt::bagua {
 
-PL_Error* create(const char* who, const PL_Host* host, const PL_StrategyConfig* config, PL_Strategy** out) noexcept;
-
-struct Family {
-  using Variant = PL_LaunchMode;
-  static PL_Error* launch_info(PL_LaunchMode mode, const PL_OptionList* options, PL_LaunchInfo* out) noexcept;
-  static PL_Error* create(const char* who, PL_LaunchMode /*mode*/, const PL_Host* host, const PL_StrategyConfig* config,
-                          PL_Strategy** out) noexcept {
-    return bagua::create(who, host, config, out);
-  }
+// entries.cpp
+struct Ops {
+  static constexpr const char* kFamily = "bagua";
+  static PL_Strategy* make(const char* who, const PL_Host* host, const PL_StrategyConfig* config);
+  static void check_options(PL_LaunchMode mode, const PL_OptionList& options);
   static PL_StrategyApi table();
 };
+using Family = ddp::CoreFamily<Ops>;
 
 }  // namespace plrt::bagua

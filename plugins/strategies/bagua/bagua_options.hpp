@@ -15,7 +15,9 @@
 
 namespace plrt::bagua {
 
-enum class Algorithm { kGradientAllreduce };
+enum class Algorithm {
+  kGradientAllreduce
+};
 
 const char* algorithm_name(Algorithm a);
 

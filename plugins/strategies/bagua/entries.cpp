@@ -1,7 +1,8 @@
 // The C boundary of the bagua strategy: every exported entry checks its instance and runs under
 // plugin::guard (plrt_strategy_common's entry_support.hpp).  gradient_allreduce's step is ddp's:
 // run_step, the bucket hooks, the metrics collectives, the skip agreement and optimizer_step are
-// ddp::CoreEntries; setup, teardown, get_stat and launch_info are bagua's.
+// ddp::CoreEntries; setup, teardown and get_stat are bagua's (create and launch_info:
+// ddp::CoreFamily over Ops).
 #include "bagua_api.hpp"
 #include "bagua_strategy.hpp"
 #include "core_entries.hpp"
@@ -35,35 +36,29 @@ PL_Error* get_stat(PL_Strategy* s, const char* name, double* out) {
     const reducer::ReducerStats st = c.grads->stats();
     std::lock_guard<std::mutex> lock(c.m);
     const double bucket_bytes = static_cast<double>(c.grads->bucket_bytes());
-    strategy::answer_stat(d.who, name, out,
-                          {{"steps", static_cast<double>(st.steps)},
-                           {"buckets", static_cast<double>(c.grads->num_buckets())},
-                           {"bucket_bytes", bucket_bytes},
-                           {"bytes_per_step", c.group ? bucket_bytes : 0.0},
-                           {"early_launches", static_cast<double>(st.early_launches)},
-                           {"grad_comm_ms", st.comm_ms},
-                           {"exposed_grad_comm_ms", st.exposed_ms},
-                           {"buffer_broadcast_bytes", static_cast<double>(c.opts.broadcast_buffers ? c.buffer_bytes : 0)},
-                           {"frozen_bytes", static_cast<double>(c.frozen_bytes)}});
+    strategy::answer_stat(
+        d.who, name, out,
+        {{"steps", static_cast<double>(st.steps)},
+         {"buckets", static_cast<double>(c.grads->num_buckets())},
+         {"bucket_bytes", bucket_bytes},
+         {"bytes_per_step", c.group ? bucket_bytes : 0.0},
+         {"early_launches", static_cast<double>(st.early_launches)},
+         {"grad_comm_ms", st.comm_ms},
+         {"exposed_grad_comm_ms", st.exposed_ms},
+         {"buffer_broadcast_bytes", static_cast<double>(c.opts.broadcast_buffers ? c.buffer_bytes : 0)},
+         {"frozen_bytes", static_cast<double>(c.frozen_bytes)}});
   });
 }
 
 }  // namespace
 
-PL_Error* create(const char* who, const PL_Host* host, const PL_StrategyConfig* config, PL_Strategy** out) noexcept {
-  return strategy::create(kFamily, who, host, out,
-                          [&] { return strategy::handle(create_strategy(who, host, config).release()); });
+PL_Strategy* Ops::make(const char* who, const PL_Host* host, const PL_StrategyConfig* config) {
+  return strategy::handle(create_strategy(who, host, config).release());
 }
 
-// The options are checked here with create's parser, so plrun refuses a bad one before any work.
-PL_Error* Family::launch_info(PL_LaunchMode mode, const PL_OptionList* options, PL_LaunchInfo* out) noexcept {
-  return strategy::launch_guard(kFamily, [&] {
-    if (options != nullptr) parse_options(kFamily, *options);
-    strategy::fill_launch_info(mode, true, 1, out);
-  });
-}
+void Ops::check_options(PL_LaunchMode /*mode*/, const PL_OptionList& options) { parse_options(kFamily, options); }
 
-PL_StrategyApi Family::table() {
+PL_StrategyApi Ops::table() {
   PL_StrategyApi api{};
   api.struct_size = sizeof api;
   Core::fill(api);  // ddp's step, bucket hooks, metrics collectives and skip agreement

@@ -5,7 +5,8 @@
 // on the instance's core.  S has `const PL_Host* host`, `std::string who` and
 // `std::unique_ptr<ddp::DdpStrategy> core`; Family (a static string) names the library in the one
 // message without an instance.  The strategy's own entries (create, setup, optimizer_step,
-// get_stat, ...) are its own file's.
+// get_stat, ...) are its own file's.  CoreFamily below is such a strategy's family: its create and
+// launch_info.
 #pragma once
 
 #include "entry_support.hpp"
@@ -71,6 +72,29 @@ struct CoreEntries {
     api.reduce = reduce;
     api.all_gather = all_gather;
   }
+};
+
+// The family (strategy_plugin.hpp) of a strategy built on ddp's core: one process per device,
+// started by the launcher or spawned (the variant), the options checked in launch_info by create's
+// parser so that plrun refuses a bad one before any work.  Ops has
+//   static constexpr const char* kFamily;   the library's name, for the one message without instance
+//   static PL_Strategy* make(const char* who, const PL_Host*, const PL_StrategyConfig*);   (throws)
+//   static void check_options(PL_LaunchMode, const PL_OptionList&);   as make parses them (throws)
+//   static PL_StrategyApi table();
+template <class Ops>
+struct CoreFamily {
+  using Variant = PL_LaunchMode;
+  static PL_Error* launch_info(PL_LaunchMode mode, const PL_OptionList* options, PL_LaunchInfo* out) noexcept {
+    return strategy::launch_guard(Ops::kFamily, [&] {
+      if (options != nullptr) Ops::check_options(mode, *options);
+      strategy::fill_launch_info(mode, true, 1, out);
+    });
+  }
+  static PL_Error* create(const char* who, PL_LaunchMode /*mode*/, const PL_Host* host, const PL_StrategyConfig* config,
+                          PL_Strategy** out) noexcept {
+    return strategy::create(Ops::kFamily, who, host, out, [&] { return Ops::make(who, host, config); });
+  }
+  static PL_StrategyApi table() { return Ops::table(); }
 };
 
 }  // namespace plrt::ddp

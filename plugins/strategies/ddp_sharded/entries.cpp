@@ -89,20 +89,15 @@ PL_Error* get_stat(PL_Strategy* s, const char* name, double* out) {
 
 }  // namespace
 
-PL_Error* create(const char* who, const PL_Host* host, const PL_StrategyConfig* config, PL_Strategy** out) noexcept {
-  return strategy::create(kFamily, who, host, out,
-                          [&] { return strategy::handle(create_strategy(who, host, config).release()); });
+PL_Strategy* Ops::make(const char* who, const PL_Host* host, const PL_StrategyConfig* config) {
+  return strategy::handle(create_strategy(who, host, config).release());
 }
 
-// The options are checked here with create's parser, so plrun refuses a bad one before any work.
-PL_Error* Family::launch_info(PL_LaunchMode mode, const PL_OptionList* options, PL_LaunchInfo* out) noexcept {
-  return strategy::launch_guard(kFamily, [&] {
-    if (options != nullptr) parse_options(mode == PL_LAUNCH_SPAWN ? "ddp_sharded_spawn" : "ddp_sharded", *options);
-    strategy::fill_launch_info(mode, true, 1, out);
-  });
+void Ops::check_options(PL_LaunchMode mode, const PL_OptionList& options) {
+  parse_options(mode == PL_LAUNCH_SPAWN ? "ddp_sharded_spawn" : "ddp_sharded", options);
 }
 
-PL_StrategyApi Family::table() {
+PL_StrategyApi Ops::table() {
   PL_StrategyApi api{};
   api.struct_size = sizeof api;
   Core::fill(api);  // ddp's step, bucket hooks, metrics collectives and skip agreement
