@@ -119,7 +119,7 @@ class NetemCluster {
 }  // namespace plrt_cluster
 
 // Brings `name` up at `rate`; skips the test where the machine refuses namespaces or tc.
-#define NETEM_CLUSTER(name, ...)                                   \
-  plrt_cluster::NetemCluster name(__VA_ARGS__);                    \
-  if (name.refused()) GTEST_SKIP() << name.reason();               \
+#define NETEM_CLUSTER(name, ...)                     \
+  plrt_cluster::NetemCluster name(__VA_ARGS__);      \
+  if (name.refused()) GTEST_SKIP() << name.reason(); \
   ASSERT_TRUE(name.ok()) << name.reason()

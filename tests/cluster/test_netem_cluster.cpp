@@ -85,8 +85,9 @@ TEST(Netem, DownIsIdempotentAndRemovesEverything) {
 
 // A job on a prefix that does not exist yet brings its cluster up and takes it down.
 plrt_test::ProcessResult own_job(const std::string& prefix, int timeout_s, const std::vector<std::string>& program) {
-  std::vector<std::string> a{"job",  "--prefix",   prefix,  "--timeout", std::to_string(timeout_s), "--", "--accelerator",
-                             "cpu", "--strategy", "ddp",   "--devices", "1",                       "--"};
+  std::vector<std::string> a{
+      "job", "--prefix",  prefix, "--timeout", std::to_string(timeout_s), "--", "--accelerator", "cpu", "--strategy",
+      "ddp", "--devices", "1",    "--"};
   a.insert(a.end(), program.begin(), program.end());
   return script(a, std::chrono::seconds(timeout_s + 30));
 }
@@ -111,10 +112,12 @@ TEST(Netem, JobPastItsTimeBoundExits124AndCleansUp) {
 }
 
 TEST(Netem, InterruptedJobCleansUp) {
+  auto check = script({"check"});
+  if (check.exited && check.exit_code == kRefused) GTEST_SKIP() << check.output;
   const std::string p = unique_prefix("i");
   plrt_test::ProcessSpec spec;
-  spec.argv = {NETEM_CLUSTER_PATH, "job",           "--prefix", p,     "--timeout", "60",      "--", "--accelerator",
-               "cpu",              "--strategy",    "ddp",      "--devices", "1",   "--",        "sleep", "60"};
+  spec.argv = {NETEM_CLUSTER_PATH, "job", "--prefix",  p,   "--timeout", "60",    "--", "--accelerator", "cpu",
+               "--strategy",       "ddp", "--devices", "1", "--",        "sleep", "60"};
   spec.env = {{"PLRUN", PLRUN_PATH}};
   plrt_test::Job job({spec});
   // Until both namespaces exist (or the script ended: refused).
@@ -124,7 +127,6 @@ TEST(Netem, InterruptedJobCleansUp) {
   std::this_thread::sleep_for(500ms);  // plrun started in both
   job.signal(SIGTERM);
   auto r = job.wait({30s}).processes.at(0);
-  if (r.exited && r.exit_code == kRefused) GTEST_SKIP() << r.output;
   EXPECT_EQ(r.exit_code, 128 + SIGTERM) << r.status() << "\n" << r.output;
   EXPECT_LT(r.elapsed, 25s);
   EXPECT_TRUE(namespaces_with(p).empty()) << r.output;
@@ -147,7 +149,7 @@ TEST(Netem, BadArgumentsExitTwoNamingTheValue) {
       {{"job", "--timeout", "0", "--", "--", "true"}, "bad --timeout 0: valid is a positive number of seconds"},
       {{"measure", "--bytes", "0"}, "bad --bytes 0: valid is a positive number"},
       {{"up", "--rat", "1gbit"}, "bad arguments for up: --rat 1gbit"},
-      {{"frobnicate"}, "unknown command 'frobnicate': valid are up, run, info, down, job, measure, gc"},
+      {{"frobnicate"}, "unknown command 'frobnicate': valid are up, run, info, down, job, measure, gc, check"},
       {{"info", "--prefix", "plt-none-such"}, "no cluster with prefix 'plt-none-such'"},
   };
   for (const auto& c : cases) {
