@@ -17,6 +17,8 @@ packages=(
   libgloo-dev              # gloo process group
   libbenchmark-dev         # micro-benchmarks under bench/
   libopenblas-dev          # the cpu accelerator's gemm (cblas_sgemm/dgemm, openblas_set_num_threads)
+  iproute2                 # ip netns, tc: scripts/netem-cluster and the multi-node tests (tests/cluster)
+  python3                  # scripts/netem-cluster, bench/*.py
 )
 
 missing=()
