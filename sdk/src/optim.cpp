@@ -121,12 +121,7 @@ void Optimizer::step(const std::vector<ParamRange>& ranges) {
 }
 
 PL_Tensor Optimizer::flat_view(const Tensor& t, int64_t begin, int64_t end) {
-  PL_Tensor v = t.view();
-  v.data = static_cast<char*>(v.data) + static_cast<size_t>(begin) * pl_dtype_size(v.dtype);
-  v.numel = end - begin;
-  v.ndim = 1;
-  v.shape[0] = end - begin;
-  return v;
+  return plrt::sdk::flat_range(t, begin, end);
 }
 
 std::string Optimizer::range_prefix(const RangeKey& k) {

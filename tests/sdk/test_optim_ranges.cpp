@@ -89,15 +89,22 @@ std::vector<std::pair<std::string, Make>> optimizers() {
 std::vector<pl::ParamRange> whole_ranges() { return {{0, 0, 8}, {1, 0, 5}}; }
 std::vector<pl::ParamRange> split_ranges() { return {{1, 2, 5}, {0, 0, 3}, {1, 0, 2}, {0, 3, 8}}; }
 
+// Four steps with the same gradients: one optimizer on `a` whole, one on `b` by `ranges`.
+std::pair<std::unique_ptr<pl::Optimizer>, std::unique_ptr<pl::Optimizer>> step_both(
+    const Make& make, Params& a, Params& b, const std::vector<pl::ParamRange>& ranges) {
+  auto oa = make(a.ptrs()), ob = make(b.ptrs());
+  for (int s = 0; s < 4; ++s) {
+    write_grads(a, s), write_grads(b, s);
+    oa->step();
+    ob->step(ranges);
+  }
+  return {std::move(oa), std::move(ob)};
+}
+
 TEST(OptimRanges, WholeRangesAreStepBitForBitWithTheSameNames) {
   for (const auto& [what, make] : optimizers()) {
     Params a, b;
-    auto oa = make(a.ptrs()), ob = make(b.ptrs());
-    for (int s = 0; s < 4; ++s) {
-      write_grads(a, s), write_grads(b, s);
-      oa->step();
-      ob->step(whole_ranges());
-    }
+    auto [oa, ob] = step_both(make, a, b, whole_ranges());
     for (size_t i = 0; i < 2; ++i) EXPECT_EQ(a.value(i), b.value(i)) << what << " parameter " << i;
     auto ta = oa->state_tensors(), tb = ob->state_tensors();
     ASSERT_EQ(ta.size(), tb.size()) << what;
@@ -113,12 +120,7 @@ TEST(OptimRanges, WholeRangesAreStepBitForBitWithTheSameNames) {
 TEST(OptimRanges, SplitRangesSteppedTogetherEqualTheWholeStep) {
   for (const auto& [what, make] : optimizers()) {
     Params a, b;
-    auto oa = make(a.ptrs()), ob = make(b.ptrs());
-    for (int s = 0; s < 4; ++s) {
-      write_grads(a, s), write_grads(b, s);
-      oa->step();
-      ob->step(split_ranges());
-    }
+    step_both(make, a, b, split_ranges());
     for (size_t i = 0; i < 2; ++i) EXPECT_EQ(a.value(i), b.value(i)) << what << " parameter " << i;
   }
 }
