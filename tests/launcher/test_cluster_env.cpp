@@ -6,6 +6,8 @@
 #include <plrt/sdk/cluster_env.hpp>
 #include <plrt/sdk/error.hpp>
 
+#include "unit_support.hpp"
+
 using pl::ClusterEnv;
 using ::testing::HasSubstr;
 using Env = std::map<std::string, std::string>;
@@ -13,14 +15,7 @@ using Env = std::map<std::string, std::string>;
 namespace {
 
 std::string error_of(const Env& env) {
-  try {
-    ClusterEnv::detect(env);
-  } catch (const pl::Error& e) {
-    EXPECT_EQ(e.code(), PL_ERR_INVALID_ARGUMENT) << e.what();
-    return e.what();
-  }
-  ADD_FAILURE() << "no error";
-  return "";
+  return plrt_test::invalid_message([&] { ClusterEnv::detect(env); });
 }
 
 Env plrun_worker() {

@@ -8,11 +8,14 @@
 
 #include "launch_plan.hpp"
 #include "line_prefixer.hpp"
+#include "unit_support.hpp"
 #include "worker_process.hpp"
 
 using namespace plrt::launcher;
 using ::testing::HasSubstr;
 using ::testing::MatchesRegex;
+
+using plrt_test::invalid_message;  // unit_support.hpp
 
 namespace {
 
@@ -29,18 +32,6 @@ pl::JobConfig job(PL_LaunchMode mode, int ppn, int nodes) {
 std::map<std::string, std::string> as_map(const EnvList& env) { return {env.begin(), env.end()}; }
 
 std::string fixed_token() { return "generated"; }
-
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const pl::Error& e) {
-    EXPECT_EQ(e.code(), PL_ERR_INVALID_ARGUMENT) << e.what();
-    return e.what();
-  }
-  ADD_FAILURE() << "no error";
-  return "";
-}
 
 }  // namespace
 
@@ -69,8 +60,9 @@ TEST(LaunchPlan, MultiNodeRendezvous) {
   auto r0 = plan_rendezvous(o, std::string("tok"), fixed_token);
   EXPECT_TRUE(r0.serve_store);
   EXPECT_EQ(r0.master_port, 1234);
-  EXPECT_THAT(error_of([&] { plan_rendezvous(o, std::nullopt, fixed_token); }), HasSubstr("PL_JOB_TOKEN"));
-  EXPECT_THAT(error_of([&] { plan_rendezvous(o, std::string(5000, 'x'), fixed_token); }), HasSubstr("5000 bytes"));
+  EXPECT_THAT(invalid_message([&] { plan_rendezvous(o, std::nullopt, fixed_token); }), HasSubstr("PL_JOB_TOKEN"));
+  EXPECT_THAT(invalid_message([&] { plan_rendezvous(o, std::string(5000, 'x'), fixed_token); }),
+              HasSubstr("5000 bytes"));
 }
 
 TEST(LaunchPlan, ValidationNamesTheFlag) {
@@ -78,21 +70,21 @@ TEST(LaunchPlan, ValidationNamesTheFlag) {
   o.num_nodes = 2;
   o.master_addr = "h";
   o.node_rank = 5;
-  EXPECT_THAT(error_of([&] { validate(o); }),
+  EXPECT_THAT(invalid_message([&] { validate(o); }),
               HasSubstr("--node-rank 5 is out of range: with --num-nodes 2 it must be in [0, 1]"));
   o.node_rank = 0;
   o.master_port = -3;
-  EXPECT_THAT(error_of([&] { validate(o); }), HasSubstr("--master-port -3"));
+  EXPECT_THAT(invalid_message([&] { validate(o); }), HasSubstr("--master-port -3"));
   o.master_port = 0;
-  EXPECT_THAT(error_of([&] { validate(o); }), HasSubstr("single node only"));
+  EXPECT_THAT(invalid_message([&] { validate(o); }), HasSubstr("single node only"));
   o = LaunchOptions();
   o.grace_period_s = 5.5;
-  EXPECT_THAT(error_of([&] { validate(o); }), HasSubstr("--grace-period 5.5"));
+  EXPECT_THAT(invalid_message([&] { validate(o); }), HasSubstr("--grace-period 5.5"));
   o.grace_period_s = std::nan("");
-  EXPECT_THAT(error_of([&] { validate(o); }), HasSubstr("--grace-period"));
+  EXPECT_THAT(invalid_message([&] { validate(o); }), HasSubstr("--grace-period"));
   o.grace_period_s = 0;
   o.master_addr = "";
-  EXPECT_THAT(error_of([&] { validate(o); }), HasSubstr("--master-addr is empty"));
+  EXPECT_THAT(invalid_message([&] { validate(o); }), HasSubstr("--master-addr is empty"));
 }
 
 TEST(LaunchPlan, ProcessPerDeviceRanksOnTheSecondNode) {
@@ -169,10 +161,10 @@ TEST(LaunchPlan, SingleProcessIsTheNodesOnlyRank) {
 TEST(LaunchPlan, InconsistentInputsAreRefused) {
   LaunchOptions o;
   Rendezvous r{"h", 4000, true, "tok"};
-  EXPECT_THAT(error_of([&] { plan_workers(job(PL_LAUNCH_PROCESS_PER_DEVICE, 2, 2), o, r); }),
+  EXPECT_THAT(invalid_message([&] { plan_workers(job(PL_LAUNCH_PROCESS_PER_DEVICE, 2, 2), o, r); }),
               HasSubstr("resolved to 2 nodes but --num-nodes is 1"));
   r.master_port = 0;
-  EXPECT_THAT(error_of([&] { plan_workers(job(PL_LAUNCH_PROCESS_PER_DEVICE, 2, 1), o, r); }),
+  EXPECT_THAT(invalid_message([&] { plan_workers(job(PL_LAUNCH_PROCESS_PER_DEVICE, 2, 1), o, r); }),
               HasSubstr("rendezvous port is 0"));
 }
 
@@ -201,14 +193,14 @@ TEST(FindProgram, PathLookupAndErrors) {
     EXPECT_EQ(e.code(), PL_ERR_NOT_FOUND);
     EXPECT_THAT(e.what(), HasSubstr("program 'no-such-tool-xyz' not found in PATH (/bin:/usr/bin)"));
   }
-  EXPECT_THAT(error_of([] { find_program("/etc", std::nullopt); }), HasSubstr("it is a directory"));
+  EXPECT_THAT(invalid_message([] { find_program("/etc", std::nullopt); }), HasSubstr("it is a directory"));
   char plain[] = "/tmp/plrun-plain-XXXXXX";
   int fd = ::mkstemp(plain);  // mode 0600: not executable
   ASSERT_GE(fd, 0);
   ::close(fd);
-  EXPECT_THAT(error_of([&] { find_program(plain, std::nullopt); }), HasSubstr("not executable"));
+  EXPECT_THAT(invalid_message([&] { find_program(plain, std::nullopt); }), HasSubstr("not executable"));
   ::unlink(plain);
-  EXPECT_THAT(error_of([] { find_program("", std::nullopt); }), HasSubstr("empty"));
+  EXPECT_THAT(invalid_message([] { find_program("", std::nullopt); }), HasSubstr("empty"));
 }
 
 TEST(LinePrefixer, CompleteLinesPartialLinesAndEof) {

@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "test_support.hpp"
+#include "unit_support.hpp"
 
 using plrt_test::error_of;
 using plrt_test::isolated;
@@ -23,29 +24,9 @@ using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::Not;
 
+using plrt_test::ScopedEnv;
+
 namespace {
-
-// Sets (or unsets, with nullptr) an environment variable for one test.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    if (value)
-      ::setenv(name, value, 1);
-    else
-      ::unsetenv(name);
-  }
-  ~ScopedEnv() {
-    if (old_)
-      ::setenv(name_.c_str(), old_->c_str(), 1);
-    else
-      ::unsetenv(name_.c_str());
-  }
-
- private:
-  std::string name_;
-  std::optional<std::string> old_;
-};
 
 class TempFile {
  public:

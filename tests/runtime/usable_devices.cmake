@@ -30,7 +30,7 @@ gtest_discover_tests(test_cuda_usable_parts DISCOVERY_TIMEOUT 30 PROPERTIES TIME
 # plugin on simulated machines (PL_CUDA_DEVICE_TABLE) and on this machine (no GPU here: zero
 # devices and the reason, no CUDA in this process), and the scripted accelerators below.
 add_executable(test_usable_devices test_usable_devices.cpp)
-target_link_libraries(test_usable_devices PRIVATE plrt::sdk GTest::gtest_main GTest::gmock)
+target_link_libraries(test_usable_devices PRIVATE plrt::sdk plrt_test_unit_support GTest::gtest_main GTest::gmock)
 target_compile_definitions(test_usable_devices PRIVATE
   PLRT_TEST_PLUGIN_DIR="${PLRT_TEST_PLUGIN_DIR}"
   PLRT_BUILD_PLUGIN_DIR="${PLRT_PLUGIN_BUILD_DIR}"

@@ -7,26 +7,14 @@
 #include <plrt/sdk/error.hpp>
 #include <plrt/sdk/options.hpp>
 
+#include "unit_support.hpp"
+
 using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::Pair;
 
-namespace {
-
-template <class F>
-std::string invalid(F&& f) {
-  try {
-    f();
-  } catch (const pl::Error& e) {
-    EXPECT_EQ(e.code(), PL_ERR_INVALID_ARGUMENT) << e.what();
-    return e.what();
-  }
-  ADD_FAILURE() << "no error";
-  return "";
-}
-
-}  // namespace
+using plrt_test::invalid_message;  // unit_support.hpp
 
 TEST(StrategyOptionText, KeyEqualsValueSplitsAtTheFirstEquals) {
   EXPECT_EQ(pl::parse_option_assignment("--strategy-option", "bucket_cap_mb=10"),
@@ -34,9 +22,9 @@ TEST(StrategyOptionText, KeyEqualsValueSplitsAtTheFirstEquals) {
   EXPECT_EQ(pl::parse_option_assignment("--strategy-option", "pg.note=a=b"),
             std::make_pair(std::string("pg.note"), std::string("a=b")));
   EXPECT_EQ(pl::parse_option_assignment("--strategy-option", "k="), std::make_pair(std::string("k"), std::string()));
-  EXPECT_THAT(invalid([] { pl::parse_option_assignment("--strategy-option", "stage"); }),
+  EXPECT_THAT(invalid_message([] { pl::parse_option_assignment("--strategy-option", "stage"); }),
               AllOf(HasSubstr("--strategy-option 'stage' is not valid: it has no '='"), HasSubstr("KEY=VALUE")));
-  EXPECT_THAT(invalid([] { pl::parse_option_assignment("--strategy-option", "=1"); }),
+  EXPECT_THAT(invalid_message([] { pl::parse_option_assignment("--strategy-option", "=1"); }),
               AllOf(HasSubstr("--strategy-option '=1' is not valid: the key is empty"), HasSubstr("KEY=VALUE")));
 }
 
@@ -65,7 +53,7 @@ TEST(StrategyOptionText, AMalformedVariableIsNamed) {
            {R"({"": "1"})", "a key is empty"},
        }) {
     SCOPED_TRACE(text);
-    EXPECT_THAT(invalid([&] { pl::decode_options("PL_TRAINER_STRATEGY_OPTIONS", text); }),
+    EXPECT_THAT(invalid_message([&] { pl::decode_options("PL_TRAINER_STRATEGY_OPTIONS", text); }),
                 AllOf(HasSubstr("PL_TRAINER_STRATEGY_OPTIONS='" + text + "' is not valid: " + why),
                       HasSubstr("a JSON object of strings")));
   }

@@ -21,6 +21,7 @@
 
 #include "store/protocol.hpp"
 #include "test_support.hpp"
+#include "unit_support.hpp"
 
 namespace store_test {
 
@@ -79,27 +80,7 @@ inline int free_port() {
   return ntohs(a.sin_port);
 }
 
-// Sets (or, with nullopt, unsets) an environment variable for one scope.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, std::optional<std::string> value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    if (value)
-      ::setenv(name, value->c_str(), 1);
-    else
-      ::unsetenv(name);
-  }
-  ~ScopedEnv() {
-    if (old_)
-      ::setenv(name_.c_str(), old_->c_str(), 1);
-    else
-      ::unsetenv(name_.c_str());
-  }
-
- private:
-  std::string name_;
-  std::optional<std::string> old_;
-};
+using plrt_test::ScopedEnv;  // unit_support.hpp
 
 // A plain TCP connection to the server, for sending exactly the bytes a test wants.
 class RawSocket {

@@ -11,6 +11,9 @@
 #include <plrt/sdk/trainer.hpp>
 
 #include "training_support.hpp"
+#include "unit_support.hpp"
+
+using plrt_test::invalid_message;  // unit_support.hpp
 
 namespace {
 
@@ -21,24 +24,7 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 using ::testing::Pair;
 
-// Sets an environment variable for the scope, then puts the old value back.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    ::setenv(name, value, 1);
-  }
-  ~ScopedEnv() {
-    if (old_)
-      ::setenv(name_.c_str(), old_->c_str(), 1);
-    else
-      ::unsetenv(name_.c_str());
-  }
-
- private:
-  std::string name_;
-  std::optional<std::string> old_;
-};
+using plrt_test::ScopedEnv;  // unit_support.hpp
 
 pl::RuntimeOptions quiet() {
   pl::RuntimeOptions ro;
@@ -56,17 +42,6 @@ pl::TrainerOptions ddp2(pl::OptionList options) {
   o.enable_checkpointing = false;
   o.strategy_options = std::move(options);
   return o;
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const pl::Error& e) {
-    EXPECT_EQ(e.code(), PL_ERR_INVALID_ARGUMENT) << e.what();
-    return e.what();
-  }
-  ADD_FAILURE() << "no error";
-  return "";
 }
 
 // The number of ddp buckets plrt-mlp's report gives.
@@ -92,20 +67,21 @@ TEST(StrategyOptions, TheVariableGoesOnTopOfTheTrainersOptions) {
 }
 
 TEST(StrategyOptions, ABadOptionFailsWhenTheTrainerIsMade) {
-  EXPECT_THAT(error_of([] {
+  EXPECT_THAT(invalid_message([] {
                 pl::Trainer t(ddp2({{"bucket_cap_mb", "abc"}}), quiet());
               }),
               AllOf(HasSubstr("strategy 'ddp2'"), HasSubstr("bucket_cap_mb='abc' is not valid")));
-  EXPECT_THAT(error_of([] {
+  EXPECT_THAT(invalid_message([] {
                 pl::Trainer t(ddp2({{"stage", "1"}}), quiet());
               }),
               AllOf(HasSubstr("unknown option 'stage'"), HasSubstr("valid options: bucket_cap_mb, pg.<name>")));
   {
     ScopedEnv env(pl::kStrategyOptionsVariable, R"({"broadcast_buffers":"true"})");
-    EXPECT_THAT(error_of([] { pl::Trainer t(ddp2({}), quiet()); }), HasSubstr("unknown option 'broadcast_buffers'"));
+    EXPECT_THAT(invalid_message([] { pl::Trainer t(ddp2({}), quiet()); }),
+                HasSubstr("unknown option 'broadcast_buffers'"));
   }
   ScopedEnv env(pl::kStrategyOptionsVariable, "bucket_cap_mb=1");
-  EXPECT_THAT(error_of([] { pl::Trainer t(ddp2({}), quiet()); }),
+  EXPECT_THAT(invalid_message([] { pl::Trainer t(ddp2({}), quiet()); }),
               HasSubstr("PL_TRAINER_STRATEGY_OPTIONS='bucket_cap_mb=1' is not valid: not JSON"));
 }
 
