@@ -7,11 +7,16 @@
 namespace {
 
 const PL_Option kGradientAllreduce[] = {{sizeof(PL_Option), "algorithm", "gradient_allreduce"}};
+const PL_Option kByteGrad[] = {{sizeof(PL_Option), "algorithm", "bytegrad"}};
 const PL_Alias kAliases[] = {
     {sizeof(PL_Alias),
      "bagua_gradient_allreduce",
      "bagua with algorithm=gradient_allreduce",
      {sizeof(PL_OptionList), kGradientAllreduce, 1}},
+    {sizeof(PL_Alias),
+     "bagua_bytegrad",
+     "bagua with algorithm=bytegrad (gradients averaged in uint8: a compressed reduce-scatter and allgather)",
+     {sizeof(PL_OptionList), kByteGrad, 1}},
 };
 
 }  // namespace

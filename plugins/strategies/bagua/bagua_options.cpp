@@ -1,5 +1,9 @@
 #include "bagua_options.hpp"
 
+#include <cerrno>
+#include <cstdlib>
+#include <map>
+
 #include "config_checks.hpp"
 #include "plugin_support.hpp"
 
@@ -11,40 +15,127 @@ namespace {
 
 constexpr double kDefaultBucketMb = 10.0;  // Bagua's bucket_size default
 
-const char* const kValid = "algorithm, average, bucket_size_mb, pg.<name> (passed to the process group)";
+struct AlgorithmName {
+  AlgorithmId a;
+  const char* name;
+  bool built;
+};
+const AlgorithmName kAlgorithms[] = {
+    {AlgorithmId::kGradientAllreduce, "gradient_allreduce", true},
+    {AlgorithmId::kByteGrad, "bytegrad", true},
+    {AlgorithmId::kDecentralized, "decentralized", false},
+    {AlgorithmId::kLowPrecisionDecentralized, "low_precision_decentralized", false},
+    {AlgorithmId::kAsync, "async", false},
+    {AlgorithmId::kQAdam, "qadam", false},
+};
+
+std::string built_list() {
+  std::string s;
+  for (const auto& a : kAlgorithms)
+    if (a.built)
+      s += (s.empty() ? "" : ", ") + std::string(a.name) + (a.a == AlgorithmId::kGradientAllreduce ? " (default)" : "");
+  return s;
+}
+
+// Which algorithms an option applies to ("" = all).
+struct OptionRule {
+  const char* key;
+  std::vector<AlgorithmId> applies;
+};
+const OptionRule kRules[] = {
+    {"average", {AlgorithmId::kGradientAllreduce, AlgorithmId::kByteGrad}},
+    {"communication_interval", {AlgorithmId::kDecentralized, AlgorithmId::kLowPrecisionDecentralized}},
+    {"peer_selection_mode", {AlgorithmId::kDecentralized}},
+    {"sync_interval_ms", {AlgorithmId::kAsync}},
+    {"warmup_steps", {AlgorithmId::kAsync}},
+};
+
+const char* const kValid =
+    "algorithm, bucket_size_mb, average, communication_interval, peer_selection_mode, sync_interval_ms, "
+    "warmup_steps, pg.<name> (passed to the process group)";
+
+int64_t parse_int(const std::string& who, const char* key, const std::string& v, int64_t lo, const char* hint) {
+  const char* s = v.c_str();
+  char* end = nullptr;
+  errno = 0;
+  const long long x = std::strtoll(s, &end, 10);
+  if (v.empty() || *end != '\0' || errno == ERANGE || x < lo || v[0] == ' ' || v[0] == '+')
+    fail(PL_ERR_INVALID_ARGUMENT, who + ": option " + key + "='" + v +
+                                      "' is not valid: it must be an integer >= " + std::to_string(lo) + "; " + hint);
+  return x;
+}
 
 }  // namespace
 
-const char* algorithm_name(Algorithm a) {
-  switch (a) {
-    case Algorithm::kGradientAllreduce:
-      return "gradient_allreduce";
-  }
+const char* algorithm_name(AlgorithmId a) {
+  for (const auto& n : kAlgorithms)
+    if (n.a == a) return n.name;
   return "?";
 }
 
 BaguaOptions parse_options(const std::string& who, const PL_OptionList& list) {
   BaguaOptions o;
-  o.ddp.bucket_cap_mb = o.ddp.first_bucket_cap_mb = kDefaultBucketMb;
+  std::map<std::string, std::string> given;  // option -> value, for the applies-to check after the loop
   strategy::for_each_option(who, list, [&](const std::string& key, const std::string& value) {
     if (key == "algorithm") {
-      if (value != "gradient_allreduce")
-        fail(PL_ERR_INVALID_ARGUMENT, who + ": option algorithm='" + value +
-                                          "' is not valid: the algorithms built are gradient_allreduce (default); "
-                                          "docs/bagua.md specifies the others");
-      o.algorithm = Algorithm::kGradientAllreduce;
+      const AlgorithmName* found = nullptr;
+      for (const auto& a : kAlgorithms)
+        if (value == a.name) found = &a;
+      if (found == nullptr || !found->built)
+        fail(PL_ERR_INVALID_ARGUMENT,
+             who + ": option algorithm='" + value + "' is not valid: the algorithms built are " + built_list() +
+                 (found == nullptr ? "" : "; docs/bagua.md specifies " + value + ", which is not built yet"));
+      o.algorithm = found->a;
     } else if (key == "average") {
       o.average = ddp::parse_bool_option(who, "average", value);
     } else if (key == "bucket_size_mb") {
-      o.ddp.bucket_cap_mb = o.ddp.first_bucket_cap_mb =
-          ddp::parse_mb_option(who, "bucket_size_mb", value, kDefaultBucketMb);
+      o.bucket_size_mb = ddp::parse_mb_option(who, "bucket_size_mb", value, kDefaultBucketMb);
+    } else if (key == "communication_interval") {
+      o.communication_interval =
+          parse_int(who, "communication_interval", value, 1, "optimizer steps between two exchanges, default 1");
+    } else if (key == "peer_selection_mode") {
+      if (value == "all")
+        o.peer_selection = PeerSelection::kAll;
+      else if (value == "shift_one")
+        o.peer_selection = PeerSelection::kShiftOne;
+      else
+        fail(PL_ERR_INVALID_ARGUMENT, who + ": option peer_selection_mode='" + value +
+                                          "' is not valid: use all (default: average over every rank) or shift_one "
+                                          "(average with one peer, even world sizes)");
+    } else if (key == "sync_interval_ms") {
+      o.sync_interval_ms = parse_int(who, "sync_interval_ms", value, 1, "milliseconds between two rounds, default 500");
+    } else if (key == "warmup_steps") {
+      o.warmup_steps = parse_int(who, "warmup_steps", value, 0, "steps run as gradient_allreduce first, default 0");
     } else if (key.rfind("pg.", 0) == 0 && key.size() > 3) {
       o.ddp.pg_options.emplace_back(key.substr(3), value);
+      return;
     } else {
       fail(PL_ERR_INVALID_ARGUMENT, who + ": unknown option '" + key + "'; valid options: " + kValid);
     }
+    given[key] = value;
   });
+  for (const auto& r : kRules) {
+    if (given.count(r.key) == 0) continue;
+    bool applies = false;
+    std::string names;
+    for (AlgorithmId a : r.applies) {
+      applies = applies || a == o.algorithm;
+      names += (names.empty() ? "" : ", ") + std::string(algorithm_name(a));
+    }
+    if (!applies)
+      fail(PL_ERR_INVALID_ARGUMENT, who + ": option " + r.key + "='" + given[r.key] + "' does not apply to algorithm=" +
+                                        algorithm_name(o.algorithm) + "; it applies to " + names);
+  }
+  o.ddp.bucket_cap_mb = o.ddp.first_bucket_cap_mb = o.bucket_size_mb;
   return o;
+}
+
+void check_world(const std::string& who, const BaguaOptions& o, int32_t world) {
+  if (o.algorithm == AlgorithmId::kDecentralized && o.peer_selection == PeerSelection::kShiftOne && world > 1 &&
+      world % 2 != 0)
+    fail(PL_ERR_INVALID_ARGUMENT,
+         who + ": option peer_selection_mode=shift_one needs an even world size, and the job has " +
+             std::to_string(world) + " processes: use an even number of devices/nodes, or peer_selection_mode=all");
 }
 
 }  // namespace plrt::bagua

@@ -1,15 +1,17 @@
 // The state of one bagua instance (docs/bagua.md): ddp's core (the start-up and buffer broadcasts,
-// the metrics group, the reducer over the gradient buckets) with the bucket communication of the
-// algorithm.  gradient_allreduce is the reducer's Allreduce (AVG, or SUM with average=false).
+// the metrics group, the reducer over the gradient buckets) and the algorithm (algorithm.hpp) that
+// gives the reducer its bucket communication and works around the optimizer step.
 //
-// Files: bagua_options.* (the options), create.cpp (the instance), entries.cpp (the C table:
-// ddp's entries through ddp::CoreEntries, get_stat, launch_info), bagua.cpp (the plugin and its
-// aliases).
+// Files: bagua_options.* (the options), algorithm.* (the algorithms' interface, the choice by
+// option), one file per algorithm, create.cpp (the instance), entries.cpp (the C table: ddp's
+// entries through ddp::CoreEntries, the algorithm's hooks, checkpoints, get_stat), bagua.cpp (the
+// plugin and its aliases).
 #pragma once
 
 #include <memory>
 #include <string>
 
+#include "algorithm.hpp"
 #include "bagua_options.hpp"
 #include "strategy.hpp"  // ddp's core (../ddp)
 
@@ -24,9 +26,12 @@ struct BaguaStrategy {
   const PL_Host* host = nullptr;
   std::string who;  // "bagua" (or the alias's plugin name): begins every message
   BaguaOptions opts;
-  // The bucket communication is declared before the core, whose reducer borrows it.
+  // Declared before the core: the core's reducer borrows comm, and the algorithm is torn down
+  // (teardown) before the core is.
+  std::unique_ptr<Algorithm> algo;
   std::unique_ptr<reducer::BucketComm> comm;
   std::unique_ptr<ddp::DdpStrategy> core;
+  int64_t optimizer_steps = 0;  // after_optimizer_step calls (skipped steps included)
 };
 
 // create.cpp

@@ -1,8 +1,8 @@
 // The C boundary of the bagua strategy: every exported entry checks its instance and runs under
-// plugin::guard (plrt_strategy_common's entry_support.hpp).  gradient_allreduce's step is ddp's:
-// run_step, the bucket hooks, the metrics collectives, the skip agreement and optimizer_step are
-// ddp::CoreEntries; setup, teardown and get_stat are bagua's (create and launch_info:
-// ddp::CoreFamily over Ops).
+// plugin::guard (plrt_strategy_common's entry_support.hpp).  ddp's entries come through
+// ddp::CoreEntries (the bucket hooks, the metrics collectives, the skip agreement); the step, the
+// optimizer hooks, checkpoints and get_stat go through the instance's algorithm (algorithm.hpp).
+// create and launch_info: ddp::CoreFamily over Ops.
 #include "bagua_api.hpp"
 #include "bagua_strategy.hpp"
 #include "core_entries.hpp"
@@ -15,38 +15,90 @@ namespace {
 constexpr char kFamily[] = "bagua";
 using Core = ddp::CoreEntries<BaguaStrategy, kFamily>;
 
+void stop(BaguaStrategy& d) {
+  d.algo->teardown(d);
+  ddp::teardown(*d.core);
+}
+
 void destroy(PL_Strategy* s) noexcept {
-  strategy::destroy(strategy::as<BaguaStrategy>(s), [](BaguaStrategy& d) { ddp::teardown(*d.core); });
+  strategy::destroy(strategy::as<BaguaStrategy>(s), [](BaguaStrategy& d) { stop(d); });
 }
 
 PL_Error* setup(PL_Strategy* s, PL_Parameter* params, size_t num_params) {
-  return Core::entry(s, "setup", [&](BaguaStrategy& d) { ddp::setup(*d.core, params, num_params); });
+  return Core::entry(s, "setup", [&](BaguaStrategy& d) {
+    ddp::setup(*d.core, params, num_params);
+    d.algo->setup(d);
+  });
 }
 
 PL_Error* teardown(PL_Strategy* s) {
-  return Core::entry(s, "teardown", [&](BaguaStrategy& d) { ddp::teardown(*d.core); });
+  return Core::entry(s, "teardown", [&](BaguaStrategy& d) { stop(d); });
 }
 
-// bytes_per_step: what one synced step puts into the gradient collectives (the buckets' bytes);
-// grad_comm_ms / exposed_grad_comm_ms: the buckets' communication, and the part of it backward
-// did not hide, summed over the steps.
+PL_Error* run_step(PL_Strategy* s, const PL_ReplicaStepFn* fn) {
+  return Core::entry(s, "run_step", [&](BaguaStrategy& d) { d.algo->run_step(d, fn); });
+}
+
+PL_Error* before_optimizer_step(PL_Strategy* s) {
+  return Core::entry(s, "before_optimizer_step", [&](BaguaStrategy& d) { d.algo->before_optimizer_step(d); });
+}
+
+PL_Error* optimizer_step(PL_Strategy* s, const PL_OptimizerFn* fn) {
+  return Core::entry(s, "optimizer_step", [&](BaguaStrategy& d) { d.algo->optimizer_step(d, fn); });
+}
+
+PL_Error* after_optimizer_step(PL_Strategy* s) {
+  return Core::entry(s, "after_optimizer_step", [&](BaguaStrategy& d) {
+    d.algo->after_optimizer_step(d);
+    ++d.optimizer_steps;
+  });
+}
+
+PL_Error* state_info(PL_Strategy* s, PL_StrategyStateInfo* out) {
+  return Core::entry(s, "state_info", [&](BaguaStrategy& d) {
+    if (out == nullptr) plugin::fail(PL_ERR_INVALID_ARGUMENT, d.who + ": state_info: out is NULL");
+    out->has_state = d.algo->has_state() ? 1 : 0;
+    out->any_world_size = 0;
+  });
+}
+
+PL_Error* save_state(PL_Strategy* s, const char* dir) {
+  return Core::entry(s, "save_state", [&](BaguaStrategy& d) {
+    if (dir == nullptr) plugin::fail(PL_ERR_INVALID_ARGUMENT, d.who + ": save_state: dir is NULL");
+    d.algo->save_state(d, dir);
+  });
+}
+
+PL_Error* load_state(PL_Strategy* s, const char* dir, int32_t saved_world_size) {
+  return Core::entry(s, "load_state", [&](BaguaStrategy& d) {
+    if (dir == nullptr) plugin::fail(PL_ERR_INVALID_ARGUMENT, d.who + ": load_state: dir is NULL");
+    d.algo->load_state(d, dir, saved_world_size);
+  });
+}
+
+// bytes_per_step: what one synced step puts on the wire (the algorithm's count: compressed for
+// bytegrad); grad_comm_ms / exposed_grad_comm_ms: the buckets' communication, and the part of it
+// backward did not hide, summed over the steps; then the algorithm's own.
 PL_Error* get_stat(PL_Strategy* s, const char* name, double* out) {
   return Core::entry(s, "get_stat", [&](BaguaStrategy& d) {
     ddp::DdpStrategy& c = *d.core;
     const reducer::ReducerStats st = c.grads->stats();
-    std::lock_guard<std::mutex> lock(c.m);
-    const double bucket_bytes = static_cast<double>(c.grads->bucket_bytes());
-    strategy::answer_stat(
-        d.who, name, out,
-        {{"steps", static_cast<double>(st.steps)},
-         {"buckets", static_cast<double>(c.grads->num_buckets())},
-         {"bucket_bytes", bucket_bytes},
-         {"bytes_per_step", c.group ? bucket_bytes : 0.0},
-         {"early_launches", static_cast<double>(st.early_launches)},
-         {"grad_comm_ms", st.comm_ms},
-         {"exposed_grad_comm_ms", st.exposed_ms},
-         {"buffer_broadcast_bytes", static_cast<double>(c.opts.broadcast_buffers ? c.buffer_bytes : 0)},
-         {"frozen_bytes", static_cast<double>(c.frozen_bytes)}});
+    StatList stats;
+    {
+      std::lock_guard<std::mutex> lock(c.m);
+      stats = {{"steps", static_cast<double>(st.steps)},
+               {"optimizer_steps", static_cast<double>(d.optimizer_steps)},
+               {"buckets", static_cast<double>(c.grads->num_buckets())},
+               {"bucket_bytes", static_cast<double>(c.grads->bucket_bytes())},
+               {"bytes_per_step", d.algo->bytes_per_step(d)},
+               {"early_launches", static_cast<double>(st.early_launches)},
+               {"grad_comm_ms", st.comm_ms},
+               {"exposed_grad_comm_ms", st.exposed_ms},
+               {"buffer_broadcast_bytes", static_cast<double>(c.opts.broadcast_buffers ? c.buffer_bytes : 0)},
+               {"frozen_bytes", static_cast<double>(c.frozen_bytes)}};
+    }
+    d.algo->add_stats(d, stats);
+    strategy::answer_stat(d.who, name, out, stats);
   });
 }
 
@@ -61,12 +113,18 @@ void Ops::check_options(PL_LaunchMode /*mode*/, const PL_OptionList& options) { 
 PL_StrategyApi Ops::table() {
   PL_StrategyApi api{};
   api.struct_size = sizeof api;
-  Core::fill(api);  // ddp's step, bucket hooks, metrics collectives and skip agreement
+  Core::fill(api);  // ddp's bucket hooks, metrics collectives and skip agreement
   api.destroy = destroy;
   api.setup = setup;
   api.teardown = teardown;
+  api.run_step = run_step;
+  api.before_optimizer_step = before_optimizer_step;
+  api.optimizer_step = optimizer_step;
+  api.after_optimizer_step = after_optimizer_step;
+  api.state_info = state_info;
+  api.save_state = save_state;
+  api.load_state = load_state;
   api.get_stat = get_stat;
-  api.optimizer_step = Core::optimizer_step;  // every rank holds the reduced gradients: step them all
   return api;
 }
 

@@ -63,16 +63,23 @@ void check_process_group_outs(const std::string& who, const void* out_api, const
 }
 
 void answer_stat(const std::string& who, const char* name, double* out, std::initializer_list<Stat> stats) {
+  std::vector<std::pair<std::string, double>> list;
+  for (const Stat& s : stats) list.emplace_back(s.name, s.value);
+  answer_stat(who, name, out, list);
+}
+
+void answer_stat(const std::string& who, const char* name, double* out,
+                 const std::vector<std::pair<std::string, double>>& stats) {
   if (name == nullptr || out == nullptr)
     fail(PL_ERR_INVALID_ARGUMENT, who + ": get_stat: name and out must not be NULL");
   const std::string n = name;
   std::string known;
-  for (const Stat& s : stats) {
-    if (n == s.name) {
-      *out = s.value;
+  for (const auto& s : stats) {
+    if (n == s.first) {
+      *out = s.second;
       return;
     }
-    known += (known.empty() ? "" : ", ") + std::string(s.name);
+    known += (known.empty() ? "" : ", ") + s.first;
   }
   fail(PL_ERR_NOT_FOUND, who + ": get_stat: unknown statistic '" + n + "'; known: " + known);
 }

@@ -9,6 +9,7 @@
 #include <initializer_list>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "plugin_support.hpp"
 
@@ -100,5 +101,8 @@ struct Stat {
 // get_stat's lookup: *out = the value of `name` among `stats`; an unknown name fails with
 // PL_ERR_NOT_FOUND and lists the known ones in order.
 void answer_stat(const std::string& who, const char* name, double* out, std::initializer_list<Stat> stats);
+// The same over a list made at run time (names and values by pair).
+void answer_stat(const std::string& who, const char* name, double* out,
+                 const std::vector<std::pair<std::string, double>>& stats);
 
 }  // namespace plrt::strategy

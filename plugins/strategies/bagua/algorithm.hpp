@@ -1,0 +1,77 @@
+// One of docs/bagua.md's algorithms: what it adds to ddp's core (the start-up broadcast, the
+// metrics group, the reducer over the gradient buckets) around one training step.  The C entries
+// (entries.cpp) call these on the instance's algorithm; each algorithm is a file of its own.
+//
+//   gradient_allreduce.cpp  the buckets' allreduce (mean, or sum)
+//   bytegrad.cpp            the buckets' uint8-compressed reduce-scatter and allgather
+//
+// Gradient algorithms give the reducer their BucketComm; the algorithms that exchange weights
+// instead keep the gradients local (local_gradients(): one bucket per parameter, worked in place,
+// nothing communicated) and communicate in before_ or after_optimizer_step on the core's group,
+// which no bucket collective uses at that point of the step.
+#pragma once
+
+#include <plrt/pl_strategy.h>
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "bagua_options.hpp"
+#include "bucket_comm.hpp"
+
+namespace plrt::bagua {
+
+struct BaguaStrategy;
+using StatList = std::vector<std::pair<std::string, double>>;
+
+class Algorithm {
+ public:
+  virtual ~Algorithm() = default;
+  // The gradient buckets' communication (the reducer borrows it until teardown).  NULL: the
+  // gradients stay local (LocalGradients below).
+  virtual std::unique_ptr<reducer::BucketComm> bucket_comm() = 0;
+  // Process-group entries it uses beyond ddp's (for the error that lists what a backend lacks).
+  virtual std::vector<std::string> needs() const { return {}; }
+  // After ddp's setup (parameters registered, rank 0's values broadcast).
+  virtual void setup(BaguaStrategy& s);
+  // Forward and backward (default: ddp's run_step).
+  virtual void run_step(BaguaStrategy& s, const PL_ReplicaStepFn* fn);
+  virtual void before_optimizer_step(BaguaStrategy& s);
+  // Default: ddp's (every trainable parameter whole).
+  virtual void optimizer_step(BaguaStrategy& s, const PL_OptimizerFn* fn);
+  virtual void after_optimizer_step(BaguaStrategy& s);
+  // Before ddp's teardown: stops whatever the algorithm runs (bounded); never throws.
+  virtual void teardown(BaguaStrategy& s) noexcept;
+  // Checkpoints: state of the algorithm's own, per rank (save_state writes only
+  // "strategy.bagua.rank<r>.*" files).  Default: none.
+  virtual bool has_state() const { return false; }
+  virtual void save_state(BaguaStrategy& s, const std::string& dir);
+  virtual void load_state(BaguaStrategy& s, const std::string& dir, int32_t saved_world);
+  // What one synced step puts on the wire from this rank's point of view (get_stat
+  // "bytes_per_step"); default: the gradient buckets' bytes.
+  virtual double bytes_per_step(const BaguaStrategy& s) const;
+  // Statistics of its own, added to get_stat's.
+  virtual void add_stats(const BaguaStrategy& s, StatList& out) const;
+};
+
+// algorithm.cpp: the instance's algorithm, by opts.algorithm.
+// `config`: the process's place in the job (borrowed for the call).
+std::unique_ptr<Algorithm> make_algorithm(const BaguaOptions& opts, const PL_StrategyConfig& config);
+
+// The algorithms, one file each.
+std::unique_ptr<Algorithm> make_gradient_allreduce(const BaguaOptions& opts, const PL_StrategyConfig& config);
+std::unique_ptr<Algorithm> make_bytegrad(const BaguaOptions& opts, const PL_StrategyConfig& config);
+
+// The bucket communication of the algorithms that keep gradients local: buckets of one parameter
+// each, worked in place in the gradient (no flat buffer, no copy), nothing issued.
+class LocalGradients final : public reducer::BucketComm {
+ public:
+  std::string name() const override { return "local gradient (nothing communicated)"; }
+  bool in_place(const reducer::Bucket&) const override { return true; }
+  PL_Work* start(reducer::Reducer&, reducer::Bucket&) override { return nullptr; }
+  void finish(reducer::Reducer&, reducer::Bucket&) override {}
+};
+
+}  // namespace plrt::bagua
