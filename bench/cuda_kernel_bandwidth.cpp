@@ -183,7 +183,7 @@ int run(const Options& opt) {
   PL_Tensor tmm = tensor(minmax, PL_F32, 2 * chunks), tflag = tensor(flag, PL_F32, 1);
   for (PL_Tensor* t : {&tp, &tg, &tm, &tv, &tbf, &tf16, &tq, &tmm, &tflag}) t->device.index = opt.device;
   const PL_SgdParams sgd{sizeof(PL_SgdParams), 1e-6, 0.9, 0.0, 0.0, 0, 0};
-  const PL_AdamParams adam{sizeof(PL_AdamParams), 1e-6, 0.9, 0.999, 1e-8, 0.0, 10, 0};
+  const PL_AdamParams adam{sizeof(PL_AdamParams), 1e-6, 0.9, 0.999, 1e-8, 0.0, 10, 0, 0, 0};
   const double N = static_cast<double>(n), mm_bytes = static_cast<double>(chunks) * 8;
   // A gradient bucket: `g` as kParts tensors of about equal size, packed into `m` and back (the
   // gradient-sync core's one pack / unpack launch per bucket).

@@ -38,6 +38,10 @@
  *  1.5  sharded optimizer state (ZeRO): strategies append owned_ranges (the element ranges whose
  *       gradient and optimizer state this rank holds); accelerators append sum_squares and clamp
  *       (gradient clipping by norm and by value over those ranges).
+ *  1.6  optimizers that communicate their first moment (bagua's qadam): strategies append
+ *       bind_optimizer (the host names its optimizer and its hyperparameters before the first
+ *       step, and the strategy may ask it to put its first moment into the gradients);
+ *       PL_AdamParams appends freeze_exp_avg_sq and grad_is_exp_avg (QAdam's update).
  *
  * ERRORS
  *  Every fallible call returns PL_Error* : NULL on success, otherwise an error object.  Error
@@ -63,7 +67,7 @@ extern "C" {
 #endif
 
 #define PL_ABI_MAJOR 1
-#define PL_ABI_MINOR 5
+#define PL_ABI_MINOR 6
 
 #if defined(_WIN32)
 #define PL_EXPORT __declspec(dllexport)

@@ -78,6 +78,11 @@ typedef struct PL_AdamParams {
   double weight_decay;
   int64_t step;
   int32_t decoupled_weight_decay; /* nonzero = AdamW: p *= 1 - lr*wd before the update */
+  /* ---- ABI 1.6 (QAdam after its warmup; read only when struct_size covers them) ---- */
+  int32_t freeze_exp_avg_sq; /* nonzero: exp_avg_sq is read, never written (the second moment frozen) */
+  int32_t grad_is_exp_avg;   /* nonzero: `grad` holds the new first moment itself: exp_avg = grad, no
+                                weight decay and no beta1 mixing (the bias corrections still use
+                                beta1, beta2 and step) */
 } PL_AdamParams;
 
 typedef struct PL_AcceleratorApi {

@@ -156,6 +156,24 @@ typedef struct PL_StrategyStateInfo {
   int32_t any_world_size; /* nonzero: state saved at one world size loads at another (resharding) */
 } PL_StrategyStateInfo;
 
+/* ABI 1.6: the host's optimizer, told to the strategy by bind_optimizer.  The host zeroes the
+ * struct, fills the inputs and sets struct_size to its own sizeof. */
+typedef struct PL_OptimizerInfo {
+  size_t struct_size;
+  const char* name;              /* borrowed for the call: "SGD", "Adam", "AdamW", "QAdam", or a user's */
+  PL_OptionList hyperparameters; /* borrowed for the call: name=value text, e.g. beta1=0.9, warmup_steps=100 */
+  int64_t steps;                 /* optimizer steps already taken (nonzero in a resumed run) */
+  /* OUT, written by the strategy (the host zeroes it): nonzero asks the optimizer to communicate
+   * its first moment.  The optimizer must support it (QAdam; the host refuses another with an error
+   * naming it): once it has taken its warmup_steps, at every accumulation boundary the host writes
+   * m_i = beta1*m + (1-beta1)*(g + weight_decay*x) (times the loss scale, which the unscale then
+   * removes) into each parameter's gradient BEFORE it calls on_grad_ready for it (and into any not
+   * reported before after_backward), so the strategy averages the m_i; the optimizer's step then
+   * takes the gradient as its new first moment (PL_AdamParams.grad_is_exp_avg) with its second
+   * moment frozen. */
+  int32_t first_moment_in_grads;
+} PL_OptimizerInfo;
+
 typedef struct PL_StrategyApi {
   size_t struct_size;
   /* ---- REQUIRED ---- */
@@ -245,6 +263,14 @@ typedef struct PL_StrategyApi {
    * may ask with capacity 0 first.  Called after setup.  NULL: no sharding; every rank holds the
    * whole averaged gradient and steps every trainable parameter whole. */
   PL_Error* (*owned_ranges)(PL_Strategy* strategy, PL_ParamRange* out, size_t capacity, size_t* out_count);
+
+  /* ---- ABI 1.6 (optional) ---- */
+  /* The host's optimizer (`info` borrowed for the call; its inputs read, first_moment_in_grads
+   * written): called once after setup (and setup_replica and load_state), before the first step.
+   * A strategy that needs a particular optimizer refuses another here, with PL_ERR_INVALID_ARGUMENT
+   * naming both (bagua's qadam needs QAdam): before any work.  NULL: the strategy works with any
+   * optimizer and asks nothing of it. */
+  PL_Error* (*bind_optimizer)(PL_Strategy* strategy, PL_OptimizerInfo* info);
 } PL_StrategyApi;
 
 #define PL_STRATEGY_API_MIN_SIZE PL_STRUCT_SIZE(PL_StrategyApi, teardown)

@@ -46,6 +46,7 @@ int main(int argc, char** argv) {
   std::string data, init, save, report, hidden = "256,128", optimizer = "sgd", resume;
   int64_t epochs = 5, batch_size = 64, max_steps = -1;
   double lr = 0.05, momentum = 0.9, heldout = 0.125, weight_decay = -1;
+  int64_t warmup_steps = 100;
   bool nesterov = false;
   uint64_t seed = 42;
   bool no_shuffle = false;
@@ -61,8 +62,11 @@ int main(int argc, char** argv) {
   app.add_option("--batch-size", batch_size, "Samples per batch and process")->capture_default_str();
   app.add_option("--lr", lr, "Learning rate")->capture_default_str();
   app.add_option("--momentum", momentum, "SGD momentum")->capture_default_str();
-  app.add_option("--optimizer", optimizer, "sgd, adam or adamw")
-      ->check(CLI::IsMember({"sgd", "adam", "adamw"}))
+  app.add_option("--optimizer", optimizer, "sgd, adam, adamw or qadam (bagua's qadam needs it)")
+      ->check(CLI::IsMember({"sgd", "adam", "adamw", "qadam"}))
+      ->capture_default_str();
+  app.add_option("--warmup-steps", warmup_steps, "qadam: optimizer steps run as Adam first")
+      ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   app.add_flag("--nesterov", nesterov, "SGD: Nesterov momentum");
   app.add_option("--weight-decay", weight_decay, "Weight decay (default: the optimizer's, 0; AdamW 0.01)")
@@ -128,8 +132,8 @@ int main(int argc, char** argv) {
     }
     pl::Trainer trainer(topt);  // seeds everything first: the model's initial weights follow --seed
     MlpData d = data.empty() ? make_synthetic(synth, heldout) : load_safetensors(data, heldout, seed);
-    MlpClassifier model(d.features, parse_hidden(hidden), d.classes, {optimizer, lr, momentum, nesterov, weight_decay},
-                        whole_batch_loss);
+    MlpClassifier model(d.features, parse_hidden(hidden), d.classes,
+                        {optimizer, lr, momentum, nesterov, weight_decay, warmup_steps}, whole_batch_loss);
     if (!init.empty()) model.load_state_dict(pl::safetensors::load(init).tensors, true);
 
     pl::DataLoaderOptions lo;

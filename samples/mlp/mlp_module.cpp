@@ -68,6 +68,13 @@ void MlpClassifier::validation_step(const pl::Batch& batch, int64_t) { evaluate(
 void MlpClassifier::test_step(const pl::Batch& batch, int64_t) { evaluate(batch, "test"); }
 
 std::unique_ptr<pl::Optimizer> MlpClassifier::configure_optimizers() {
+  if (optim_.name == "qadam") {  // bagua's qadam needs it (docs/bagua.md §6)
+    pl::QAdamOptions o;
+    o.lr = optim_.lr;
+    o.warmup_steps = optim_.warmup_steps;
+    if (optim_.weight_decay >= 0) o.weight_decay = optim_.weight_decay;
+    return std::make_unique<pl::QAdam>(parameters(), o);
+  }
   if (optim_.name == "adam" || optim_.name == "adamw") {
     pl::AdamOptions o = optim_.name == "adamw" ? pl::AdamW::defaults() : pl::AdamOptions{};
     o.lr = optim_.lr;

@@ -10,11 +10,12 @@
 #include <vector>
 
 struct OptimizerConfig {
-  std::string name = "sgd";  // sgd | adam | adamw
+  std::string name = "sgd";  // sgd | adam | adamw | qadam
   double lr = 0.05;
-  double momentum = 0.9;     // sgd
-  bool nesterov = false;     // sgd
-  double weight_decay = -1;  // < 0: the optimizer's default (0; AdamW's 1e-2)
+  double momentum = 0.9;       // sgd
+  bool nesterov = false;       // sgd
+  double weight_decay = -1;    // < 0: the optimizer's default (0; AdamW's 1e-2)
+  int64_t warmup_steps = 100;  // qadam: steps run as Adam first
 };
 
 class MlpClassifier : public pl::LightningModule {

@@ -62,6 +62,8 @@ void Optimizer::set_lr(double lr) {
   lr_ = lr;
 }
 
+std::vector<std::pair<std::string, std::string>> Optimizer::hyperparameters() const { return {{"lr", num(lr_)}}; }
+
 std::map<std::string, double> Optimizer::state_scalars() const {
   return {{"lr", lr_}, {"step", static_cast<double>(steps_)}};
 }
@@ -332,10 +334,20 @@ void Adam::update(size_t i, int64_t begin, int64_t end) {
   ap.weight_decay = o_.weight_decay;
   ap.step = count + 1;  // counted once the update went through
   ap.decoupled_weight_decay = decoupled_ ? 1 : 0;
+  adjust(ap, i);
   PL_Tensor pv = all ? p.value.view() : flat_view(p.value, begin, end);
   PL_Tensor gv = all ? p.grad.view() : flat_view(p.grad, begin, end), mv = m.view(), vv = v.view();
   acc.adam_step(pv, gv, mv, vv, ap);
   count = ap.step;
+}
+
+std::vector<std::pair<std::string, std::string>> Adam::hyperparameters() const {
+  return {{"lr", num(lr_)},
+          {"beta1", num(o_.beta1)},
+          {"beta2", num(o_.beta2)},
+          {"eps", num(o_.eps)},
+          {"weight_decay", num(o_.weight_decay)},
+          {"decoupled_weight_decay", decoupled_ ? "true" : "false"}};
 }
 
 std::vector<std::pair<std::string, Tensor>> Adam::state_tensors() const {

@@ -238,6 +238,21 @@ std::vector<PL_ParamRange> StrategyHandle::owned_ranges(const std::vector<PL_Par
   return out;
 }
 
+bool StrategyHandle::bind_optimizer(const std::string& name,
+                                    const std::vector<std::pair<std::string, std::string>>& hyper, int64_t steps) {
+  auto f = PL_STRAT_ENTRY(bind_optimizer);
+  if (!f) return false;
+  std::vector<PL_Option> items;
+  for (const auto& kv : hyper) items.push_back({sizeof(PL_Option), kv.first.c_str(), kv.second.c_str()});
+  PL_OptimizerInfo info{};
+  info.struct_size = sizeof info;
+  info.name = name.c_str();
+  info.hyperparameters = {sizeof(PL_OptionList), items.data(), items.size()};
+  info.steps = steps;
+  check(host_, f(s_, &info));
+  return info.first_moment_in_grads != 0;
+}
+
 void StrategyHandle::teardown() {
   if (!s_ || torn_down_) return;
   torn_down_ = true;

@@ -74,6 +74,12 @@ class StrategyHandle {
   bool has_owned_ranges() const;
   std::vector<PL_ParamRange> owned_ranges(const std::vector<PL_Parameter>& params) const;
 
+  // ---- ABI 1.6 ----
+  // bind_optimizer: tells the strategy the optimizer (name, hyperparameters, steps taken); returns
+  // whether it asks for the first moment in the gradients.  false without the entry.
+  bool bind_optimizer(const std::string& name, const std::vector<std::pair<std::string, std::string>>& hyper,
+                      int64_t steps);
+
   void teardown();  // idempotent
   // The group for metrics; api/group NULL when the strategy runs alone.
   const PL_ProcessGroupApi* pg_api() const { return pg_api_; }

@@ -259,7 +259,9 @@ void Trainer::Impl::attach(LightningModule& m) {
                   "set_grad_ready_hook(nullptr)");
     Impl& t = **live;
     auto it = t.param_index.find(&p);
-    if (it != t.param_index.end()) t.strategy.on_grad_ready(it->second);
+    if (it == t.param_index.end()) return;
+    t.form_first_moment(it->second);  // QAdam's m_i, when the strategy averages it (ABI 1.6)
+    t.strategy.on_grad_ready(it->second);
   });
   attach_replicas(m);
 }
@@ -290,6 +292,7 @@ void Trainer::Impl::fit_here(LightningModule& m, DataLoader& train, DataLoader* 
   prepare(m);
   use_optimizer(m.configure_optimizers());
   if (!ckpt.empty()) load_checkpoint(ckpt);
+  bind_optimizer();
   distribute(train, "train");
   if (val) distribute(*val, "validation");
   report_effective_batch(train);
@@ -352,7 +355,9 @@ void Trainer::Impl::train_epoch(DataLoader& train) {
     batch_size = batch.empty() || batch[0].dim() == 0 ? 1 : batch[0].size(0);
     bool boundary = (b + 1) % acc_n == 0 || b + 1 == n;
     if (boundary != sync_on) strategy.set_grad_sync(sync_on = boundary);
+    boundary_now = boundary;
     const double loss = training_step(batch, b);
+    form_remaining();
     strategy.after_backward();
     if (!std::isfinite(loss))
       warn("training_step returned a non-finite loss at epoch " + std::to_string(epoch) + ", batch " +

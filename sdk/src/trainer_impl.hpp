@@ -79,6 +79,13 @@ struct Trainer::Impl {
   // optimizer that requires grad, whole.  Set by use_optimizer.
   bool sharded = false;
   std::vector<ParamRange> grad_ranges;
+  // ABI 1.6: the strategy averages the optimizer's first moment (bagua's qadam), so the gradients
+  // carry QAdam's m_i (trainer_step.cpp bind_optimizer / form_first_moment).  opt_index[k]: the
+  // optimizer's index of setup's entry k (or SIZE_MAX); formed[k]: m_i written in this step.
+  QAdam* first_moment = nullptr;
+  std::vector<size_t> opt_index;
+  std::vector<char> formed;
+  bool boundary_now = true;           // the batch in progress ends an accumulation
   Tensor clip_sum;                    // f64 [1] on the gradients' device: clipping's sum of squares
   std::vector<PL_Tensor> clip_views;  // the ranges' gradient views at one step (kept for its capacity)
   plrt::sdk::MetricLog metrics;
@@ -90,6 +97,10 @@ struct Trainer::Impl {
   std::shared_ptr<Impl*> alive = std::make_shared<Impl*>(this);  // the grad-ready hook's liveness token
   int64_t batch_size = 1;
   std::string log_dir;
+
+  void bind_optimizer();             // after use_optimizer and a checkpoint's load
+  void form_first_moment(size_t k);  // setup's entry k reported its gradient
+  void form_remaining();             // before after_backward: the entries not reported
 
   explicit Impl(TrainerOptions options, const RuntimeOptions& ro);
   ~Impl();

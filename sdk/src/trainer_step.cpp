@@ -315,6 +315,42 @@ void Trainer::Impl::use_optimizer(std::unique_ptr<Optimizer> opt) {
   }
 }
 
+// ABI 1.6: the strategy learns the optimizer; it may ask for the first moment in the gradients,
+// which only QAdam gives (any other optimizer is an error naming it, before the first step).
+void Trainer::Impl::bind_optimizer() {
+  first_moment = nullptr;
+  if (!strategy.bind_optimizer(optimizer->name(), optimizer->hyperparameters(), optimizer->steps())) return;
+  auto* q = dynamic_cast<QAdam*>(optimizer.get());
+  if (q == nullptr)
+    throw Error(PL_ERR_INVALID_ARGUMENT, "strategy '" + job.strategy +
+                                             "' averages the optimizer's first moment, which only QAdam (pl::QAdam) "
+                                             "supports; the module's optimizer is '" +
+                                             optimizer->name() + "': return a pl::QAdam from configure_optimizers");
+  q->set_first_moment_in_grads(true);
+  first_moment = q;
+  std::unordered_map<const Parameter*, size_t> in_optimizer;
+  for (size_t i = 0; i < optimizer->params().size(); ++i) in_optimizer[optimizer->params()[i]] = i;
+  opt_index.assign(param_ptrs.size(), SIZE_MAX);
+  for (size_t k = 0; k < param_ptrs.size(); ++k) {
+    auto it = in_optimizer.find(param_ptrs[k]);
+    if (it != in_optimizer.end()) opt_index[k] = it->second;
+  }
+  formed.assign(param_ptrs.size(), 0);
+}
+
+void Trainer::Impl::form_first_moment(size_t k) {
+  if (first_moment == nullptr || !boundary_now || k >= opt_index.size() || formed[k]) return;
+  formed[k] = 1;
+  if (opt_index[k] != SIZE_MAX) first_moment->form_first_moment(opt_index[k], scaler ? scaler->scale() : 1.0);
+}
+
+void Trainer::Impl::form_remaining() {
+  if (first_moment == nullptr) return;
+  if (boundary_now)
+    for (size_t k = 0; k < formed.size(); ++k) form_first_moment(k);
+  std::fill(formed.begin(), formed.end(), 0);
+}
+
 // Lightning's advice: scale the learning rate with the effective batch size, so say it at start.
 void Trainer::Impl::report_effective_batch(const DataLoader& train) {
   const int64_t per = train.options().batch_size;

@@ -303,6 +303,45 @@ TEST(CpuAdam, FirstStepMovesEachParamByAboutLr) {
   for (int i = 0; i < 4; ++i) EXPECT_NEAR(p.at(i), 1.0 - 0.01 * (grads[i] > 0 ? 1 : -1), 1e-6) << i;
 }
 
+// ABI 1.6, QAdam after its warmup: exp_avg_sq frozen; with grad_is_exp_avg the gradient is the new
+// exp_avg itself (no weight decay, no beta1 mixing), the bias corrections as Adam's.  A plain
+// double reference; an old-size PL_AdamParams (1.5) ignores the new fields.
+TEST(CpuAdam, FrozenSecondMomentAndGradAsFirstMoment) {
+  const double gs[] = {0.5, -2.0, 1e-3, -7.0}, ms[] = {0.1, -0.3, 0.0, 2.0}, vs[] = {0.04, 0.5, 1e-6, 9.0};
+  for (int grad_is_m = 0; grad_is_m < 2; ++grad_is_m) {
+    Buf p(PL_F32, 4), g(PL_F32, 4), m(PL_F32, 4), v(PL_F32, 4);
+    for (int i = 0; i < 4; ++i) p.set(i, 1.0), g.set(i, gs[i]), m.set(i, ms[i]), v.set(i, vs[i]);
+    PL_AdamParams cfg = adam(0.01, 0.9, 0.999, 1e-8, 0.1, false);
+    cfg.step = 7;
+    cfg.freeze_exp_avg_sq = 1;
+    cfg.grad_is_exp_avg = grad_is_m;
+    plrt::cpu::adam_step(p.get(), g.get(), m.get(), v.get(), &cfg);
+    for (int i = 0; i < 4; ++i) {
+      const double mi = grad_is_m ? gs[i] : 0.9 * ms[i] + 0.1 * (gs[i] + 0.1 * 1.0);
+      const double denom = std::sqrt(vs[i]) / std::sqrt(1 - std::pow(0.999, 7)) + 1e-8;
+      EXPECT_NEAR(m.at(i), mi, 1e-6 * std::max(1.0, std::abs(mi))) << i;
+      EXPECT_EQ(v.at(i), static_cast<float>(vs[i])) << "exp_avg_sq must stay frozen, " << i;
+      const double want = 1.0 - 0.01 / (1 - std::pow(0.9, 7)) * mi / denom;
+      EXPECT_NEAR(p.at(i), want, 1e-5 * std::max(1.0, std::abs(want))) << i << " grad_is_m " << grad_is_m;
+    }
+  }
+  // A 1.5 caller's struct (without the new fields) is plain Adam: v moves.
+  Buf p(PL_F32, 1), g(PL_F32, 1), m(PL_F32, 1), v(PL_F32, 1);
+  p.set(0, 1.0), g.set(0, 0.5);
+  PL_AdamParams old = adam(0.01, 0.9, 0.999, 1e-8, 0.0, false);
+  old.step = 1;
+  old.freeze_exp_avg_sq = 1;  // past struct_size: never read
+  old.struct_size = PL_STRUCT_SIZE(PL_AdamParams, decoupled_weight_decay);
+  plrt::cpu::adam_step(p.get(), g.get(), m.get(), v.get(), &old);
+  EXPECT_GT(v.at(0), 0.0f);
+  // grad_is_exp_avg with AdamW's decoupled decay is refused, naming both.
+  PL_AdamParams both = adam(0.01, 0.9, 0.999, 1e-8, 0.1, true);
+  both.step = 1;
+  both.grad_is_exp_avg = 1;
+  expect_failure([&] { plrt::cpu::adam_step(p.get(), g.get(), m.get(), v.get(), &both); }, PL_ERR_INVALID_ARGUMENT,
+                 {"grad_is_exp_avg", "decoupled_weight_decay"});
+}
+
 TEST(CpuAdamErrors, All) {
   Buf p(PL_F32, 4), g(PL_F32, 4), m(PL_F32, 4), v(PL_F32, 4), v3(PL_F32, 3), vh(PL_F16, 4), pi(PL_I64, 4);
   const auto run = [&](PL_AdamParams cfg) { plrt::cpu::adam_step(p.get(), g.get(), m.get(), v.get(), &cfg); };

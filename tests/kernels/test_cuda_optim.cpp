@@ -55,7 +55,7 @@ TEST(CudaOptim, AdamMatchesCpu) {
           for (int64_t off : offsets_for(n)) {
             SCOPED_TRACE(std::string(pl_dtype_name(dt)) + " n=" + std::to_string(n) + " offset=" + std::to_string(off) +
                          " decoupled=" + std::to_string(decoupled) + " wd=" + std::to_string(wd));
-            PL_AdamParams p{sizeof(PL_AdamParams), 1e-3, 0.9, 0.999, 1e-8, wd, 3, decoupled};
+            PL_AdamParams p{sizeof(PL_AdamParams), 1e-3, 0.9, 0.999, 1e-8, wd, 3, decoupled, 0, 0};
             Host param = random_host(dt, n, 21), grad = random_host(dt, n, 22);
             Host m = random_host(dt, n, 23, -0.1, 0.1), v = random_host(dt, n, 24, 0.0, 0.5);
             Dev dp(param, off), dg(grad, off), dm(m, off), dv(v, off);

@@ -131,7 +131,7 @@ PL_SgdParams sgd(double lr, double momentum, double dampening, double wd, int ne
   return {sizeof(PL_SgdParams), lr, momentum, dampening, wd, nesterov, 0};
 }
 PL_AdamParams adam(double lr, double b1, double b2, double eps, int64_t step) {
-  return {sizeof(PL_AdamParams), lr, b1, b2, eps, 0.0, step, 0};
+  return {sizeof(PL_AdamParams), lr, b1, b2, eps, 0.0, step, 0, 0, 0};
 }
 
 std::vector<Case> cases() {

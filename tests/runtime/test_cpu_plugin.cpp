@@ -154,7 +154,7 @@ TEST_F(CpuPlugin, KernelsThroughTheTable) {
   PL_SgdParams sgd{sizeof(PL_SgdParams), 0.1, 0.9, 0.0, 0.0, 0, 1};
   ok(api->sgd_step(acc, &tp, &tg, &tm, &sgd, nullptr));
   EXPECT_FLOAT_EQ(p[0], 1.0f - 0.1f * 0.5f);
-  PL_AdamParams adam{sizeof(PL_AdamParams), 0.01, 0.9, 0.999, 1e-8, 0.0, 1, 0};
+  PL_AdamParams adam{sizeof(PL_AdamParams), 0.01, 0.9, 0.999, 1e-8, 0.0, 1, 0, 0, 0};
   std::fill(m.begin(), m.end(), 0.0f);
   ok(api->adam_step(acc, &tp, &tg, &tm, &tv, &adam, nullptr));
   EXPECT_NEAR(p[1], 2.1f + 0.01f, 1e-5);  // SGD moved it to 2.1; Adam's first step moves lr * sign(g)

@@ -105,17 +105,28 @@ struct Run {
   Weights* x = nullptr;
 };
 
+// The host's side that an optimizer other than plain SGD changes (qadam's QAdam): called on each
+// rank's thread.  `bind`: after setup (ABI 1.6 bind_optimizer goes here); `form`: after the
+// gradient is computed, before it is reported; `step`: the optimizer on x from g.
+struct HostOptimizer {
+  std::function<void(const PL_StrategyApi*, PL_Strategy*, const PL_Host*)> bind;
+  std::function<void(Weights& x, Weights& g)> form;
+  std::function<void(Weights& x, const Weights& g)> step;
+};
+
 struct TrainResult {
-  std::vector<Weights> weights;                     // per rank, after the last step
-  std::vector<std::map<std::string, double>> stats; // per rank, the names asked for
+  std::vector<Weights> weights;                      // per rank, after the last step
+  std::vector<std::map<std::string, double>> stats;  // per rank, the names asked for
 };
 
 // Trains `steps` steps of the tiny model with strategy `name` (options after the alias's presets)
 // at `world` ranks, SGD with `lr`; `after_step(run, k)`, when set, runs on every rank after step k
 // (0-based).  Fails the test on any rank's error.
-inline TrainResult train(const std::string& name, int world, const std::vector<std::pair<std::string, std::string>>& options,
-                         int steps, float lr, const std::vector<std::string>& stat_names = {},
-                         const std::function<void(Run&, int)>& after_step = nullptr) {
+inline TrainResult train(const std::string& name, int world,
+                         const std::vector<std::pair<std::string, std::string>>& options, int steps, float lr,
+                         const std::vector<std::string>& stat_names = {},
+                         const std::function<void(Run&, int)>& after_step = nullptr,
+                         const std::function<HostOptimizer(int rank)>& host_optimizer = nullptr) {
   TrainResult result;
   result.weights.resize(static_cast<size_t>(world));
   result.stats.resize(static_cast<size_t>(world));
@@ -145,16 +156,23 @@ inline TrainResult train(const std::string& name, int world, const std::vector<s
     }
     s.setup(params);
     const PL_StrategyApi* api = s.api();
+    const HostOptimizer host = host_optimizer ? host_optimizer(rank) : HostOptimizer{};
+    if (host.bind) host.bind(api, s.get(), rt.host());
     struct Sgd {
       Weights* x;
       Weights* g;
       float lr;
-    } sgd{&x, &g, lr};
+      const HostOptimizer* host;
+    } sgd{&x, &g, lr, &host};
     PL_OptimizerFn fn{};
     fn.struct_size = sizeof fn;
     fn.user = &sgd;
     fn.step = [](void* user, const PL_ParamRange* r, size_t n) -> PL_Error* {
       auto* o = static_cast<Sgd*>(user);
+      if (o->host->step) {  // every parameter whole (bagua's ranges)
+        o->host->step(*o->x, *o->g);
+        return nullptr;
+      }
       for (size_t i = 0; i < n; ++i) {
         const int64_t off = r[i].param_index == 0 ? 0 : kWeights;
         for (int64_t j = r[i].begin; j < r[i].end; ++j) (*o->x)[off + j] -= o->lr * (*o->g)[off + j];
@@ -166,6 +184,7 @@ inline TrainResult train(const std::string& name, int world, const std::vector<s
       s.run_step([&](PL_Device, PL_Parameter*, size_t) {
         const Weights fresh = gradient(x, rank, k);
         std::copy(fresh.begin(), fresh.end(), g.begin());  // in place: the plugin holds g's memory
+        if (host.form) host.form(x, g);
         s.on_grad_ready(1);
         s.on_grad_ready(0);
       });

@@ -80,7 +80,8 @@ void expect_matches_reference(int world, bool split, bool average) {
   std::vector<std::pair<std::string, std::string>> opts;
   if (split) opts.emplace_back("bucket_size_mb", "0.00001");  // 10 bytes: one bucket per parameter
   if (!average) opts.emplace_back("average", "false");
-  const TrainResult got = train("bagua_bytegrad", world, opts, kSteps, kLr, {"bytes_per_step", "bucket_bytes", "buckets"});
+  const TrainResult got =
+      train("bagua_bytegrad", world, opts, kSteps, kLr, {"bytes_per_step", "bucket_bytes", "buckets"});
   ASSERT_EQ(got.weights.size(), static_cast<size_t>(world));
   for (int r = 1; r < world; ++r) EXPECT_EQ(got.weights[r], got.weights[0]) << "rank " << r << " differs from rank 0";
   for (const auto& [name, q] : std::vector<std::pair<const char*, Quantizer>>{{"plrt", q_plrt}, {"bagua", q_bagua}}) {
@@ -126,7 +127,8 @@ TEST(ByteGrad, QuantizationIsReal) {
 // Bagua's quantizer and the accelerators' are within one quantization step of each other, on
 // random chunks, constant chunks and chunks with a huge offset.
 TEST(ByteGrad, BaguaAndPlrtQuantizersAgreeWithinOneStep) {
-  std::vector<std::vector<float>> chunks = {{1.5f, 1.5f, 1.5f}, {0.0f}, {-3.0f, 7.0f, 2.0f, 2.5f}, {1000.0f, 1000.5f, 1001.0f}};
+  std::vector<std::vector<float>> chunks = {
+      {1.5f, 1.5f, 1.5f}, {0.0f}, {-3.0f, 7.0f, 2.0f, 2.5f}, {1000.0f, 1000.5f, 1001.0f}};
   for (int c = 0; c < 50; ++c) {
     std::vector<float> v(33);
     for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(std::sin(c * 7.1 + i * 1.9) * (c + 1));

@@ -17,6 +17,14 @@ using namespace plrt_training;
 
 constexpr int kSteps = 30;
 
+// plrt-mlp's arguments with `args`, whose --lr (if any) replaces the tests' default one.
+std::vector<std::string> program_with(const std::vector<std::string>& args) {
+  std::vector<std::string> program = mlp_args(args);
+  const auto lr = std::find(program.begin(), program.end(), "--lr");
+  if (std::count(program.begin(), program.end(), "--lr") > 1) program.erase(lr, lr + 2);
+  return program;
+}
+
 // Trains with `strategy` at `world` ranks and returns the saved weights' path (and the report).
 std::string train(const TempDir& dir, const std::string& tag, const std::string& strategy, int world,
                   const std::vector<std::string>& extra, nlohmann::json* report = nullptr) {
@@ -35,10 +43,7 @@ std::string train(const TempDir& dir, const std::string& tag, const std::string&
                                 "--report",
                                 rep};
   args.insert(args.end(), extra.begin(), extra.end());
-  std::vector<std::string> program = mlp_args(args);
-  const auto lr = std::find(program.begin(), program.end(), "--lr");
-  if (std::count(program.begin(), program.end(), "--lr") > 1) program.erase(lr, lr + 2);  // the test's own lr
-  auto r = run(plrun(strategy, world, program));  // plrt-mlp takes --strategy-option too
+  auto r = run(plrun(strategy, world, program_with(args)));  // plrt-mlp takes --strategy-option too
   EXPECT_RAN(r);
   if (report != nullptr) *report = nlohmann::json::parse(std::ifstream(rep));
   return out;
@@ -80,6 +85,40 @@ TEST(Bagua, AverageFalseSumsTheGradients) {
     EXPECT_LE(relative_difference(sum, mean_wlr), 1e-6) << "W=" << world;
     EXPECT_GT(relative_difference(sum, mean), 1e-3) << "average=false changed nothing at W=" << world;
   }
+}
+
+// The sample's held-out accuracy (its default data set, the bundled digits) after 3 epochs at 2
+// ranks: the report's val_acc.
+double accuracy(const std::string& strategy, const std::vector<std::string>& extra) {
+  TempDir dir;
+  std::vector<std::string> args{MLP_PATH,    "--epochs",        "3",        "--root-dir",
+                                dir / "run", "--no-checkpoint", "--report", dir / "r.json"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  auto r = run(plrun(strategy, 2, args));
+  EXPECT_RAN(r);
+  return nlohmann::json::parse(std::ifstream(dir / "r.json")).at("metrics").at("val_acc").get<double>();
+}
+
+// Compression costs less than half a point of held-out accuracy against gradient_allreduce with
+// the same optimizer (docs/bagua.md; the convergence bar).
+TEST(Bagua, CompressedAlgorithmsConvergeLikeGradientAllreduce) {
+  const double sgd = accuracy("bagua", {});
+  EXPECT_GT(sgd, 0.9);
+  EXPECT_NEAR(accuracy("bagua_bytegrad", {}), sgd, 0.005) << "bytegrad";
+  const std::vector<std::string> qadam{"--optimizer", "qadam", "--lr", "0.002"};  // warmup: QAdam's 100
+  const double warm = accuracy("bagua", qadam);
+  EXPECT_GT(warm, 0.9);
+  EXPECT_NEAR(accuracy("bagua_qadam", qadam), warm, 0.005) << "qadam";
+}
+
+// qadam needs pl::QAdam: another optimizer is refused, exit 2, naming both, before a step.
+TEST(Bagua, QAdamRefusesAnotherOptimizer) {
+  TempDir dir;
+  auto r = run(plrun("bagua_qadam", 2, mlp_args({"--optimizer", "adam", "--max-steps", "3", "--root-dir", dir / "q"})));
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("needs the QAdam optimizer"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("'Adam'"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("epoch 0"), std::string::npos) << r.output;
 }
 
 TEST(Bagua, BadOptionsExitTwoBeforeAnyWork) {

@@ -124,6 +124,12 @@ AdamScalars adam_step(Target target, const PL_Tensor* param, const PL_Tensor* gr
   s.decay = 1.0 - params->lr * params->weight_decay;
   s.decoupled = params->decoupled_weight_decay != 0;
   s.has_wd = params->weight_decay != 0;
+  s.freeze_v = PL_HAS_FIELD(PL_AdamParams, params, freeze_exp_avg_sq) && params->freeze_exp_avg_sq != 0;
+  s.grad_is_m = PL_HAS_FIELD(PL_AdamParams, params, grad_is_exp_avg) && params->grad_is_exp_avg != 0;
+  if (s.grad_is_m && s.decoupled)
+    fail(PL_ERR_INVALID_ARGUMENT,
+         "adam_step: grad_is_exp_avg with decoupled_weight_decay is invalid: the gradient "
+         "holds the first moment, weight decay included (QAdam), so set one or the other");
   return s;
 }
 

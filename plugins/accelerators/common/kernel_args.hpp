@@ -53,6 +53,7 @@ struct AdamScalars {
   double beta1, beta2, one_minus_beta1, one_minus_beta2, eps, weight_decay;
   double step_size, bc2_sqrt, decay;  // lr / (1 - beta1^step), sqrt(1 - beta2^step), 1 - lr * wd
   bool decoupled, has_wd;
+  bool freeze_v, grad_is_m;  // ABI 1.6: QAdam's update (exp_avg_sq read only; grad is the new exp_avg)
 };
 AdamScalars adam_step(Target target, const PL_Tensor* param, const PL_Tensor* grad, const PL_Tensor* exp_avg,
                       const PL_Tensor* exp_avg_sq, const PL_AdamParams* params);

@@ -49,18 +49,19 @@ void adam_loop(typename Tr::Storage* p, const typename Tr::Storage* g, typename 
   const C bc2_sqrt = static_cast<C>(s.bc2_sqrt);
   const C decay = static_cast<C>(s.decay);
   const bool decoupled = s.decoupled, has_wd = s.has_wd;  // locals: the stores cannot alias them
+  const bool freeze_v = s.freeze_v, grad_is_m = s.grad_is_m;
   for (int64_t i = 0; i < n; ++i) {
     C pi = Tr::load(p[i]);
     C gi = Tr::load(g[i]);
     if (decoupled) {
       if (has_wd) pi = pi * decay;
-    } else if (has_wd) {
+    } else if (has_wd && !grad_is_m) {
       gi = gi + wd * pi;
     }
-    const C mi = b1 * Tr::load(m[i]) + omb1 * gi;
-    const C vi = b2 * Tr::load(v[i]) + (omb2 * gi) * gi;
+    const C mi = grad_is_m ? gi : b1 * Tr::load(m[i]) + omb1 * gi;
+    const C vi = freeze_v ? Tr::load(v[i]) : b2 * Tr::load(v[i]) + (omb2 * gi) * gi;
     m[i] = Tr::store(mi);
-    v[i] = Tr::store(vi);
+    if (!freeze_v) v[i] = Tr::store(vi);
     const C denom = std::sqrt(vi) / bc2_sqrt + eps;
     p[i] = Tr::store(pi - step_size * (mi / denom));
   }

@@ -52,7 +52,7 @@ struct AdamOp {
   S* m;
   S* v;
   C b1, b2, omb1, omb2, eps, wd, step_size, bc2_sqrt, decay;
-  bool decoupled, has_wd;
+  bool decoupled, has_wd, freeze_v, grad_is_m;
 
   template <int W>
   __device__ void run(int64_t i) const {
@@ -66,13 +66,13 @@ struct AdamOp {
       C gi = Tr::load(pg.v[k]);
       if (decoupled) {
         if (has_wd) pi = pi * decay;
-      } else if (has_wd) {
+      } else if (has_wd && !grad_is_m) {
         gi = gi + wd * pi;
       }
-      const C mi = b1 * Tr::load(pm.v[k]) + omb1 * gi;
-      const C vi = b2 * Tr::load(pv.v[k]) + (omb2 * gi) * gi;
+      const C mi = grad_is_m ? gi : b1 * Tr::load(pm.v[k]) + omb1 * gi;
+      const C vi = freeze_v ? Tr::load(pv.v[k]) : b2 * Tr::load(pv.v[k]) + (omb2 * gi) * gi;
       pm.v[k] = Tr::store(mi);
-      pv.v[k] = Tr::store(vi);
+      pv.v[k] = Tr::store(vi);                    // unchanged when frozen
       const C denom = sqrt(vi) / bc2_sqrt + eps;  // correctly rounded sqrt and division (no fast math)
       pp.v[k] = Tr::store(pi - step_size * (mi / denom));
     }
@@ -129,6 +129,8 @@ void launch_adam(const Launch& L, const PL_Tensor& param, const PL_Tensor& grad,
     op.decay = static_cast<C>(s.decay);
     op.decoupled = s.decoupled;
     op.has_wd = s.has_wd;
+    op.freeze_v = s.freeze_v;
+    op.grad_is_m = s.grad_is_m;
     const bool vec =
         aligned(param.data, 16) && aligned(grad.data, 16) && aligned(exp_avg.data, 16) && aligned(exp_avg_sq.data, 16);
     launch_apply<pack_width(sizeof(S))>(L, param.numel, vec, op, "adam_step");

@@ -4,6 +4,7 @@
 //
 //   gradient_allreduce.cpp  the buckets' allreduce (mean, or sum)
 //   bytegrad.cpp            the buckets' uint8-compressed reduce-scatter and allgather
+//   qadam.cpp               QAdam's first moment averaged with bytegrad's compression
 //
 // Gradient algorithms give the reducer their BucketComm; the algorithms that exchange weights
 // instead keep the gradients local (local_gradients(): one bucket per parameter, worked in place,
@@ -39,6 +40,8 @@ class Algorithm {
   // Forward and backward (default: ddp's run_step).
   virtual void run_step(BaguaStrategy& s, const PL_ReplicaStepFn* fn);
   virtual void before_optimizer_step(BaguaStrategy& s);
+  // The host's optimizer (ABI 1.6), before the first step; default: any optimizer, nothing asked.
+  virtual void bind_optimizer(BaguaStrategy& s, PL_OptimizerInfo& info);
   // Default: ddp's (every trainable parameter whole).
   virtual void optimizer_step(BaguaStrategy& s, const PL_OptimizerFn* fn);
   virtual void after_optimizer_step(BaguaStrategy& s);
@@ -63,6 +66,10 @@ std::unique_ptr<Algorithm> make_algorithm(const BaguaOptions& opts, const PL_Str
 // The algorithms, one file each.
 std::unique_ptr<Algorithm> make_gradient_allreduce(const BaguaOptions& opts, const PL_StrategyConfig& config);
 std::unique_ptr<Algorithm> make_bytegrad(const BaguaOptions& opts, const PL_StrategyConfig& config);
+std::unique_ptr<Algorithm> make_qadam(const BaguaOptions& opts, const PL_StrategyConfig& config);
+
+// bytegrad.cpp: bytegrad's bucket communication (qadam compresses its first moment with it).
+std::unique_ptr<reducer::BucketComm> make_bytegrad_comm(int world, int rank, bool average);
 
 // The bucket communication of the algorithms that keep gradients local: buckets of one parameter
 // each, worked in place in the gradient (no flat buffer, no copy), nothing issued.

@@ -8,6 +8,7 @@ namespace {
 
 const PL_Option kGradientAllreduce[] = {{sizeof(PL_Option), "algorithm", "gradient_allreduce"}};
 const PL_Option kByteGrad[] = {{sizeof(PL_Option), "algorithm", "bytegrad"}};
+const PL_Option kQAdam[] = {{sizeof(PL_Option), "algorithm", "qadam"}};
 const PL_Alias kAliases[] = {
     {sizeof(PL_Alias),
      "bagua_gradient_allreduce",
@@ -17,6 +18,10 @@ const PL_Alias kAliases[] = {
      "bagua_bytegrad",
      "bagua with algorithm=bytegrad (gradients averaged in uint8: a compressed reduce-scatter and allgather)",
      {sizeof(PL_OptionList), kByteGrad, 1}},
+    {sizeof(PL_Alias),
+     "bagua_qadam",
+     "bagua with algorithm=qadam (QAdam's first moment averaged in uint8 after its warmup; needs pl::QAdam)",
+     {sizeof(PL_OptionList), kQAdam, 1}},
 };
 
 }  // namespace

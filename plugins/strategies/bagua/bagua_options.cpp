@@ -26,7 +26,7 @@ const AlgorithmName kAlgorithms[] = {
     {AlgorithmId::kDecentralized, "decentralized", false},
     {AlgorithmId::kLowPrecisionDecentralized, "low_precision_decentralized", false},
     {AlgorithmId::kAsync, "async", false},
-    {AlgorithmId::kQAdam, "qadam", false},
+    {AlgorithmId::kQAdam, "qadam", true},
 };
 
 std::string built_list() {

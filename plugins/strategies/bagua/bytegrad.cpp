@@ -27,9 +27,9 @@ struct ByteGradState final : reducer::BucketState {
   int64_t chunk = 0;   // elements a chunk (flat.numel / n)
   int64_t stride = 0;  // bytes an encoded chunk
   strategy::DeviceMemory send, recv, tmp;
-  PL_Tensor send_all{}, recv_all{};            // n encoded chunks each (u8)
-  std::vector<PL_Tensor> gathered;             // recv's n encoded chunks, the allgather's outputs
-  PL_Tensor own_encoded{}, decoded{};          // send's chunk `rank` (the allgather input); tmp (f32, chunk)
+  PL_Tensor send_all{}, recv_all{};    // n encoded chunks each (u8)
+  std::vector<PL_Tensor> gathered;     // recv's n encoded chunks, the allgather's outputs
+  PL_Tensor own_encoded{}, decoded{};  // send's chunk `rank` (the allgather input); tmp (f32, chunk)
 };
 
 PL_Tensor bytes_view(const PL_Tensor& u8, int64_t begin, int64_t count) { return reducer::sub_view(u8, begin, count); }
@@ -48,8 +48,9 @@ class ByteGradComm final : public reducer::BucketComm {
     const PL_AcceleratorApi* a = dev.api;
     if (a->struct_size < PL_STRUCT_SIZE(PL_AcceleratorApi, dequantize_u8) || a->quantize_u8 == nullptr ||
         a->dequantize_u8 == nullptr || a->axpy == nullptr || a->scale == nullptr || a->fill == nullptr)
-      fail(PL_ERR_UNSUPPORTED, r.who() + ": algorithm bytegrad needs the accelerator's quantize_u8, dequantize_u8, "
-                                         "axpy, scale and fill (ABI 1.4); this accelerator lacks one");
+      fail(PL_ERR_UNSUPPORTED, r.who() +
+                                   ": algorithm bytegrad needs the accelerator's quantize_u8, dequantize_u8, "
+                                   "axpy, scale and fill (ABI 1.4); this accelerator lacks one");
     auto st = std::make_unique<ByteGradState>();
     st->chunk = b.flat.numel / world_;
     st->stride = 8 + (st->chunk + 3) / 4 * 4;
@@ -78,7 +79,8 @@ class ByteGradComm final : public reducer::BucketComm {
     const strategy::DeviceContext& dev = r.device();
     if (b.flat.numel > b.numel) {  // the padding is zeros at every step (the last stage wrote it)
       PL_Tensor pad = reducer::sub_view(b.flat, b.numel, b.flat.numel - b.numel);
-      check(dev.host, dev.api->fill(dev.acc, &pad, 0.0, nullptr), r.who() + ": zeroing the padding of " + r.describe(b));
+      check(dev.host, dev.api->fill(dev.acc, &pad, 0.0, nullptr),
+            r.who() + ": zeroing the padding of " + r.describe(b));
     }
     for (int i = 0; i < world_; ++i) encode(r, b, st, i, st.send_all);
     PL_Work* w = nullptr;
@@ -173,6 +175,10 @@ class ByteGrad final : public Algorithm {
 };
 
 }  // namespace
+
+std::unique_ptr<reducer::BucketComm> make_bytegrad_comm(int world, int rank, bool average) {
+  return std::make_unique<ByteGradComm>(world, rank, average);
+}
 
 std::unique_ptr<Algorithm> make_bytegrad(const BaguaOptions& opts, const PL_StrategyConfig& c) {
   return std::make_unique<ByteGrad>(opts.average, c.world_size, c.global_rank);

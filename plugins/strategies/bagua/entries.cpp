@@ -43,6 +43,14 @@ PL_Error* before_optimizer_step(PL_Strategy* s) {
   return Core::entry(s, "before_optimizer_step", [&](BaguaStrategy& d) { d.algo->before_optimizer_step(d); });
 }
 
+PL_Error* bind_optimizer(PL_Strategy* s, PL_OptimizerInfo* info) {
+  return Core::entry(s, "bind_optimizer", [&](BaguaStrategy& d) {
+    if (info == nullptr || info->struct_size < PL_STRUCT_SIZE(PL_OptimizerInfo, first_moment_in_grads))
+      plugin::fail(PL_ERR_INVALID_ARGUMENT, d.who + ": bind_optimizer needs a PL_OptimizerInfo of ABI 1.6 or later");
+    d.algo->bind_optimizer(d, *info);
+  });
+}
+
 PL_Error* optimizer_step(PL_Strategy* s, const PL_OptimizerFn* fn) {
   return Core::entry(s, "optimizer_step", [&](BaguaStrategy& d) { d.algo->optimizer_step(d, fn); });
 }
@@ -120,6 +128,7 @@ PL_StrategyApi Ops::table() {
   api.run_step = run_step;
   api.before_optimizer_step = before_optimizer_step;
   api.optimizer_step = optimizer_step;
+  api.bind_optimizer = bind_optimizer;
   api.after_optimizer_step = after_optimizer_step;
   api.state_info = state_info;
   api.save_state = save_state;

@@ -40,7 +40,10 @@ class Optimizer {
   // an empty range does nothing.  Everything not named is left alone.  steps() counts the call.
   // Name the same ranges at every step: the state is kept per range.
   void step(const std::vector<ParamRange>& ranges);
-  virtual std::string name() const = 0;  // "SGD", "Adam", "AdamW"
+  virtual std::string name() const = 0;  // "SGD", "Adam", "AdamW", "QAdam"
+  // Its hyperparameters as name=value text (lr, and the rule's own: momentum, beta1, ...), for a
+  // strategy that needs to know them (ABI 1.6 bind_optimizer).
+  virtual std::vector<std::pair<std::string, std::string>> hyperparameters() const;
   void zero_grad();
   double lr() const { return lr_; }
   void set_lr(double lr);  // negative or non-finite throws
@@ -130,9 +133,21 @@ class Adam : public Optimizer {
  public:
   Adam(std::vector<Parameter*> params, AdamOptions options, bool decoupled_weight_decay = false);
   std::string name() const override { return decoupled_ ? "AdamW" : "Adam"; }
+  std::vector<std::pair<std::string, std::string>> hyperparameters() const override;
   std::vector<std::pair<std::string, Tensor>> state_tensors() const override;
   std::map<std::string, double> state_scalars() const override;
   void load_state(const std::map<std::string, Tensor>& tensors, const std::map<std::string, double>& scalars) override;
+
+ protected:
+  // A subclass's change to one update's arguments (QAdam: its second moment frozen after warmup);
+  // ap.step is the parameter's step being taken (1-based).
+  virtual void adjust(PL_AdamParams& ap, size_t i) const {
+    (void)ap;
+    (void)i;
+  }
+  const AdamOptions& adam_options() const { return o_; }
+  const Tensor& exp_avg_of(size_t i) const { return exp_avg_[i]; }  // undefined before its first step
+  int64_t steps_of(size_t i) const { return step_[i]; }             // parameter i's steps taken
 
  private:
   void update(size_t i, int64_t begin, int64_t end) override;
@@ -155,6 +170,42 @@ class AdamW : public Adam {
     return o;
   }
   AdamW(std::vector<Parameter*> params, AdamOptions options = defaults()) : Adam(std::move(params), options, true) {}
+};
+
+// Bagua's QAdam (docs/bagua.md §6): Adam for the first warmup_steps steps; after them the second
+// moment is frozen, and the first moment goes on as m = beta1*m + (1-beta1)*(g + wd*x), so that a
+// strategy can average m itself in uint8 (bagua's qadam: ABI 1.6 bind_optimizer asks for it, and
+// the Trainer then calls form_first_moment; the step takes the averaged m from the gradient).
+// Alone (single device, ddp) it is that rule on the local gradient.  Checkpoints as Adam's.
+struct QAdamOptions {
+  double lr = 1e-3;
+  int64_t warmup_steps = 100;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 0;
+};
+
+class QAdam : public Adam {
+ public:
+  QAdam(std::vector<Parameter*> params, QAdamOptions options = {});
+  std::string name() const override { return "QAdam"; }
+  std::vector<std::pair<std::string, std::string>> hyperparameters() const override;
+  int64_t warmup_steps() const { return warmup_; }
+  // Whether the strategy averages the first moment (set by the Trainer from bind_optimizer).
+  void set_first_moment_in_grads(bool on) { first_moment_in_grads_ = on; }
+  bool first_moment_in_grads() const { return first_moment_in_grads_; }
+  // Whether parameter i's next step is past the warmup (then the first moment is what travels).
+  bool past_warmup(size_t i) const { return steps_of(i) >= warmup_; }
+  // Writes m_i = beta1*m + (1-beta1)*(g + wd*x), times `loss_scale` (the gradient is scaled by it;
+  // the unscale divides it out), into parameter i's gradient: in that order, (1-beta1)*g, then
+  // + (1-beta1)*wd*scale*x, then + beta1*scale*m, each one kernel.  Past the warmup only.
+  void form_first_moment(size_t i, double loss_scale);
+
+ private:
+  void adjust(PL_AdamParams& ap, size_t i) const override;
+  int64_t warmup_;
+  bool first_moment_in_grads_ = false;
 };
 
 }  // namespace pl
