@@ -91,7 +91,7 @@ std::vector<RankRef> reference(int world, const Quantizer& q, bool split, int in
         unpack(rk.w[b], layout[b], rk.x);
       }
     }
-    *tol += 2 * worst;  // each rank's quantizations, Bagua's rounding against plrt's
+    *tol += worst;  // per exchange: half a step each for Bagua's rounding and plrt's
   }
   return ranks;
 }
