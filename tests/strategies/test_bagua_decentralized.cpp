@@ -210,6 +210,31 @@ TEST(DecentralizedErrors, BadOptionValues) {
   EXPECT_EQ(create_error("bagua_decentralized", 1, {{"communication_interval", "5"}}), "");
 }
 
+// The state entries: has_state, and save/load need setup.
+TEST(DecentralizedErrors, StateEntriesNeedSetup) {
+  for (const char* name : {"bagua_decentralized", "bagua_low_precision_decentralized"}) {
+    pl::Runtime rt(strattest::runtime_options());
+    ddptest::StrategyConfig c;
+    c.accelerator = pl::Accelerator(rt, "cpu");
+    ddptest::Strategy s(rt, name, c);
+    PL_StrategyStateInfo info{};
+    info.struct_size = sizeof info;
+    pl::check(rt.host(), s.api()->state_info(s.get(), &info));
+    EXPECT_EQ(info.has_state, 1) << name;
+    EXPECT_EQ(info.any_world_size, 0) << name;
+    TempDir dir;
+    for (const bool load : {false, true}) {
+      PL_Error* e =
+          load ? s.api()->load_state(s.get(), dir.str().c_str(), 1) : s.api()->save_state(s.get(), dir.str().c_str());
+      ASSERT_NE(e, nullptr) << name;
+      const std::string m = pl_error_message(e);
+      EXPECT_EQ(pl_error_code(e), PL_ERR_INVALID_ARGUMENT);
+      EXPECT_TRUE(has(m, load ? "load_state was called before setup" : "save_state was called before setup")) << m;
+      pl_error_destroy(e);
+    }
+  }
+}
+
 // After two steps every rank saves; then load_state from another world size, from a damaged file,
 // a truncated one and a missing one: each an INVALID_ARGUMENT naming the sizes or the file.
 TEST(DecentralizedErrors, LoadStateRefusesOtherWorldSizesAndDamagedFiles) {

@@ -107,9 +107,18 @@ class Decentralized final : public Algorithm {
     comm_ms_ += ms_since(t0);
   }
 
+  // Frees the buffers while the core's device context, which they point to, still lives (the core
+  // goes before the algorithm).
+  void teardown(BaguaStrategy& s) noexcept override {
+    (void)s;
+    slots_.clear();
+    pending_ = PendingValues();
+  }
+
   bool has_state() const override { return true; }
 
   void save_state(BaguaStrategy& s, const std::string& dir) override {
+    require_setup(*s.core, "save_state");
     RankState st;
     st.algorithm = kName;
     st.rank = rank_;
@@ -120,6 +129,7 @@ class Decentralized final : public Algorithm {
   }
 
   void load_state(BaguaStrategy& s, const std::string& dir, int32_t saved_world) override {
+    require_setup(*s.core, "load_state");
     check_saved_world(s.who, saved_world, world_);
     const std::string file = state_path(dir, rank_);
     const RankState st = read_state(s.who, file, kName, rank_, world_);

@@ -127,9 +127,18 @@ class LowPrecisionDecentralized final : public Algorithm {
     comm_ms_ += ms_since(t0);
   }
 
+  // Frees the buffers while the core's device context, which they point to, still lives (the core
+  // goes before the algorithm).
+  void teardown(BaguaStrategy& s) noexcept override {
+    (void)s;
+    buckets_.clear();
+    pending_ = PendingValues();
+  }
+
   bool has_state() const override { return true; }
 
   void save_state(BaguaStrategy& s, const std::string& dir) override {
+    require_setup(*s.core, "save_state");
     ddp::DdpStrategy& c = *s.core;
     RankState st;
     st.algorithm = kName;
@@ -153,6 +162,7 @@ class LowPrecisionDecentralized final : public Algorithm {
   }
 
   void load_state(BaguaStrategy& s, const std::string& dir, int32_t saved_world) override {
+    require_setup(*s.core, "load_state");
     ddp::DdpStrategy& c = *s.core;
     check_saved_world(s.who, saved_world, world_);
     const std::string file = state_path(dir, rank_);

@@ -58,6 +58,10 @@ void unpack_values(const ddp::DdpStrategy& c, ValueBucket& b, const PL_Tensor& f
   reducer::unpack_parts(c.dev, flat, b.offsets, b.parts, c.who + ": unpacking the values of " + b.name);
 }
 
+void require_setup(const ddp::DdpStrategy& c, const char* fn) {
+  if (!c.set_up) fail(PL_ERR_INVALID_ARGUMENT, c.who + ": " + fn + " was called before setup (or after teardown)");
+}
+
 // ---- Transfers ----
 
 Transfers::~Transfers() {

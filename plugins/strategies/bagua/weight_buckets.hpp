@@ -84,6 +84,9 @@ class PendingValues {
   std::map<size_t, std::vector<uint8_t>> values_;  // parameter index -> its bytes
 };
 
+// save_state and load_state need the parameters: PL_ERR_INVALID_ARGUMENT before setup.
+void require_setup(const ddp::DdpStrategy& c, const char* fn);
+
 // Milliseconds since `t0`.
 inline double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
