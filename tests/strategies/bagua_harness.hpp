@@ -103,6 +103,14 @@ struct Run {
   int rank = 0, world = 1;
   ddptest::Strategy* strategy = nullptr;
   Weights* x = nullptr;
+  const PL_Host* host = nullptr;
+};
+
+// A run that resumes: steps first_step.. only, after_setup(run) on every rank after setup (where
+// the host loads a checkpoint: the strategy's load_state, then the model).
+struct Resume {
+  int first_step = 0;
+  std::function<void(Run&)> after_setup;
 };
 
 // The host's side that an optimizer other than plain SGD changes (qadam's QAdam): called on each
@@ -125,7 +133,7 @@ struct TrainResult {
 inline TrainResult train(const std::string& name, int world,
                          const std::vector<std::pair<std::string, std::string>>& options, int steps, float lr,
                          const std::vector<std::string>& stat_names = {},
-                         const std::function<void(Run&, int)>& after_step = nullptr,
+                         const std::function<void(Run&, int)>& after_step = nullptr, const Resume& resume = {},
                          const std::function<HostOptimizer(int rank)>& host_optimizer = nullptr) {
   TrainResult result;
   result.weights.resize(static_cast<size_t>(world));
@@ -179,8 +187,9 @@ inline TrainResult train(const std::string& name, int world,
       }
       return nullptr;
     };
-    Run run{rank, world, &s, &x};
-    for (int k = 0; k < steps; ++k) {
+    Run run{rank, world, &s, &x, rt.host()};
+    if (resume.after_setup) resume.after_setup(run);
+    for (int k = resume.first_step; k < steps; ++k) {
       s.run_step([&](PL_Device, PL_Parameter*, size_t) {
         const Weights fresh = gradient(x, rank, k);
         std::copy(fresh.begin(), fresh.end(), g.begin());  // in place: the plugin holds g's memory
@@ -200,6 +209,14 @@ inline TrainResult train(const std::string& name, int world,
   });
   for (int r = 0; r < world; ++r) EXPECT_EQ(failures[static_cast<size_t>(r)], "") << "rank " << r;
   return result;
+}
+
+// The strategy's checkpoint entries through its C table (every rank calls them, as the host does).
+inline void save_state(const Run& run, const std::string& dir) {
+  pl::check(run.host, run.strategy->api()->save_state(run.strategy->get(), dir.c_str()));
+}
+inline void load_state(const Run& run, const std::string& dir, int saved_world) {
+  pl::check(run.host, run.strategy->api()->load_state(run.strategy->get(), dir.c_str(), saved_world));
 }
 
 // The largest |a[i] - b[i]|.

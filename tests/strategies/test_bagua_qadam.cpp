@@ -116,7 +116,7 @@ TEST(QAdam, MatchesReferenceAtTwoAndFourRanks) {
   for (int world : {2, 4}) {
     std::vector<QAdamState> states(static_cast<size_t>(world));
     const TrainResult got = train("bagua_qadam", world, {}, kSteps, kLr, {"bytes_per_step", "bucket_bytes"}, nullptr,
-                                  [&](int r) { return qadam_host(&states[static_cast<size_t>(r)], "QAdam", "5"); });
+                                  {}, [&](int r) { return qadam_host(&states[static_cast<size_t>(r)], "QAdam", "5"); });
     for (int r = 1; r < world; ++r) EXPECT_EQ(got.weights[r], got.weights[0]) << "rank " << r;
     const Weights want = reference(world);
     EXPECT_LE(max_abs_diff(got.weights[0], want), 1e-5) << "W=" << world;
@@ -131,9 +131,9 @@ TEST(QAdam, MatchesReferenceAtTwoAndFourRanks) {
 // With the warmup longer than the run, qadam is Adam on the f32 mean: no compression at all.
 TEST(QAdam, WarmupIsTheF32Mean) {
   std::vector<QAdamState> a(2), b(2);
-  const TrainResult warm = train("bagua_qadam", 2, {}, kWarmup, kLr, {"bytes_per_step", "bucket_bytes"}, nullptr,
+  const TrainResult warm = train("bagua_qadam", 2, {}, kWarmup, kLr, {"bytes_per_step", "bucket_bytes"}, nullptr, {},
                                  [&](int r) { return qadam_host(&a[static_cast<size_t>(r)], "QAdam", "5"); });
-  const TrainResult mean = train("bagua", 2, {}, kWarmup, kLr, {}, nullptr, [&](int r) {
+  const TrainResult mean = train("bagua", 2, {}, kWarmup, kLr, {}, nullptr, {}, [&](int r) {
     HostOptimizer h = qadam_host(&b[static_cast<size_t>(r)], "QAdam", "5");
     h.bind = nullptr;  // gradient_allreduce asks nothing of the optimizer
     return h;
@@ -145,8 +145,10 @@ TEST(QAdam, WarmupIsTheF32Mean) {
 // bind_optimizer refuses another optimizer and a QAdam without warmup_steps, naming them; a host
 // that never binds gets an error at the first step, not a silent Adam.
 TEST(QAdam, OptimizerChecks) {
-  for (const auto& [name, warmup, expect] : std::vector<std::tuple<const char*, const char*, const char*>>{
-           {"Adam", "5", "needs the QAdam optimizer"}, {"QAdam", "-3", "warmup_steps"}, {"QAdam", "x", "warmup_steps"}}) {
+  for (const auto& [name, warmup, expect] :
+       std::vector<std::tuple<const char*, const char*, const char*>>{{"Adam", "5", "needs the QAdam optimizer"},
+                                                                      {"QAdam", "-3", "warmup_steps"},
+                                                                      {"QAdam", "x", "warmup_steps"}}) {
     const auto failures = strattest::run_ranks(1, "qadam-bind", [&](int rank, int port) {
       pl::Runtime rt(strattest::runtime_options());
       pl::Store store(rt, strattest::store_client(port, "qadam-bind"));

@@ -43,6 +43,10 @@ std::unique_ptr<Algorithm> make_algorithm(const BaguaOptions& opts, const PL_Str
       return make_bytegrad(opts, config);
     case AlgorithmId::kQAdam:
       return make_qadam(opts, config);
+    case AlgorithmId::kDecentralized:
+      return make_decentralized(opts, config);
+    case AlgorithmId::kLowPrecisionDecentralized:
+      return make_low_precision_decentralized(opts, config);
     default:
       break;
   }

@@ -5,6 +5,8 @@
 //   gradient_allreduce.cpp  the buckets' allreduce (mean, or sum)
 //   bytegrad.cpp            the buckets' uint8-compressed reduce-scatter and allgather
 //   qadam.cpp               QAdam's first moment averaged with bytegrad's compression
+//   decentralized.cpp       the weights averaged (all ranks, or one peer) before the optimizer step
+//   low_precision_decentralized.cpp  a ring exchanging uint8-compressed weight differences
 //
 // Gradient algorithms give the reducer their BucketComm; the algorithms that exchange weights
 // instead keep the gradients local (local_gradients(): one bucket per parameter, worked in place,
@@ -70,6 +72,8 @@ std::unique_ptr<Algorithm> make_qadam(const BaguaOptions& opts, const PL_Strateg
 
 // bytegrad.cpp: bytegrad's bucket communication (qadam compresses its first moment with it).
 std::unique_ptr<reducer::BucketComm> make_bytegrad_comm(int world, int rank, bool average);
+std::unique_ptr<Algorithm> make_decentralized(const BaguaOptions& opts, const PL_StrategyConfig& config);
+std::unique_ptr<Algorithm> make_low_precision_decentralized(const BaguaOptions& opts, const PL_StrategyConfig& config);
 
 // The bucket communication of the algorithms that keep gradients local: buckets of one parameter
 // each, worked in place in the gradient (no flat buffer, no copy), nothing issued.

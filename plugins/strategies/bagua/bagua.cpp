@@ -9,6 +9,8 @@ namespace {
 const PL_Option kGradientAllreduce[] = {{sizeof(PL_Option), "algorithm", "gradient_allreduce"}};
 const PL_Option kByteGrad[] = {{sizeof(PL_Option), "algorithm", "bytegrad"}};
 const PL_Option kQAdam[] = {{sizeof(PL_Option), "algorithm", "qadam"}};
+const PL_Option kDecentralized[] = {{sizeof(PL_Option), "algorithm", "decentralized"}};
+const PL_Option kLowPrecisionDecentralized[] = {{sizeof(PL_Option), "algorithm", "low_precision_decentralized"}};
 const PL_Alias kAliases[] = {
     {sizeof(PL_Alias),
      "bagua_gradient_allreduce",
@@ -22,6 +24,14 @@ const PL_Alias kAliases[] = {
      "bagua_qadam",
      "bagua with algorithm=qadam (QAdam's first moment averaged in uint8 after its warmup; needs pl::QAdam)",
      {sizeof(PL_OptionList), kQAdam, 1}},
+    {sizeof(PL_Alias),
+     "bagua_decentralized",
+     "bagua with algorithm=decentralized (weights averaged with every rank or one peer; gradients stay local)",
+     {sizeof(PL_OptionList), kDecentralized, 1}},
+    {sizeof(PL_Alias),
+     "bagua_low_precision_decentralized",
+     "bagua with algorithm=low_precision_decentralized (a ring exchanging uint8-compressed weight differences)",
+     {sizeof(PL_OptionList), kLowPrecisionDecentralized, 1}},
 };
 
 }  // namespace

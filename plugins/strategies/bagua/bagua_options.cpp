@@ -23,8 +23,8 @@ struct AlgorithmName {
 const AlgorithmName kAlgorithms[] = {
     {AlgorithmId::kGradientAllreduce, "gradient_allreduce", true},
     {AlgorithmId::kByteGrad, "bytegrad", true},
-    {AlgorithmId::kDecentralized, "decentralized", false},
-    {AlgorithmId::kLowPrecisionDecentralized, "low_precision_decentralized", false},
+    {AlgorithmId::kDecentralized, "decentralized", true},
+    {AlgorithmId::kLowPrecisionDecentralized, "low_precision_decentralized", true},
     {AlgorithmId::kAsync, "async", false},
     {AlgorithmId::kQAdam, "qadam", true},
 };

@@ -63,9 +63,11 @@ class QAdamAlgorithm final : public Algorithm {
   void bind_optimizer(BaguaStrategy& s, PL_OptimizerInfo& info) override {
     const std::string name = info.name != nullptr ? info.name : "";
     if (name != "QAdam")
-      fail(PL_ERR_INVALID_ARGUMENT, s.who + ": algorithm qadam needs the QAdam optimizer (pl::QAdam), and the "
-                                            "module's optimizer is '" +
-                                        name + "'; return a pl::QAdam from configure_optimizers, or pick another algorithm");
+      fail(PL_ERR_INVALID_ARGUMENT, s.who +
+                                        ": algorithm qadam needs the QAdam optimizer (pl::QAdam), and the "
+                                        "module's optimizer is '" +
+                                        name +
+                                        "'; return a pl::QAdam from configure_optimizers, or pick another algorithm");
     const char* warmup = nullptr;
     for (size_t i = 0; i < info.hyperparameters.count; ++i) {
       const PL_Option& o = info.hyperparameters.items[i];
@@ -74,8 +76,9 @@ class QAdamAlgorithm final : public Algorithm {
     char* end = nullptr;
     const long long w = warmup != nullptr ? std::strtoll(warmup, &end, 10) : -1;
     if (warmup == nullptr || *end != '\0' || w < 0)
-      fail(PL_ERR_INVALID_ARGUMENT, s.who + ": algorithm qadam: the QAdam optimizer named no valid warmup_steps "
-                                            "hyperparameter (got '" +
+      fail(PL_ERR_INVALID_ARGUMENT, s.who +
+                                        ": algorithm qadam: the QAdam optimizer named no valid warmup_steps "
+                                        "hyperparameter (got '" +
                                         (warmup != nullptr ? warmup : "nothing") + "'); it must be an integer >= 0");
     warmup_ = w;
     steps_ = info.steps;
@@ -85,8 +88,9 @@ class QAdamAlgorithm final : public Algorithm {
 
   void run_step(BaguaStrategy& s, const PL_ReplicaStepFn* fn) override {
     if (!bound_)
-      fail(PL_ERR_INVALID_ARGUMENT, s.who + ": algorithm qadam needs the host to name its optimizer first "
-                                            "(bind_optimizer, ABI 1.6: plrt's Trainer does); this host did not");
+      fail(PL_ERR_INVALID_ARGUMENT, s.who +
+                                        ": algorithm qadam needs the host to name its optimizer first "
+                                        "(bind_optimizer, ABI 1.6: plrt's Trainer does); this host did not");
     compress_ = steps_ >= warmup_;  // the optimizer's next step is past its warmup: m travels
     Algorithm::run_step(s, fn);
   }

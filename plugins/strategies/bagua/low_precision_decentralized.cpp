@@ -1,0 +1,280 @@
+// low_precision_decentralized (docs/bagua.md §4): a ring of ranks exchanging uint8-compressed weight
+// differences.  Gradients stay local (bucket_comm() is NULL).  Per weight bucket
+// (weight_buckets.hpp: bucket_size_mb, reverse registration order; float32 only) each rank keeps
+// three f32 copies, equal to the weights after setup's broadcast: w (its replica), l (its copy of
+// the left neighbour's w), r (of the right neighbour's).  Every communication_interval optimizer
+// steps (steps 0, I, 2I, ... counted by after_optimizer_step), after the optimizer step, per bucket,
+// in this order (each line one accelerator call, rounded to f32):
+//   t = x                       (pack)
+//   t = t + f32(1/3) * l        (axpy)
+//   t = t + f32(1/3) * r        (axpy)
+//   t = t + f32(-5/3) * w       (axpy)
+//   e = Q(t), one chunk         (quantize_u8: {min, max} then the bytes)
+//   t = decode(e)               (dequantize_u8: d)
+//   send e to left and right, receive e_left, e_right
+//   l = l + decode(e_left);  r = r + decode(e_right);  w = w + t;  x = w (unpack)
+// A neighbour decodes the same bytes with the same kernel and adds them with the same axpy, so each
+// rank's l equals its left neighbour's w bit for bit, and r its right neighbour's.
+//
+// The ring's transfers are two rounds (send right / receive from left, then send left / receive
+// from right; tags 2b and 2b+1 for bucket b, distinct when both neighbours are one rank, n = 2).
+// In each round rank 0 sends first and every other rank receives first, so a backend that runs
+// transfers one at a time (nccl) never waits on a send nobody receives.
+//
+// Checkpoints (per rank, rank_state.hpp): this rank's values x, its w, l and r (per parameter), its
+// step and exchange counters; the values go back at the next run_step (weight_buckets.hpp).
+#include <chrono>
+#include <cstring>
+
+#include "algorithm.hpp"
+#include "bagua_strategy.hpp"
+#include "reducer.hpp"
+#include "weight_buckets.hpp"
+
+namespace plrt::bagua {
+
+using plugin::fail;
+using strategy::check;
+
+namespace {
+
+constexpr const char* kName = "low_precision_decentralized";
+const char* const kCopies[3] = {"w", "l", "r"};
+
+struct RingBucket {
+  ValueBucket v;
+  int64_t stride = 0;  // bytes of an encoded bucket: {min, max}, the bytes, padded to 4
+  strategy::DeviceMemory mem[3], t_mem, tmp_mem, enc_mem;
+  PL_Tensor copy[3]{};   // w, l, r (f32, v.numel)
+  PL_Tensor t{}, tmp{};  // scratch (f32, v.numel)
+  PL_Tensor enc[3]{};    // own, from the left, from the right (u8, stride each)
+};
+
+class LowPrecisionDecentralized final : public Algorithm {
+ public:
+  LowPrecisionDecentralized(const BaguaOptions& o, int32_t world, int32_t rank)
+      : interval_(o.communication_interval), world_(world), rank_(rank) {}
+
+  std::unique_ptr<reducer::BucketComm> bucket_comm() override { return nullptr; }
+  std::vector<std::string> needs() const override { return {"send", "recv"}; }
+
+  void setup(BaguaStrategy& s) override {
+    ddp::DdpStrategy& c = *s.core;
+    buckets_.clear();
+    steps_ = exchanges_ = 0;
+    comm_ms_ = encoded_ = 0;
+    pending_ = PendingValues();
+    for (size_t i = 0; i < c.num_params; ++i) {
+      const PL_Parameter& p = c.params[i];
+      if (pl_parameter_kind(&p) == PL_PARAM_TRAINABLE && p.value.dtype != PL_F32)
+        fail(PL_ERR_UNSUPPORTED, s.who +
+                                     ": algorithm low_precision_decentralized keeps float32 replicas of the weights; " +
+                                     c.param_name(i) + " is " + pl_dtype_name(p.value.dtype) +
+                                     " (use float32 parameters, or algorithm=decentralized)");
+    }
+    if (!c.group) return;  // one rank: no ring
+    const PL_AcceleratorApi* a = c.dev.api;
+    if (a->struct_size < PL_STRUCT_SIZE(PL_AcceleratorApi, dequantize_u8) || a->quantize_u8 == nullptr ||
+        a->dequantize_u8 == nullptr || a->axpy == nullptr)
+      fail(PL_ERR_UNSUPPORTED, s.who +
+                                   ": algorithm low_precision_decentralized needs the accelerator's quantize_u8, "
+                                   "dequantize_u8 and axpy (ABI 1.4); this accelerator lacks one");
+    auto plan = plan_value_buckets(c, s.opts.bucket_size_mb);
+    buckets_.resize(plan.size());
+    for (size_t b = 0; b < plan.size(); ++b) {
+      RingBucket& k = buckets_[b];
+      k.v = std::move(plan[b]);
+      const size_t bytes = k.v.plan.bytes;
+      const std::string what = s.who + ": allocating low_precision_decentralized's buffers of " + k.v.name;
+      for (int j = 0; j < 3; ++j) {
+        k.mem[j] = strategy::DeviceMemory(c.dev, bytes, what);
+        k.copy[j] = k.v.view(c, k.mem[j].get());
+      }
+      k.t_mem = strategy::DeviceMemory(c.dev, bytes, what);
+      k.tmp_mem = strategy::DeviceMemory(c.dev, bytes, what);
+      k.t = k.v.view(c, k.t_mem.get());
+      k.tmp = k.v.view(c, k.tmp_mem.get());
+      k.stride = 8 + (k.v.numel + 3) / 4 * 4;
+      k.enc_mem = strategy::DeviceMemory(c.dev, static_cast<size_t>(3 * k.stride), what);
+      for (int j = 0; j < 3; ++j) {
+        PL_Tensor e = k.t;
+        e.dtype = PL_U8;
+        e.data = static_cast<uint8_t*>(k.enc_mem.get()) + j * k.stride;
+        e.numel = e.shape[0] = k.stride;
+        k.enc[j] = e;
+      }
+      // w = l = r = the weights after the start-up broadcast: equal on every rank.
+      pack_values(c, k.v, k.copy[0]);
+      for (int j = 1; j < 3; ++j)
+        c.dev.copy(k.copy[j].data, c.dev.device, k.copy[0].data, c.dev.device, bytes,
+                   s.who + ": initialising the neighbour replicas of " + k.v.name);
+      encoded_ += 2.0 * static_cast<double>(k.stride);
+    }
+  }
+
+  void run_step(BaguaStrategy& s, const PL_ReplicaStepFn* fn) override {
+    if (pending_.pending()) pending_.apply(*s.core);  // this rank's own values, after the host's load
+    Algorithm::run_step(s, fn);
+  }
+
+  void after_optimizer_step(BaguaStrategy& s) override {
+    ddp::DdpStrategy& c = *s.core;
+    const int64_t k = steps_++;
+    if (!c.group || k % interval_ != 0) return;
+    const auto t0 = std::chrono::steady_clock::now();
+    for (RingBucket& b : buckets_) exchange(c, b);
+    ++exchanges_;
+    comm_ms_ += ms_since(t0);
+  }
+
+  // Frees the buffers while the core's device context, which they point to, still lives (the core
+  // goes before the algorithm).
+  void teardown(BaguaStrategy& s) noexcept override {
+    (void)s;
+    buckets_.clear();
+    pending_ = PendingValues();
+  }
+
+  bool has_state() const override { return true; }
+
+  void save_state(BaguaStrategy& s, const std::string& dir) override {
+    require_setup(*s.core, "save_state");
+    ddp::DdpStrategy& c = *s.core;
+    RankState st;
+    st.algorithm = kName;
+    st.rank = rank_;
+    st.world = world_;
+    std::vector<uint8_t> counters(2 * sizeof(int64_t));
+    std::memcpy(counters.data(), &steps_, sizeof steps_);
+    std::memcpy(counters.data() + sizeof steps_, &exchanges_, sizeof exchanges_);
+    st.add("counters", PL_I64, std::move(counters));
+    pending_.save(c, st);
+    for (RingBucket& b : buckets_)
+      for (size_t m = 0; m < b.v.parts.size(); ++m)
+        for (int j = 0; j < 3; ++j) {
+          const PL_Tensor part = member(b, j, m);
+          std::vector<uint8_t> bytes(static_cast<size_t>(part.numel) * 4);
+          c.dev.copy(bytes.data(), PL_Device{PL_DEVICE_CPU, 0}, part.data, c.dev.device, bytes.size(),
+                     s.who + ": save_state: reading replica " + kCopies[j] + " of " + b.v.name);
+          st.add(key(c, j, b.v.plan.members[m]), PL_F32, std::move(bytes));
+        }
+    write_state(s.who, state_path(dir, rank_), st);
+  }
+
+  void load_state(BaguaStrategy& s, const std::string& dir, int32_t saved_world) override {
+    require_setup(*s.core, "load_state");
+    ddp::DdpStrategy& c = *s.core;
+    check_saved_world(s.who, saved_world, world_);
+    const std::string file = state_path(dir, rank_);
+    const RankState st = read_state(s.who, file, kName, rank_, world_);
+    const StateEntry& counters = st.get(s.who, file, "counters", PL_I64, 2 * sizeof(int64_t));
+    PendingValues values;
+    values.load(c, st, file);
+    std::vector<const StateEntry*> replicas;  // every bucket's members' w, l, r, checked before any change
+    for (RingBucket& b : buckets_)
+      for (size_t m = 0; m < b.v.parts.size(); ++m)
+        for (int j = 0; j < 3; ++j)
+          replicas.push_back(&st.get(s.who, file, key(c, j, b.v.plan.members[m]), PL_F32,
+                                     static_cast<size_t>(b.v.parts[m].numel) * 4));
+    size_t n = 0;
+    for (RingBucket& b : buckets_)
+      for (size_t m = 0; m < b.v.parts.size(); ++m)
+        for (int j = 0; j < 3; ++j) {
+          const PL_Tensor part = member(b, j, m);
+          c.dev.copy(part.data, c.dev.device, replicas[n++]->bytes.data(), PL_Device{PL_DEVICE_CPU, 0},
+                     static_cast<size_t>(part.numel) * 4,
+                     s.who + ": load_state: restoring replica " + kCopies[j] + " of " + b.v.name);
+        }
+    std::memcpy(&steps_, counters.bytes.data(), sizeof steps_);
+    std::memcpy(&exchanges_, counters.bytes.data() + sizeof steps_, sizeof exchanges_);
+    pending_ = std::move(values);
+  }
+
+  double bytes_per_step(const BaguaStrategy& s) const override {
+    (void)s;
+    return encoded_;
+  }
+  void add_stats(const BaguaStrategy& s, StatList& out) const override {
+    (void)s;
+    out.emplace_back("exchanges", static_cast<double>(exchanges_));
+    out.emplace_back("weight_comm_ms", comm_ms_);
+  }
+
+ private:
+  void exchange(ddp::DdpStrategy& c, RingBucket& b) {
+    const PL_AcceleratorApi* a = c.dev.api;
+    const std::string what = c.who + ": low_precision_decentralized's update of " + b.v.name;
+    pack_values(c, b.v, b.t);
+    check(c.host, a->axpy(c.dev.acc, &b.t, 1.0 / 3.0, &b.copy[1], nullptr), what);
+    check(c.host, a->axpy(c.dev.acc, &b.t, 1.0 / 3.0, &b.copy[2], nullptr), what);
+    check(c.host, a->axpy(c.dev.acc, &b.t, -5.0 / 3.0, &b.copy[0], nullptr), what);
+    encode(c, b, b.t, 0);
+    decode(c, b, 0, b.t);  // d
+    const int32_t left = (rank_ + world_ - 1) % world_, right = (rank_ + 1) % world_;
+    const int32_t tag = static_cast<int32_t>(2 * b.v.index);
+    {
+      Transfers tr(c, c.who + ": low_precision_decentralized's exchange of " + b.v.name);
+      if (rank_ == 0) {
+        tr.send(b.enc[0], right, tag);
+        tr.recv(b.enc[1], left, tag);
+        tr.send(b.enc[0], left, tag + 1);
+        tr.recv(b.enc[2], right, tag + 1);
+      } else {
+        tr.recv(b.enc[1], left, tag);
+        tr.send(b.enc[0], right, tag);
+        tr.recv(b.enc[2], right, tag + 1);
+        tr.send(b.enc[0], left, tag + 1);
+      }
+      tr.wait_all();
+    }
+    for (int j = 1; j < 3; ++j) {  // l += decode(from the left), r += decode(from the right)
+      decode(c, b, j, b.tmp);
+      check(c.host, a->axpy(c.dev.acc, &b.copy[j], 1.0, &b.tmp, nullptr), what);
+    }
+    check(c.host, a->axpy(c.dev.acc, &b.copy[0], 1.0, &b.t, nullptr), what);
+    unpack_values(c, b.v, b.copy[0]);
+  }
+
+  // Q of `src` (one chunk) into encoded buffer j.
+  void encode(ddp::DdpStrategy& c, RingBucket& b, const PL_Tensor& src, int j) const {
+    PL_Tensor minmax = minmax_view(b, j), q = reducer::sub_view(b.enc[j], 8, b.v.numel);
+    check(c.host, c.dev.api->quantize_u8(c.dev.acc, &src, &q, &minmax, b.v.numel, nullptr),
+          c.who + ": low_precision_decentralized's quantization of " + b.v.name);
+  }
+  // Encoded buffer j decoded into `dst`.
+  void decode(ddp::DdpStrategy& c, RingBucket& b, int j, PL_Tensor& dst) const {
+    const PL_Tensor minmax = minmax_view(b, j), q = reducer::sub_view(b.enc[j], 8, b.v.numel);
+    static const char* const from[3] = {"this rank", "the left neighbour", "the right neighbour"};
+    check(c.host, c.dev.api->dequantize_u8(c.dev.acc, &q, &minmax, &dst, b.v.numel, nullptr),
+          c.who + ": low_precision_decentralized's decoding of " + b.v.name + " from " + from[j]);
+  }
+  static PL_Tensor minmax_view(const RingBucket& b, int j) {
+    PL_Tensor v = b.enc[j];
+    v.dtype = PL_F32;
+    v.numel = v.shape[0] = 2;
+    return v;
+  }
+  // Member m's elements of replica j (w, l, r).
+  static PL_Tensor member(const RingBucket& b, int j, size_t m) {
+    return reducer::sub_view(b.copy[j], b.v.offsets[m], b.v.parts[m].numel);
+  }
+  static std::string key(const ddp::DdpStrategy& c, int j, size_t i) {
+    return std::string(kCopies[j]) + "/" + std::to_string(i) + "/" + c.names[i];
+  }
+
+  int64_t interval_;
+  int32_t world_, rank_;
+  std::vector<RingBucket> buckets_;
+  int64_t steps_ = 0;      // after_optimizer_step calls since setup (or as loaded)
+  int64_t exchanges_ = 0;  // ring exchanges done
+  double comm_ms_ = 0, encoded_ = 0;
+  PendingValues pending_;
+};
+
+}  // namespace
+
+std::unique_ptr<Algorithm> make_low_precision_decentralized(const BaguaOptions& opts, const PL_StrategyConfig& c) {
+  return std::make_unique<LowPrecisionDecentralized>(opts, c.world_size, c.global_rank);
+}
+
+}  // namespace plrt::bagua
