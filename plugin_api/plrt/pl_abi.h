@@ -41,7 +41,9 @@
  *  1.6  optimizers that communicate their first moment (bagua's qadam): strategies append
  *       bind_optimizer (the host names its optimizer and its hyperparameters before the first
  *       step, and the strategy may ask it to put its first moment into the gradients);
- *       PL_AdamParams appends freeze_exp_avg_sq and grad_is_exp_avg (QAdam's update).
+ *       PL_AdamParams appends freeze_exp_avg_sq and grad_is_exp_avg (QAdam's update);
+ *       PL_StrategyStateInfo appends local_optimizer_state (each rank's optimizer state saved
+ *       and resumed per rank: decentralized training).
  *
  * ERRORS
  *  Every fallible call returns PL_Error* : NULL on success, otherwise an error object.  Error

@@ -154,6 +154,11 @@ typedef struct PL_StrategyStateInfo {
   size_t struct_size;
   int32_t has_state;      /* nonzero: save_state writes files and load_state reads them */
   int32_t any_world_size; /* nonzero: state saved at one world size loads at another (resharding) */
+  /* ---- ABI 1.6 ---- */
+  /* nonzero: the host's optimizer state differs per rank (the gradients are not averaged: bagua's
+   * decentralized algorithms), so the host saves each rank's whole optimizer state in a file of its
+   * own and, at the same world size, each rank resumes from its own (at another, from rank 0's). */
+  int32_t local_optimizer_state;
 } PL_StrategyStateInfo;
 
 /* ABI 1.6: the host's optimizer, told to the strategy by bind_optimizer.  The host zeroes the

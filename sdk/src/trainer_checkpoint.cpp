@@ -60,7 +60,11 @@ void Trainer::Impl::save_checkpoint(const std::string& path) {
   std::vector<std::string> states = c.allgather(mine);
   const PL_StrategyStateInfo sinfo = strategy.state_info();
   const bool strategy_files = sinfo.has_state != 0;
-  const bool per_rank = strategy_files || sharded;  // every rank writes files of its own
+  // ABI 1.6: every rank's optimizer state is its own (decentralized training): each rank writes
+  // its whole state, as a sharded strategy's rank writes its shard.
+  const bool local =
+      !sharded && PL_HAS_FIELD(PL_StrategyStateInfo, &sinfo, local_optimizer_state) && sinfo.local_optimizer_state != 0;
+  const bool per_rank = strategy_files || sharded || local;  // every rank writes files of its own
   if (per_rank && world > 1 && c.world_size() == 1)
     throw Error(PL_ERR_UNSUPPORTED, "save_checkpoint: strategy '" + job.strategy + "' keeps " +
                                         (sharded ? "sharded optimizer state" : "state of its own") +
@@ -100,7 +104,7 @@ void Trainer::Impl::save_checkpoint(const std::string& path) {
     }
     std::string failure;
     try {
-      if (sharded) {  // this rank's ranges' state: no rank gathers another's
+      if (sharded || local) {  // this rank's ranges' (or its own whole) state: no rank gathers another's
         std::map<std::string, std::string> meta = optimizer_metadata(*optimizer);
         meta[plrt::sdk::kShardRankKey] = std::to_string(rank);
         meta[plrt::sdk::kShardWorldKey] = std::to_string(world);
@@ -114,9 +118,8 @@ void Trainer::Impl::save_checkpoint(const std::string& path) {
     }
     const std::vector<std::string> outcomes = c.allgather(failure);  // the barrier: every rank has written
     const std::string state = "strategy '" + job.strategy + "''s state";
-    const std::string what = !sharded         ? state
-                             : strategy_files ? "its optimizer shard or " + state
-                                              : "its optimizer shard";
+    const std::string mine = sharded ? "its optimizer shard" : "its optimizer state";
+    const std::string what = !(sharded || local) ? state : strategy_files ? mine + " or " + state : mine;
     for (size_t r = 0; r < outcomes.size(); ++r)
       if (!outcomes[r].empty())
         throw Error(PL_ERR_RUNTIME, "save_checkpoint: rank " + std::to_string(r) + " could not save " + what + " (" +
@@ -144,10 +147,11 @@ void Trainer::Impl::save_checkpoint(const std::string& path) {
   j["precision"] = precision.name;
   if (scaler) j["grad_scaler"] = {{"scale", scaler->scale()}, {"growth_tracker", scaler->growth_tracker()}};
   j["strategy_state"] = {{"has_state", sinfo.has_state != 0}, {"any_world_size", sinfo.any_world_size != 0}};
-  j["optimizer_files"] = sharded ? "per_rank" : "single";  // per_rank: optimizer.rank<r>, r < world_size
+  // per_rank: optimizer.rank<r> (r < world_size), shards; local: optimizer.rank<r>, each rank's whole state
+  j["optimizer_files"] = sharded ? "per_rank" : local ? "local" : "single";
 
   dir->write("model.safetensors", safetensors::serialize(module->state_dict(), {{"format", "pt"}}));
-  if (!sharded)
+  if (!sharded && !local)
     dir->write("optimizer.safetensors",
                safetensors::serialize(optimizer->state_tensors(), optimizer_metadata(*optimizer)));
   dir->write("trainer.json", j.dump(2) + "\n");
@@ -194,23 +198,35 @@ void Trainer::Impl::load_checkpoint(const std::string& path) {
     throw Error(PL_ERR_INVALID_ARGUMENT,
                 "checkpoint " + path + "/trainer.json lacks a field or has a wrong type: " + e.what());
   }
-  if (layout != "single" && layout != "per_rank")
+  if (layout != "single" && layout != "per_rank" && layout != "local")
     throw Error(PL_ERR_INVALID_ARGUMENT, "checkpoint " + path + "/trainer.json has optimizer_files '" + layout +
                                              "'; valid: single (optimizer.safetensors), per_rank "
-                                             "(optimizer.rank<r>.safetensors for r < world_size)");
-  if (layout == "per_rank" && saved_world < 1)
+                                             "(optimizer.rank<r>.safetensors for r < world_size), local (each "
+                                             "rank's whole state in optimizer.rank<r>.safetensors)");
+  if (layout != "single" && saved_world < 1)
     throw Error(PL_ERR_INVALID_ARGUMENT, "checkpoint " + path + "/trainer.json has world_size " +
                                              std::to_string(saved_world) + "; per_rank optimizer files need >= 1");
   auto model = safetensors::load(path + "/model.safetensors");
   // The optimizer state this rank keeps.  One file and an optimizer that every rank holds whole:
   // as saved (a strategy's partial ranges included).  Otherwise (this rank keeps a shard, or the
   // checkpoint's state is in per-rank files): resharded to grad_ranges, one file at a time.
+  // Each rank's own state (layout local): this rank's file at the same world size under a strategy
+  // that keeps local state too, else rank 0's (every rank then holds the same state, as ddp needs).
+  const PL_StrategyStateInfo now = strategy.state_info();
+  const bool local_now =
+      PL_HAS_FIELD(PL_StrategyStateInfo, &now, local_optimizer_state) && now.local_optimizer_state != 0 && !sharded;
+  const std::string own_file =
+      layout != "local" ? "optimizer.safetensors" : plrt::sdk::optimizer_rank_file(same_world && local_now ? rank : 0);
+  if (layout == "local" && !(same_world && local_now) && rank == 0)
+    warn("checkpoint " + path + " holds each of its " + std::to_string(saved_world) +
+         " ranks' own optimizer state; this run (" + std::to_string(world) + " ranks, strategy '" + job.strategy +
+         "') keeps one state for all, so every rank resumes from rank 0's");
   plrt::sdk::OptimizerState opt;
-  if (layout == "single" && !sharded) {
-    opt = plrt::sdk::read_optimizer_file(path, "optimizer.safetensors", optimizer->name());
+  if (layout != "per_rank" && !sharded) {
+    opt = plrt::sdk::read_optimizer_file(path, own_file, optimizer->name());
   } else {
     std::vector<std::string> files;
-    if (layout == "single") files.push_back("optimizer.safetensors");
+    if (layout != "per_rank") files.push_back(own_file);
     for (int r = 0; layout == "per_rank" && r < saved_world; ++r) files.push_back(plrt::sdk::optimizer_rank_file(r));
     std::vector<plrt::sdk::ShardParam> params;
     for (const Parameter* p : optimizer->params()) {

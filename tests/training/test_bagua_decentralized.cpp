@@ -3,8 +3,9 @@
 //  - both train the sample to within half a point of gradient_allreduce's held-out accuracy (the
 //    mean over four seeds: one held-out sample is a sixth of a point, so one seed alone is noise);
 //  - shift_one at two ranks is the average over both ranks, bit for bit;
-//  - a run resumed from a checkpoint (each rank's state file put back) equals an uninterrupted one,
-//    bit for bit (plain SGD: the host's optimizer state is rank 0's, see docs/bagua.md);
+//  - a run resumed from a checkpoint (each rank's state file and each rank's own optimizer state,
+//    ABI 1.6 local_optimizer_state, put back) equals an uninterrupted one, bit for bit, with SGD
+//    momentum (whose buffers differ per rank);
 //  - shift_one on an odd world size exits 2 naming it.
 #include <fstream>
 #include <iterator>
@@ -83,7 +84,7 @@ TEST(BaguaDecentralized, AResumedRunEqualsAnUninterruptedOne) {
       {"bagua_decentralized", {"peer_selection_mode=shift_one", "communication_interval=3"}}};
   for (const auto& [strategy, sopts] : cases) {
     TempDir dir;
-    const std::vector<std::string> sgd{"--optimizer", "sgd", "--momentum", "0"};
+    const std::vector<std::string> sgd{"--optimizer", "sgd", "--momentum", "0.9"};
     auto job = [&](const std::string& tag, int epochs, std::vector<std::string> extra) {
       Mlp m;
       m.samples = 2400;
@@ -99,6 +100,7 @@ TEST(BaguaDecentralized, AResumedRunEqualsAnUninterruptedOne) {
     const std::string half = job("first", 2, {});
     const std::string ckpt = dir / "first/lightning_logs/version_0/checkpoints/last";
     ASSERT_TRUE(fs::exists(ckpt + "/strategy.bagua.rank1.bin")) << strategy;
+    ASSERT_TRUE(fs::exists(ckpt + "/optimizer.rank1.safetensors")) << strategy << ": rank 1's own optimizer state";
     const std::string resumed = job("resumed", 4, {"--no-checkpoint", "--resume", ckpt});
     EXPECT_FALSE(straight.empty());
     EXPECT_NE(half, straight) << "the comparison below is vacuous";

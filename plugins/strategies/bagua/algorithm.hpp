@@ -52,6 +52,9 @@ class Algorithm {
   // Checkpoints: state of the algorithm's own, per rank (save_state writes only
   // "strategy.bagua.rank<r>.*" files).  Default: none.
   virtual bool has_state() const { return false; }
+  // Whether each rank's optimizer state is its own (gradients not averaged): the host then
+  // checkpoints it per rank (ABI 1.6 PL_StrategyStateInfo.local_optimizer_state).
+  virtual bool local_optimizer_state() const { return false; }
   virtual void save_state(BaguaStrategy& s, const std::string& dir);
   virtual void load_state(BaguaStrategy& s, const std::string& dir, int32_t saved_world);
   // What one synced step puts on the wire from this rank's point of view (get_stat

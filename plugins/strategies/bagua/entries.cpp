@@ -67,6 +67,8 @@ PL_Error* state_info(PL_Strategy* s, PL_StrategyStateInfo* out) {
     if (out == nullptr) plugin::fail(PL_ERR_INVALID_ARGUMENT, d.who + ": state_info: out is NULL");
     out->has_state = d.algo->has_state() ? 1 : 0;
     out->any_world_size = 0;
+    if (PL_HAS_FIELD(PL_StrategyStateInfo, out, local_optimizer_state))
+      out->local_optimizer_state = d.algo->local_optimizer_state() ? 1 : 0;
   });
 }
 

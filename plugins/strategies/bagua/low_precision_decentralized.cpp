@@ -136,6 +136,7 @@ class LowPrecisionDecentralized final : public Algorithm {
   }
 
   bool has_state() const override { return true; }
+  bool local_optimizer_state() const override { return true; }  // gradients stay local
 
   void save_state(BaguaStrategy& s, const std::string& dir) override {
     require_setup(*s.core, "save_state");
