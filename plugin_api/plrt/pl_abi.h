@@ -38,6 +38,8 @@
  *  1.5  sharded optimizer state (ZeRO): strategies append owned_ranges (the element ranges whose
  *       gradient and optimizer state this rank holds); accelerators append sum_squares and clamp
  *       (gradient clipping by norm and by value over those ranges).
+ *  1.6  strategies append sync_weights (make every rank's weights equal now and keep them so until
+ *       the next step: bagua's async model average, whose background thread lets them drift).
  *
  * ERRORS
  *  Every fallible call returns PL_Error* : NULL on success, otherwise an error object.  Error
@@ -63,7 +65,7 @@ extern "C" {
 #endif
 
 #define PL_ABI_MAJOR 1
-#define PL_ABI_MINOR 5
+#define PL_ABI_MINOR 6
 
 #if defined(_WIN32)
 #define PL_EXPORT __declspec(dllexport)

@@ -238,6 +238,11 @@ std::vector<PL_ParamRange> StrategyHandle::owned_ranges(const std::vector<PL_Par
   return out;
 }
 
+void StrategyHandle::sync_weights() {
+  if (!s_ || torn_down_) return;
+  if (auto f = PL_STRAT_ENTRY(sync_weights)) check(host_, f(s_));
+}
+
 void StrategyHandle::teardown() {
   if (!s_ || torn_down_) return;
   torn_down_ = true;

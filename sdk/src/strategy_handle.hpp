@@ -74,6 +74,11 @@ class StrategyHandle {
   bool has_owned_ranges() const;
   std::vector<PL_ParamRange> owned_ranges(const std::vector<PL_Parameter>& params) const;
 
+  // ---- ABI 1.6 ----
+  // sync_weights: every rank's weights made equal and left alone until the next step (a collective,
+  // between steps); nothing when the strategy lacks the entry (its ranks never drift apart).
+  void sync_weights();
+
   void teardown();  // idempotent
   // The group for metrics; api/group NULL when the strategy runs alone.
   const PL_ProcessGroupApi* pg_api() const { return pg_api_; }

@@ -65,7 +65,8 @@ static const PL_StrategyApi kApi = {
     NULL,
     NULL,
     NULL,
-    NULL /* owned_ranges (1.5) */};
+    NULL /* owned_ranges (1.5) */,
+    NULL /* sync_weights (1.6) */};
 
 #if defined(BROKEN_WRONG_NAME)
 #define PLUGIN_NAME "othername"

@@ -387,10 +387,25 @@ static PL_Error* never_load_state(PL_Strategy* s, const char* d, int32_t w) {
 
 #endif
 
-static const PL_StrategyApi kApi = {
-    IC_TABLE_SIZE, ic_launch_info, ic_create,        ic_destroy, ic_setup, ic_run_step, ic_after_backward,
-    ic_teardown,   NULL,           ic_set_grad_sync, NULL,       NULL,     NULL,        ic_get_stat,
-    NULL,          NULL,           IC_14_ENTRIES,    NULL /* owned_ranges (1.5): no sharding */};
+static const PL_StrategyApi kApi = {IC_TABLE_SIZE,
+                                    ic_launch_info,
+                                    ic_create,
+                                    ic_destroy,
+                                    ic_setup,
+                                    ic_run_step,
+                                    ic_after_backward,
+                                    ic_teardown,
+                                    NULL,
+                                    ic_set_grad_sync,
+                                    NULL,
+                                    NULL,
+                                    NULL,
+                                    ic_get_stat,
+                                    NULL,
+                                    NULL,
+                                    IC_14_ENTRIES,
+                                    NULL /* owned_ranges (1.5): no sharding */,
+                                    NULL /* sync_weights (1.6): the ranks' weights never drift */};
 
 static const PL_Option kHalf[] = {{sizeof(PL_Option), "grad_scale", "0.5"}};
 static const PL_Alias kAliases[] = {

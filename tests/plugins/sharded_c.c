@@ -428,7 +428,8 @@ static const PL_StrategyApi kApi = {sizeof(PL_StrategyApi),
                                     sc_state_info,
                                     sc_save_state,
                                     sc_load_state,
-                                    sc_owned_ranges};
+                                    sc_owned_ranges,
+                                    NULL /* sync_weights (1.6): the ranks' weights never drift */};
 
 static const PL_Plugin kPlugin = {sizeof(PL_Plugin),
                                   PL_ABI_MAJOR,

@@ -11,15 +11,18 @@ void Algorithm::run_step(BaguaStrategy& s, const PL_ReplicaStepFn* fn) { ddp::ru
 void Algorithm::before_optimizer_step(BaguaStrategy& s) { (void)s; }
 void Algorithm::optimizer_step(BaguaStrategy& s, const PL_OptimizerFn* fn) { ddp::optimizer_step(*s.core, fn); }
 void Algorithm::after_optimizer_step(BaguaStrategy& s) { (void)s; }
+void Algorithm::sync_weights(BaguaStrategy& s) { (void)s; }
 void Algorithm::teardown(BaguaStrategy& s) noexcept { (void)s; }
 void Algorithm::save_state(BaguaStrategy& s, const std::string& dir) {
   (void)dir;
-  plugin::fail(PL_ERR_INTERNAL, s.who + ": save_state: algorithm " + algorithm_name(s.opts.algorithm) + " keeps no state");
+  plugin::fail(PL_ERR_INTERNAL,
+               s.who + ": save_state: algorithm " + algorithm_name(s.opts.algorithm) + " keeps no state");
 }
 void Algorithm::load_state(BaguaStrategy& s, const std::string& dir, int32_t saved_world) {
   (void)dir;
   (void)saved_world;
-  plugin::fail(PL_ERR_INTERNAL, s.who + ": load_state: algorithm " + algorithm_name(s.opts.algorithm) + " keeps no state");
+  plugin::fail(PL_ERR_INTERNAL,
+               s.who + ": load_state: algorithm " + algorithm_name(s.opts.algorithm) + " keeps no state");
 }
 double Algorithm::bytes_per_step(const BaguaStrategy& s) const {
   return s.core->group ? static_cast<double>(s.core->grads->bucket_bytes()) : 0.0;
@@ -35,6 +38,8 @@ std::unique_ptr<Algorithm> make_algorithm(const BaguaOptions& opts, const PL_Str
       return make_gradient_allreduce(opts, config);
     case AlgorithmId::kByteGrad:
       return make_bytegrad(opts, config);
+    case AlgorithmId::kAsync:
+      return make_async(opts, config);
     default:
       break;
   }

@@ -4,6 +4,7 @@
 //
 //   gradient_allreduce.cpp  the buckets' allreduce (mean, or sum)
 //   bytegrad.cpp            the buckets' uint8-compressed reduce-scatter and allgather
+//   async.cpp               the weights averaged by a background thread (warmup: gradient_allreduce)
 //
 // Gradient algorithms give the reducer their BucketComm; the algorithms that exchange weights
 // instead keep the gradients local (local_gradients(): one bucket per parameter, worked in place,
@@ -42,6 +43,9 @@ class Algorithm {
   // Default: ddp's (every trainable parameter whole).
   virtual void optimizer_step(BaguaStrategy& s, const PL_OptimizerFn* fn);
   virtual void after_optimizer_step(BaguaStrategy& s);
+  // ABI 1.6: every rank's weights equal now, and unchanged until the next run_step (a collective,
+  // between steps).  Default: nothing (the algorithm keeps them equal, or does not promise it).
+  virtual void sync_weights(BaguaStrategy& s);
   // Before ddp's teardown: stops whatever the algorithm runs (bounded); never throws.
   virtual void teardown(BaguaStrategy& s) noexcept;
   // Checkpoints: state of the algorithm's own, per rank (save_state writes only
@@ -63,6 +67,7 @@ std::unique_ptr<Algorithm> make_algorithm(const BaguaOptions& opts, const PL_Str
 // The algorithms, one file each.
 std::unique_ptr<Algorithm> make_gradient_allreduce(const BaguaOptions& opts, const PL_StrategyConfig& config);
 std::unique_ptr<Algorithm> make_bytegrad(const BaguaOptions& opts, const PL_StrategyConfig& config);
+std::unique_ptr<Algorithm> make_async(const BaguaOptions& opts, const PL_StrategyConfig& config);
 
 // The bucket communication of the algorithms that keep gradients local: buckets of one parameter
 // each, worked in place in the gradient (no flat buffer, no copy), nothing issued.

@@ -8,6 +8,7 @@ namespace {
 
 const PL_Option kGradientAllreduce[] = {{sizeof(PL_Option), "algorithm", "gradient_allreduce"}};
 const PL_Option kByteGrad[] = {{sizeof(PL_Option), "algorithm", "bytegrad"}};
+const PL_Option kAsync[] = {{sizeof(PL_Option), "algorithm", "async"}};
 const PL_Alias kAliases[] = {
     {sizeof(PL_Alias),
      "bagua_gradient_allreduce",
@@ -17,6 +18,10 @@ const PL_Alias kAliases[] = {
      "bagua_bytegrad",
      "bagua with algorithm=bytegrad (gradients averaged in uint8: a compressed reduce-scatter and allgather)",
      {sizeof(PL_OptionList), kByteGrad, 1}},
+    {sizeof(PL_Alias),
+     "bagua_async",
+     "bagua with algorithm=async (weights averaged by a background thread every sync_interval_ms)",
+     {sizeof(PL_OptionList), kAsync, 1}},
 };
 
 }  // namespace

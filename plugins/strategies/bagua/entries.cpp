@@ -54,6 +54,10 @@ PL_Error* after_optimizer_step(PL_Strategy* s) {
   });
 }
 
+PL_Error* sync_weights(PL_Strategy* s) {
+  return Core::entry(s, "sync_weights", [&](BaguaStrategy& d) { d.algo->sync_weights(d); });
+}
+
 PL_Error* state_info(PL_Strategy* s, PL_StrategyStateInfo* out) {
   return Core::entry(s, "state_info", [&](BaguaStrategy& d) {
     if (out == nullptr) plugin::fail(PL_ERR_INVALID_ARGUMENT, d.who + ": state_info: out is NULL");
@@ -125,6 +129,7 @@ PL_StrategyApi Ops::table() {
   api.save_state = save_state;
   api.load_state = load_state;
   api.get_stat = get_stat;
+  api.sync_weights = sync_weights;
   return api;
 }
 

@@ -230,7 +230,8 @@ static const PL_StrategyApi kApi = {
     sd_state_info,
     NULL, /* save_state: no state (state_info says so) */
     NULL, /* load_state */
-    NULL  /* owned_ranges: one rank holds everything (ABI 1.5) */
+    NULL, /* owned_ranges: one rank holds everything (ABI 1.5) */
+    NULL  /* sync_weights: one rank, nothing to make equal (ABI 1.6) */
 };
 
 static const PL_Plugin kPlugin = {sizeof(PL_Plugin),
