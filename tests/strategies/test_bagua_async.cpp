@@ -94,8 +94,10 @@ class Rank {
   bool wait_rounds(double n) {
     const auto end = Clock::now() + std::chrono::seconds(10);
     while (stat("async_rounds") < n)
-      if (Clock::now() > end) return false;
-      else std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      if (Clock::now() > end)
+        return false;
+      else
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
     return true;
   }
   const PL_Host* host() const { return host_; }

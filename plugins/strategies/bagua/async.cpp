@@ -17,6 +17,10 @@
 // Every rank runs the same sequence of collectives on that group (each round begins with the
 // agreement), so the ranks' rounds pair up whatever their speeds: a round is a rendezvous.
 //
+// BUFFERS (running statistics) are broadcast from rank 0 before every warmup step, as ddp does, but
+// not after warmup (a broadcast per step would make every step a rendezvous): each rank keeps its
+// own until sync_weights, which gives every rank rank 0's.
+//
 // STOPPING.  A thread stopped by an agreement is not restarted until this rank has averaged the
 // weights synchronously (sync_weights: its peers do so next on that group).  Pausing (1) makes the
 // other ranks' threads stop quietly; they train on alone until they reach the same sync_weights.
@@ -46,8 +50,8 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 constexpr int kGo = 0, kPause = 1, kLeave = 2;  // a rank's wish in the agreement
-constexpr int64_t kTeardownWaitMs = 10000;     // as ddp's teardown: a peer in the same round is far quicker
-constexpr int64_t kGraceMs = 2000;             // a collective's own timeout fires first
+constexpr int64_t kTeardownWaitMs = 10000;      // as ddp's teardown: a peer in the same round is far quicker
+constexpr int64_t kGraceMs = 2000;              // a collective's own timeout fires first
 
 // The buckets' allreduce (mean) while `warming` is set; afterwards nothing is communicated and
 // finish() unpacks the flat buffer, which holds this rank's packed gradients: they stay local.
@@ -125,7 +129,7 @@ class Async final : public Algorithm {
     in_step_ = true;
     dirty_ = true;
     try {
-      ddp::run_step(*s.core, fn);
+      ddp::run_step(*s.core, fn, warming);  // after warmup no buffer broadcast: no rendezvous per step
     } catch (...) {
       in_step_ = false;
       throw;
@@ -145,13 +149,17 @@ class Async final : public Algorithm {
       if (!s.core->set_up) fail(PL_ERR_INVALID_ARGUMENT, s.who + ": sync_weights was called before setup");
     }
     if (in_step_)
-      fail(PL_ERR_INVALID_ARGUMENT, s.who + ": sync_weights was called inside run_step; call it between steps (after "
-                                            "after_optimizer_step), on every rank at the same point");
+      fail(PL_ERR_INVALID_ARGUMENT, s.who +
+                                        ": sync_weights was called inside run_step; call it between steps (after "
+                                        "after_optimizer_step), on every rank at the same point");
     throw_error(s);
     if (!group_) return;
     stop_thread(s, kPause, s.core->timeout_ms);
     throw_error(s);
-    if (dirty_) average_now(s);  // every rank has run the same steps since the last one
+    if (dirty_) {  // every rank has run the same steps since the last one
+      average_now(s);
+      ddp::broadcast_buffers(*s.core);  // rank 0's buffers, as ddp's step would give them
+    }
     dirty_ = false;
     std::lock_guard<std::mutex> lock(m_);
     may_start_ = true;
@@ -261,8 +269,9 @@ class Async final : public Algorithm {
     std::lock_guard<std::mutex> lock(m_);
     if (agreed == kLeave && wish != kLeave) {
       error_code_ = PL_ERR_RUNTIME;
-      error_ = "another rank tore its strategy down (it failed, or ended training without sync_weights) while "
-               "this rank was still training";
+      error_ =
+          "another rank tore its strategy down (it failed, or ended training without sync_weights) while "
+          "this rank was still training";
     }
     running_ = false;
     may_start_ = false;  // the peers average synchronously before any new round
