@@ -7,6 +7,9 @@
 // while it reads the weights (the snapshot) and while it writes them (the update).  The
 // allreduce itself runs without it, so training goes on while a round communicates.
 //
+// GRADIENTS.  While warming up the buckets are allreduced (the mean); from the first step after
+// warmup the reducer's grad sync is turned off, so the gradients stay local without a copy.
+//
 // A ROUND, on the thread's own process group (made at setup, "<core group>.bagua_async.<n>"):
 //   1. wait sync_interval_ms (at once when this rank asks to stop);
 //   2. agreement: allreduce MAX of this rank's wish (0 go on, 1 pause: sync_weights, 2 leave:
@@ -53,21 +56,6 @@ constexpr int kGo = 0, kPause = 1, kLeave = 2;  // a rank's wish in the agreemen
 constexpr int64_t kTeardownWaitMs = 10000;      // as ddp's teardown: a peer in the same round is far quicker
 constexpr int64_t kGraceMs = 2000;              // a collective's own timeout fires first
 
-// The buckets' allreduce (mean) while `warming` is set; afterwards nothing is communicated and
-// finish() unpacks the flat buffer, which holds this rank's packed gradients: they stay local.
-class WarmupAllreduce final : public reducer::BucketComm {
- public:
-  explicit WarmupAllreduce(std::shared_ptr<std::atomic<bool>> warming) : warming_(std::move(warming)) {}
-  std::string name() const override { return "allreduce (async's warmup)"; }
-  PL_Work* start(reducer::Reducer& r, reducer::Bucket& b) override {
-    return warming_->load() ? mean_.start(r, b) : nullptr;
-  }
-
- private:
-  std::shared_ptr<std::atomic<bool>> warming_;
-  reducer::Allreduce mean_{PL_REDUCE_AVG};
-};
-
 // One gradient bucket's trainable values, packed: the snapshot and the mean.
 struct Flat {
   strategy::DeviceMemory snap_mem, mean_mem;
@@ -82,11 +70,16 @@ class Async final : public Algorithm {
   Async(const BaguaOptions& o) : interval_ms_(o.sync_interval_ms), warmup_steps_(o.warmup_steps) {}
   ~Async() override { join(); }
 
-  std::unique_ptr<reducer::BucketComm> bucket_comm() override { return std::make_unique<WarmupAllreduce>(warming_); }
+  // The warmup's gradient mean.  After warmup the reducer's grad sync is off (run_step): the
+  // gradients stay local, not even packed.
+  std::unique_ptr<reducer::BucketComm> bucket_comm() override {
+    return std::make_unique<reducer::Allreduce>(PL_REDUCE_AVG);
+  }
 
   void setup(BaguaStrategy& s) override {
     ddp::DdpStrategy& c = *s.core;
     std::lock_guard<std::mutex> lock(m_);
+    failed_ = false;
     error_.clear();
     wish_ = kGo;
     may_start_ = true;
@@ -123,7 +116,8 @@ class Async final : public Algorithm {
   void run_step(BaguaStrategy& s, const PL_ReplicaStepFn* fn) override {
     throw_error(s);
     const bool warming = s.optimizer_steps < warmup_steps_;
-    warming_->store(warming);
+    warming_ = warming;
+    if (!warming && s.core->grads->grad_sync()) ddp::set_grad_sync(*s.core, false);  // between steps: allowed
     if (!warming && group_) start_thread(s);
     std::lock_guard<std::mutex> w(weights_);
     in_step_ = true;
@@ -179,9 +173,7 @@ class Async final : public Algorithm {
 
   // A step while warming up communicates the gradient buckets; after warmup a step communicates
   // nothing (the rounds do: async_round_bytes each).
-  double bytes_per_step(const BaguaStrategy& s) const override {
-    return warming_->load() ? Algorithm::bytes_per_step(s) : 0.0;
-  }
+  double bytes_per_step(const BaguaStrategy& s) const override { return warming_ ? Algorithm::bytes_per_step(s) : 0.0; }
 
   void add_stats(const BaguaStrategy& s, StatList& out) const override {
     (void)s;
@@ -195,12 +187,12 @@ class Async final : public Algorithm {
   // The thread's error, once it has one (it stays: every later step fails with it).
   void throw_error(const BaguaStrategy& s) {
     std::lock_guard<std::mutex> lock(m_);
-    if (!error_.empty()) fail(error_code_, s.who + ": async's background model average stopped: " + error_);
+    if (failed_) fail(error_code_, s.who + ": async's background model average stopped: " + error_);
   }
 
   void start_thread(BaguaStrategy& s) {
     std::unique_lock<std::mutex> lock(m_);
-    if (running_ || !may_start_ || !error_.empty()) return;
+    if (running_ || !may_start_ || failed_) return;
     lock.unlock();
     join();  // the previous round of the thread has ended
     lock.lock();
@@ -228,7 +220,8 @@ class Async final : public Algorithm {
         lock.unlock();
         fail(PL_ERR_INTERNAL, s.who + ": async's thread did not stop after its group was aborted");
       }
-      if (error_.empty()) {
+      if (!failed_) {
+        failed_ = true;
         error_code_ = PL_ERR_TIMEOUT;
         error_ = "the ranks did not agree to stop within " + std::to_string(bound.count()) + " ms";
       }
@@ -258,6 +251,7 @@ class Async final : public Algorithm {
     } catch (const std::exception& e) {
       std::lock_guard<std::mutex> lock(m_);
       const auto* f = dynamic_cast<const plugin::Failure*>(&e);
+      failed_ = true;
       error_code_ = f != nullptr ? f->code : PL_ERR_INTERNAL;
       error_ = e.what();
       running_ = false;
@@ -268,6 +262,7 @@ class Async final : public Algorithm {
     }
     std::lock_guard<std::mutex> lock(m_);
     if (agreed == kLeave && wish != kLeave) {
+      failed_ = true;
       error_code_ = PL_ERR_RUNTIME;
       error_ =
           "another rank tore its strategy down (it failed, or ended training without sync_weights) while "
@@ -342,7 +337,7 @@ class Async final : public Algorithm {
   }
 
   const int64_t interval_ms_, warmup_steps_;
-  std::shared_ptr<std::atomic<bool>> warming_ = std::make_shared<std::atomic<bool>>(true);
+  std::atomic<bool> warming_{true};
 
   std::mutex weights_;  // the weights lock (see the top of the file)
   std::atomic<bool> in_step_{false};
@@ -354,6 +349,7 @@ class Async final : public Algorithm {
   int wish_ = kGo;
   bool running_ = false;
   bool may_start_ = true;
+  bool failed_ = false;  // error_ (and error_code_) say why
   std::string error_;
   PL_ErrorCode error_code_ = PL_ERR_RUNTIME;
   std::thread thread_;
