@@ -6,7 +6,8 @@
 //  - rounds while training keep the mean over the ranks: what the ranks' optimizers applied, no more
 //    and no less (x += mean - snapshot keeps the steps taken while a round communicates);
 //  - pauses and restarts; 20 start/stop cycles, with the thread running at teardown; a rank that
-//    tears down while the others train fails their next step; bad options and misuse.
+//    tears down while the others train fails their next step; the loss scaler's verdict is each
+//    rank's own after warmup; bad options and misuse.
 // A rank killed mid-run: tests/training/test_bagua.cpp (processes, through the trainer).
 #include <gmock/gmock.h>
 
@@ -405,6 +406,23 @@ TEST(Async, ARankThatLeavesFailsTheOthers) {
   EXPECT_THAT(error, HasSubstr("another rank tore its strategy down"));
   EXPECT_GE(took_ms, 0);
   EXPECT_LT(took_ms, 5000);
+}
+
+// The loss scaler's verdict: agreed (the maximum) while warming up, each rank's own after (an
+// agreement would make every 16-mixed step a rendezvous).
+TEST(Async, SkipVerdictIsAgreedOnlyWhileWarmingUp) {
+  std::vector<std::vector<bool>> skips(2);
+  run_job("bagua_async", 2, {{"warmup_steps", "1"}, {"sync_interval_ms", "5"}}, [&](Rank& r) {
+    const bool found_inf = r.rank() == 0;
+    auto& out = skips[static_cast<size_t>(r.rank())];
+    r.step(0, kLr);
+    out.push_back(r.s->agree_skip(found_inf));  // step 0's boundary: still warming up
+    r.step(1, kLr);
+    out.push_back(r.s->agree_skip(found_inf));
+    r.sync();
+  });
+  EXPECT_EQ(skips[0], (std::vector<bool>{true, true}));
+  EXPECT_EQ(skips[1], (std::vector<bool>{true, false}));
 }
 
 // One rank: nothing to average; the steps are plain local SGD and sync_weights does nothing.

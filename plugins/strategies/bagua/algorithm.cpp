@@ -9,6 +9,7 @@ namespace plrt::bagua {
 void Algorithm::setup(BaguaStrategy& s) { (void)s; }
 void Algorithm::run_step(BaguaStrategy& s, const PL_ReplicaStepFn* fn) { ddp::run_step(*s.core, fn); }
 void Algorithm::before_optimizer_step(BaguaStrategy& s) { (void)s; }
+bool Algorithm::agree_skip(BaguaStrategy& s, bool found_inf) { return ddp::agree_skip(*s.core, found_inf); }
 void Algorithm::optimizer_step(BaguaStrategy& s, const PL_OptimizerFn* fn) { ddp::optimizer_step(*s.core, fn); }
 void Algorithm::after_optimizer_step(BaguaStrategy& s) { (void)s; }
 void Algorithm::sync_weights(BaguaStrategy& s) { (void)s; }

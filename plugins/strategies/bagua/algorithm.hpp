@@ -40,6 +40,9 @@ class Algorithm {
   // Forward and backward (default: ddp's run_step).
   virtual void run_step(BaguaStrategy& s, const PL_ReplicaStepFn* fn);
   virtual void before_optimizer_step(BaguaStrategy& s);
+  // The loss scaler's verdict (16-mixed): true skips this rank's step.  Default: ddp's (the
+  // maximum over the ranks: every rank skips or steps together).
+  virtual bool agree_skip(BaguaStrategy& s, bool found_inf);
   // Default: ddp's (every trainable parameter whole).
   virtual void optimizer_step(BaguaStrategy& s, const PL_OptimizerFn* fn);
   virtual void after_optimizer_step(BaguaStrategy& s);

@@ -131,6 +131,12 @@ class Async final : public Algorithm {
     in_step_ = false;
   }
 
+  // After warmup each rank's step is its own: so is the loss scaler's verdict (agreeing would make
+  // every 16-mixed step a rendezvous).
+  bool agree_skip(BaguaStrategy& s, bool found_inf) override {
+    return warming_ ? Algorithm::agree_skip(s, found_inf) : found_inf;
+  }
+
   void optimizer_step(BaguaStrategy& s, const PL_OptimizerFn* fn) override {
     throw_error(s);
     std::lock_guard<std::mutex> w(weights_);
