@@ -43,7 +43,9 @@
  *       step, and the strategy may ask it to put its first moment into the gradients);
  *       PL_AdamParams appends freeze_exp_avg_sq and grad_is_exp_avg (QAdam's update);
  *       PL_StrategyStateInfo appends local_optimizer_state (each rank's optimizer state saved
- *       and resumed per rank: decentralized training).
+ *       and resumed per rank: decentralized training); strategies append
+ *       sync_weights (make every rank's weights equal now and keep them so until the next step:
+ *       bagua's async model average, whose background thread lets them drift).
  *
  * ERRORS
  *  Every fallible call returns PL_Error* : NULL on success, otherwise an error object.  Error

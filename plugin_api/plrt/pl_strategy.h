@@ -41,6 +41,12 @@
  * unscales, checks and clips only those ranges' gradients (a gradient norm is the square root of
  * the sum over ranks of each rank's sum of squares, which the host adds with reduce(SUM)), and
  * writes its optimizer state to one file per rank in checkpoints, resharding on load.
+ *
+ * ABI 1.6, replicas that drift apart (bagua's async model average: a background thread averages
+ * the weights while each rank trains at its own pace): the host calls sync_weights on every rank,
+ * between steps, before it reads the weights as the model's (before validation and test, before a
+ * checkpoint is saved, at the end of fit); the strategy pauses whatever changes them behind the
+ * host's back and makes them equal on every rank.
  */
 #ifndef PLRT_PL_STRATEGY_H_
 #define PLRT_PL_STRATEGY_H_
@@ -276,6 +282,14 @@ typedef struct PL_StrategyApi {
    * naming both (bagua's qadam needs QAdam): before any work.  NULL: the strategy works with any
    * optimizer and asks nothing of it. */
   PL_Error* (*bind_optimizer)(PL_Strategy* strategy, PL_OptimizerInfo* info);
+  /* Makes the trainable values equal on every rank now, and leaves them unchanged until the next
+   * run_step (a strategy that averages weights in the background stops doing so, then averages
+   * them once, synchronously).  A collective: every rank calls it at the same point, between
+   * steps (after after_optimizer_step, never inside run_step); blocking, bounded by the strategy's
+   * timeout.  The host calls it before validation and test, before a checkpoint is saved and at
+   * the end of fit, so that what it evaluates, saves and hands back is one model.  NULL: the
+   * ranks' weights never drift apart (ddp), nothing to do. */
+  PL_Error* (*sync_weights)(PL_Strategy* strategy);
 } PL_StrategyApi;
 
 #define PL_STRATEGY_API_MIN_SIZE PL_STRUCT_SIZE(PL_StrategyApi, teardown)

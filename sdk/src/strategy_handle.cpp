@@ -253,6 +253,11 @@ bool StrategyHandle::bind_optimizer(const std::string& name,
   return info.first_moment_in_grads != 0;
 }
 
+void StrategyHandle::sync_weights() {
+  if (!s_ || torn_down_) return;
+  if (auto f = PL_STRAT_ENTRY(sync_weights)) check(host_, f(s_));
+}
+
 void StrategyHandle::teardown() {
   if (!s_ || torn_down_) return;
   torn_down_ = true;

@@ -79,6 +79,9 @@ class StrategyHandle {
   // whether it asks for the first moment in the gradients.  false without the entry.
   bool bind_optimizer(const std::string& name, const std::vector<std::pair<std::string, std::string>>& hyper,
                       int64_t steps);
+  // sync_weights: every rank's weights made equal and left alone until the next step (a collective,
+  // between steps); nothing when the strategy lacks the entry (its ranks never drift apart).
+  void sync_weights();
 
   void teardown();  // idempotent
   // The group for metrics; api/group NULL when the strategy runs alone.

@@ -317,6 +317,7 @@ void Trainer::Impl::fit_here(LightningModule& m, DataLoader& train, DataLoader* 
     ++epoch;
     if (o.enable_checkpointing) save_checkpoint(log_dir.empty() ? "" : log_dir + "/checkpoints/last");
   }
+  strategy.sync_weights();  // ABI 1.6: fit ends with one model on every rank
   m.on_fit_end();
   if (o.enable_checkpointing && resume_batches > 0)
     save_checkpoint(log_dir.empty() ? "" : log_dir + "/checkpoints/last");
@@ -375,6 +376,7 @@ void Trainer::Impl::train_epoch(DataLoader& train) {
 
 std::map<std::string, double> Trainer::Impl::eval_loop(DataLoader& loader, bool test) {
   LightningModule& m = *module;
+  strategy.sync_weights();  // ABI 1.6: every rank evaluates the same model
   bool was_training = m.training();
   m.eval();
   test ? m.on_test_epoch_start() : m.on_validation_epoch_start();

@@ -66,7 +66,8 @@ static const PL_StrategyApi kApi = {
     NULL,
     NULL,
     NULL /* owned_ranges (1.5) */,
-    NULL /* bind_optimizer (1.6) */};
+    NULL /* bind_optimizer (1.6) */,
+    NULL /* sync_weights (1.6) */};
 
 #if defined(BROKEN_WRONG_NAME)
 #define PLUGIN_NAME "othername"

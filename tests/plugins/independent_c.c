@@ -405,7 +405,8 @@ static const PL_StrategyApi kApi = {IC_TABLE_SIZE,
                                     NULL,
                                     IC_14_ENTRIES,
                                     NULL /* owned_ranges (1.5): no sharding */,
-                                    NULL /* bind_optimizer (1.6) */};
+                                    NULL /* bind_optimizer (1.6) */,
+                                    NULL /* sync_weights (1.6): the ranks' weights never drift */};
 
 static const PL_Option kHalf[] = {{sizeof(PL_Option), "grad_scale", "0.5"}};
 static const PL_Alias kAliases[] = {

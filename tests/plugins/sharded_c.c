@@ -429,7 +429,8 @@ static const PL_StrategyApi kApi = {sizeof(PL_StrategyApi),
                                     sc_save_state,
                                     sc_load_state,
                                     sc_owned_ranges,
-                                    NULL /* bind_optimizer (1.6): any optimizer */};
+                                    NULL /* bind_optimizer (1.6): any optimizer */,
+                                    NULL /* sync_weights (1.6): the ranks' weights never drift */};
 
 static const PL_Plugin kPlugin = {sizeof(PL_Plugin),
                                   PL_ABI_MAJOR,

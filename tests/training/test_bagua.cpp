@@ -5,9 +5,15 @@
 //  - average=false sums the gradients: with plain SGD it equals ddp at W times the learning rate
 //    (an independent reference: the sum is W times the mean exactly for W = 2 and 4);
 //  - bad options and algorithms not built exit 2 before any work, naming what is valid;
-//  - get_stat: the buckets and the bytes a step puts into the collectives.
+//  - get_stat: the buckets and the bytes a step puts into the collectives;
+//  - async through the trainer: every rank ends fit with the same weights (sync_weights before
+//    validation and at the end of fit), plrt-mlp runs it, and a rank killed mid-run (no plrun to
+//    stop the others) makes the other ranks fail within 5 s.
 #include <algorithm>
+#include <csignal>
 #include <fstream>
+#include <iostream>
+#include <plrt/sdk/store.hpp>
 
 #include "training_support.hpp"
 
@@ -124,7 +130,8 @@ TEST(Bagua, QAdamRefusesAnotherOptimizer) {
 TEST(Bagua, BadOptionsExitTwoBeforeAnyWork) {
   TempDir dir;
   for (const char* opt : {"algorithm=bytegrads", "algorithm=", "average=maybe", "bucket_size_mb=0", "bucket_cap_mb=5",
-                          "algoritm=gradient_allreduce", "communication_interval=2", "peer_selection_mode=shift_one"}) {
+                          "algoritm=gradient_allreduce", "communication_interval=2", "peer_selection_mode=shift_one",
+                          "sync_interval_ms=0", "warmup_steps=5"}) {
     std::vector<std::string> argv{PLRUN_PATH, "--accelerator",     "cpu", "--strategy", "bagua", "--devices",
                                   "2",        "--strategy-option", opt,   "--"};
     for (const auto& a : mlp_args({"--max-steps", "1", "--root-dir", dir / "bad"})) argv.push_back(a);
@@ -138,6 +145,94 @@ TEST(Bagua, BadOptionsExitTwoBeforeAnyWork) {
         << r.output;
   }
   EXPECT_FALSE(fs::exists(dir / "bad")) << "a refused option must not start training";
+}
+
+// async_worker as a W-rank job under plrun; returns each rank's report.
+std::vector<nlohmann::json> async_job(const TempDir& dir, const std::string& mode, int world) {
+  auto r = run(plrun("bagua_async", world, {ASYNC_WORKER_PATH, mode, dir / "out", dir / "root", "5"}));
+  EXPECT_RAN(r);
+  std::vector<nlohmann::json> out;
+  for (int rank = 0; rank < world; ++rank) {
+    std::ifstream in(dir / ("out.rank" + std::to_string(rank)));
+    out.push_back(in ? nlohmann::json::parse(in) : nlohmann::json::object());
+  }
+  return out;
+}
+
+// The trainer calls sync_weights before each validation and at the end of fit: every rank ends
+// with the same weights, bit for bit, after rounds that let them differ.  With validation, the
+// averages before the two validations are the only ones (the checkpoint's and the end of fit's
+// find nothing changed); without it, the end of fit's is.
+TEST(Bagua, AsyncRanksEndFitWithTheSameWeights) {
+  for (const auto& [mode, syncs] : std::vector<std::pair<std::string, double>>{{"fit", 2}, {"fit-noval", 1}}) {
+    TempDir dir;
+    const auto reports = async_job(dir, mode, 2);
+    for (int rank = 0; rank < 2; ++rank) {
+      const auto& j = reports[rank];
+      ASSERT_TRUE(j.contains("weights")) << mode << " rank " << rank << ": " << j.dump();
+      EXPECT_EQ(j.at("weights"), reports[0].at("weights")) << mode << " rank " << rank;
+      EXPECT_GT(j.at("stats").at("async_rounds").get<double>(), 0) << mode;
+      EXPECT_EQ(j.at("stats").at("async_syncs").get<double>(), syncs) << mode;
+      EXPECT_EQ(j.at("global_step").get<int64_t>(), 24) << mode;  // 96 samples, 2 ranks, batches of 4, 2 epochs
+    }
+  }
+}
+
+// The sample's 30 steps take a few milliseconds: rounds may or may not come (async_worker shows
+// them); the syncs and the statistics' meaning are fixed.
+TEST(Bagua, AsyncTrainsThePlrtMlpSample) {
+  TempDir dir;
+  nlohmann::json rep;
+  train(dir, "async", "bagua_async", 2, {"--strategy-option", "sync_interval_ms=5"}, &rep);
+  const auto& st = rep.at("strategy_stats");
+  EXPECT_EQ(st.at("async_syncs").get<double>(), 1) << st.dump();     // fit's end (30 steps: no validation yet)
+  EXPECT_EQ(st.at("bytes_per_step").get<double>(), 0) << st.dump();  // after warmup: the rounds communicate
+  EXPECT_EQ(st.at("async_round_bytes").get<double>(), st.at("bucket_bytes").get<double>() + 4) << st.dump();
+}
+
+// A rank killed in the middle of training (SIGKILL, at its 300th step, after rounds) while nothing
+// else would stop the job: the ranks run as a torchrun-style job that the test starts and serves
+// the store for, so no launcher tears the others down, and an epoch lasts 10 s, so no metrics
+// collective notices either (after warmup a step communicates nothing, buffers included).  The
+// survivors' threads find the connection gone; their next step fails, and they exit within 5 s
+// of the death, saying why.
+TEST(Bagua, AsyncADeadRankStopsTheOthersWithinFiveSeconds) {
+  TempDir dir;
+  pl::Runtime rt;
+  const std::string token = plrt_test::random_token();
+  pl::StoreOptions so;
+  so.host = "127.0.0.1";
+  so.port = 0;
+  so.is_server = true;
+  so.token = token;
+  so.timeout = std::chrono::seconds(60);
+  pl::Store store(rt, so);
+  plrt_test::DistJobOptions o;
+  o.argv = {ASYNC_WORKER_PATH, "die", dir / "out", dir / "root", "500"};  // the default interval
+  o.world_size = 3;
+  o.master_port = store.port();
+  o.token = token;
+  o.agent_store = true;
+  o.env = {{"PL_LOG_LEVEL", "warn"}};
+  plrt_test::WaitOptions w;
+  w.deadline = std::chrono::seconds(60);
+  const plrt_test::JobResult r = plrt_test::run_job(plrt_test::dist_job(o), w);
+  ASSERT_FALSE(r.timed_out) << r.report();
+  const auto& dead = r.processes.at(2);
+  ASSERT_EQ(dead.term_signal, SIGKILL) << r.report();
+  for (int rank = 0; rank < 2; ++rank) {
+    const auto& p = r.processes.at(static_cast<size_t>(rank));
+    EXPECT_EQ(p.exit_code, 1) << r.report();
+    const auto after = p.elapsed - dead.elapsed;
+    std::cout << "rank " << rank << " stopped " << after.count() << " ms after rank 2 died" << std::endl;
+    EXPECT_LT(after.count(), 5000) << "rank " << rank << " ran on " << after.count() << " ms after rank 2 died\n"
+                                   << r.report();
+    std::ifstream in(dir / ("out.rank" + std::to_string(rank)));
+    ASSERT_TRUE(in) << r.report();
+    const std::string error = nlohmann::json::parse(in).value("error", "");
+    EXPECT_NE(error.find("bagua"), std::string::npos) << error;
+    EXPECT_NE(error.find("rank 2"), std::string::npos) << error;
+  }
 }
 
 }  // namespace

@@ -13,8 +13,10 @@ void Algorithm::bind_optimizer(BaguaStrategy& s, PL_OptimizerInfo& info) {
   (void)s;
   (void)info;
 }
+bool Algorithm::agree_skip(BaguaStrategy& s, bool found_inf) { return ddp::agree_skip(*s.core, found_inf); }
 void Algorithm::optimizer_step(BaguaStrategy& s, const PL_OptimizerFn* fn) { ddp::optimizer_step(*s.core, fn); }
 void Algorithm::after_optimizer_step(BaguaStrategy& s) { (void)s; }
+void Algorithm::sync_weights(BaguaStrategy& s) { (void)s; }
 void Algorithm::teardown(BaguaStrategy& s) noexcept { (void)s; }
 void Algorithm::save_state(BaguaStrategy& s, const std::string& dir) {
   (void)dir;
@@ -47,6 +49,8 @@ std::unique_ptr<Algorithm> make_algorithm(const BaguaOptions& opts, const PL_Str
       return make_decentralized(opts, config);
     case AlgorithmId::kLowPrecisionDecentralized:
       return make_low_precision_decentralized(opts, config);
+    case AlgorithmId::kAsync:
+      return make_async(opts, config);
     default:
       break;
   }

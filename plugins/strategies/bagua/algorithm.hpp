@@ -7,6 +7,7 @@
 //   qadam.cpp               QAdam's first moment averaged with bytegrad's compression
 //   decentralized.cpp       the weights averaged (all ranks, or one peer) before the optimizer step
 //   low_precision_decentralized.cpp  a ring exchanging uint8-compressed weight differences
+//   async.cpp               the weights averaged by a background thread (warmup: gradient_allreduce)
 //
 // Gradient algorithms give the reducer their BucketComm; the algorithms that exchange weights
 // instead keep the gradients local (local_gradients(): one bucket per parameter, worked in place,
@@ -44,9 +45,15 @@ class Algorithm {
   virtual void before_optimizer_step(BaguaStrategy& s);
   // The host's optimizer (ABI 1.6), before the first step; default: any optimizer, nothing asked.
   virtual void bind_optimizer(BaguaStrategy& s, PL_OptimizerInfo& info);
+  // The loss scaler's verdict (16-mixed): true skips this rank's step.  Default: ddp's (the
+  // maximum over the ranks: every rank skips or steps together).
+  virtual bool agree_skip(BaguaStrategy& s, bool found_inf);
   // Default: ddp's (every trainable parameter whole).
   virtual void optimizer_step(BaguaStrategy& s, const PL_OptimizerFn* fn);
   virtual void after_optimizer_step(BaguaStrategy& s);
+  // ABI 1.6: every rank's weights equal now, and unchanged until the next run_step (a collective,
+  // between steps).  Default: nothing (the algorithm keeps them equal, or does not promise it).
+  virtual void sync_weights(BaguaStrategy& s);
   // Before ddp's teardown: stops whatever the algorithm runs (bounded); never throws.
   virtual void teardown(BaguaStrategy& s) noexcept;
   // Checkpoints: state of the algorithm's own, per rank (save_state writes only
@@ -77,6 +84,7 @@ std::unique_ptr<Algorithm> make_qadam(const BaguaOptions& opts, const PL_Strateg
 std::unique_ptr<reducer::BucketComm> make_bytegrad_comm(int world, int rank, bool average);
 std::unique_ptr<Algorithm> make_decentralized(const BaguaOptions& opts, const PL_StrategyConfig& config);
 std::unique_ptr<Algorithm> make_low_precision_decentralized(const BaguaOptions& opts, const PL_StrategyConfig& config);
+std::unique_ptr<Algorithm> make_async(const BaguaOptions& opts, const PL_StrategyConfig& config);
 
 // The bucket communication of the algorithms that keep gradients local: buckets of one parameter
 // each, worked in place in the gradient (no flat buffer, no copy), nothing issued.

@@ -11,6 +11,7 @@ const PL_Option kByteGrad[] = {{sizeof(PL_Option), "algorithm", "bytegrad"}};
 const PL_Option kQAdam[] = {{sizeof(PL_Option), "algorithm", "qadam"}};
 const PL_Option kDecentralized[] = {{sizeof(PL_Option), "algorithm", "decentralized"}};
 const PL_Option kLowPrecisionDecentralized[] = {{sizeof(PL_Option), "algorithm", "low_precision_decentralized"}};
+const PL_Option kAsync[] = {{sizeof(PL_Option), "algorithm", "async"}};
 const PL_Alias kAliases[] = {
     {sizeof(PL_Alias),
      "bagua_gradient_allreduce",
@@ -32,6 +33,10 @@ const PL_Alias kAliases[] = {
      "bagua_low_precision_decentralized",
      "bagua with algorithm=low_precision_decentralized (a ring exchanging uint8-compressed weight differences)",
      {sizeof(PL_OptionList), kLowPrecisionDecentralized, 1}},
+    {sizeof(PL_Alias),
+     "bagua_async",
+     "bagua with algorithm=async (weights averaged by a background thread every sync_interval_ms)",
+     {sizeof(PL_OptionList), kAsync, 1}},
 };
 
 }  // namespace

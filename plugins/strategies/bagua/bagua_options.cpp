@@ -13,7 +13,8 @@ using plugin::fail;
 
 namespace {
 
-constexpr double kDefaultBucketMb = 10.0;  // Bagua's bucket_size default
+constexpr double kDefaultBucketMb = 10.0;         // Bagua's bucket_size default
+constexpr int64_t kMaxSyncIntervalMs = 86400000;  // async's rounds: at least one a day
 
 struct AlgorithmName {
   AlgorithmId a;
@@ -25,7 +26,7 @@ const AlgorithmName kAlgorithms[] = {
     {AlgorithmId::kByteGrad, "bytegrad", true},
     {AlgorithmId::kDecentralized, "decentralized", true},
     {AlgorithmId::kLowPrecisionDecentralized, "low_precision_decentralized", true},
-    {AlgorithmId::kAsync, "async", false},
+    {AlgorithmId::kAsync, "async", true},
     {AlgorithmId::kQAdam, "qadam", true},
 };
 
@@ -104,6 +105,10 @@ BaguaOptions parse_options(const std::string& who, const PL_OptionList& list) {
                                           "(average with one peer, even world sizes)");
     } else if (key == "sync_interval_ms") {
       o.sync_interval_ms = parse_int(who, "sync_interval_ms", value, 1, "milliseconds between two rounds, default 500");
+      if (o.sync_interval_ms > kMaxSyncIntervalMs)
+        fail(PL_ERR_INVALID_ARGUMENT, who + ": option sync_interval_ms='" + value +
+                                          "' is not valid: it must be an integer from 1 to " +
+                                          std::to_string(kMaxSyncIntervalMs) + " (a day); default 500");
     } else if (key == "warmup_steps") {
       o.warmup_steps = parse_int(who, "warmup_steps", value, 0, "steps run as gradient_allreduce first, default 0");
     } else if (key.rfind("pg.", 0) == 0 && key.size() > 3) {

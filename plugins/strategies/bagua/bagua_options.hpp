@@ -10,7 +10,7 @@
 //                           (decentralized, low_precision_decentralized)
 //   peer_selection_mode     all (default) | shift_one (decentralized; shift_one needs an even
 //                           world size, checked at create)
-//   sync_interval_ms        async: milliseconds between two rounds, >= 1, default 500
+//   sync_interval_ms        async: milliseconds between two rounds, 1..86400000, default 500
 //   warmup_steps            async: optimizer steps run as gradient_allreduce first, >= 0, default 0
 //   pg.<name>               passed to the process group as <name>
 // An option that does not apply to the chosen algorithm is an error naming the algorithms it

@@ -1,7 +1,8 @@
 // The C boundary of the bagua strategy: every exported entry checks its instance and runs under
 // plugin::guard (plrt_strategy_common's entry_support.hpp).  ddp's entries come through
-// ddp::CoreEntries (the bucket hooks, the metrics collectives, the skip agreement); the step, the
-// optimizer hooks, checkpoints and get_stat go through the instance's algorithm (algorithm.hpp).
+// ddp::CoreEntries (the bucket hooks, the metrics collectives); the step, the optimizer hooks, the
+// skip agreement, sync_weights, checkpoints and get_stat go through the instance's algorithm
+// (algorithm.hpp).
 // create and launch_info: ddp::CoreFamily over Ops.
 #include "bagua_api.hpp"
 #include "bagua_strategy.hpp"
@@ -60,6 +61,17 @@ PL_Error* after_optimizer_step(PL_Strategy* s) {
     d.algo->after_optimizer_step(d);
     ++d.optimizer_steps;
   });
+}
+
+PL_Error* agree_skip(PL_Strategy* s, int32_t found_inf, int32_t* out_skip) {
+  return Core::entry(s, "agree_skip", [&](BaguaStrategy& d) {
+    if (out_skip == nullptr) plugin::fail(PL_ERR_INVALID_ARGUMENT, d.who + ": agree_skip: out_skip is NULL");
+    *out_skip = d.algo->agree_skip(d, found_inf != 0) ? 1 : 0;
+  });
+}
+
+PL_Error* sync_weights(PL_Strategy* s) {
+  return Core::entry(s, "sync_weights", [&](BaguaStrategy& d) { d.algo->sync_weights(d); });
 }
 
 PL_Error* state_info(PL_Strategy* s, PL_StrategyStateInfo* out) {
@@ -136,6 +148,8 @@ PL_StrategyApi Ops::table() {
   api.save_state = save_state;
   api.load_state = load_state;
   api.get_stat = get_stat;
+  api.agree_skip = agree_skip;
+  api.sync_weights = sync_weights;
   return api;
 }
 

@@ -192,7 +192,7 @@ void broadcast_buffers(DdpStrategy& s) {
   }
 }
 
-void run_step(DdpStrategy& s, const PL_ReplicaStepFn* fn) {
+void run_step(DdpStrategy& s, const PL_ReplicaStepFn* fn, bool with_buffers) {
   strategy::check_step_fn(s.who, fn);
   {
     std::lock_guard<std::mutex> lock(s.m);
@@ -202,7 +202,7 @@ void run_step(DdpStrategy& s, const PL_ReplicaStepFn* fn) {
     fail(PL_ERR_INVALID_ARGUMENT, s.who + ": run_step: the previous step is not finished (on_grad_ready came for " +
                                       std::to_string(s.grads->ready_count()) +
                                       " parameters since the last after_backward); call after_backward first");
-  broadcast_buffers(s);  // as DDP's forward does: replicas compute with rank 0's buffers
+  if (with_buffers) broadcast_buffers(s);  // as DDP's forward does: replicas compute with rank 0's buffers
   check(s.host, fn->run(fn->user, 0, 1, s.dev.device, s.params, s.num_params), s.who + ": run_step");
 }
 

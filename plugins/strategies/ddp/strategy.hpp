@@ -83,9 +83,10 @@ std::unique_ptr<DdpStrategy> create_strategy(const char* who, const PL_Host* hos
 // setup.cpp
 void setup(DdpStrategy& s, PL_Parameter* params, size_t num_params);
 void broadcast_buffers(DdpStrategy& s);  // the per-step broadcast of BUFFER entries
-// The step: checks (set up, the previous step finished), the buffer broadcast, then fn on this
+// The step: checks (set up, the previous step finished), the buffer broadcast (unless
+// `with_buffers` is false: bagua's async, whose steps never wait for other ranks), then fn on this
 // process's one replica.  Also ddp_sharded's.
-void run_step(DdpStrategy& s, const PL_ReplicaStepFn* fn);
+void run_step(DdpStrategy& s, const PL_ReplicaStepFn* fn, bool with_buffers = true);
 // The group for metrics: NULL, NULL when the job has one rank.
 void process_group(const DdpStrategy& s, const PL_ProcessGroupApi** out_api, PL_ProcessGroup** out_group);
 void teardown(DdpStrategy& s);  // waits for or aborts outstanding work (bounded), frees buffers

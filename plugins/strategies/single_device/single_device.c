@@ -231,7 +231,8 @@ static const PL_StrategyApi kApi = {
     NULL, /* save_state: no state (state_info says so) */
     NULL, /* load_state */
     NULL, /* owned_ranges: one rank holds everything (ABI 1.5) */
-    NULL  /* bind_optimizer: any optimizer (ABI 1.6) */
+    NULL, /* bind_optimizer: any optimizer (ABI 1.6) */
+    NULL  /* sync_weights: one rank, nothing to make equal (ABI 1.6) */
 };
 
 static const PL_Plugin kPlugin = {sizeof(PL_Plugin),
