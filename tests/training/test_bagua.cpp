@@ -127,6 +127,31 @@ TEST(Bagua, QAdamRefusesAnotherOptimizer) {
   EXPECT_EQ(r.output.find("epoch 0"), std::string::npos) << r.output;
 }
 
+// qadam resumed past its warmup equals the uninterrupted run: the strategy learns the optimizer's
+// steps from bind_optimizer, so it goes on compressing where the resumed QAdam forms m_i.
+TEST(Bagua, QAdamResumedPastItsWarmupEqualsAnUninterruptedRun) {
+  TempDir dir;
+  auto job = [&](const std::string& tag, int epochs, const std::vector<std::string>& extra) {
+    std::vector<std::string> args{"--optimizer",    "qadam",
+                                  "--lr",           "0.002",
+                                  "--warmup-steps", "40",
+                                  "--epochs",       std::to_string(epochs),
+                                  "--batch-size",   "32",
+                                  "--root-dir",     dir / tag,
+                                  "--save",         dir / (tag + ".safetensors")};
+    args.insert(args.end(), extra.begin(), extra.end());
+    auto r = run(plrun("bagua_qadam", 2, program_with(args)));
+    EXPECT_RAN(r);
+  };
+  job("straight", 4, {"--no-checkpoint"});
+  job("first", 2, {});  // 2 x 30 steps: past the 40-step warmup
+  const std::string ckpt = dir / "first/lightning_logs/version_0/checkpoints/last";
+  ASSERT_TRUE(fs::exists(ckpt)) << ckpt;
+  job("resumed", 4, {"--no-checkpoint", "--resume", ckpt});
+  EXPECT_EQ(relative_difference(dir / "resumed.safetensors", dir / "straight.safetensors"), 0.0);
+  EXPECT_GT(relative_difference(dir / "first.safetensors", dir / "straight.safetensors"), 1e-3);
+}
+
 TEST(Bagua, BadOptionsExitTwoBeforeAnyWork) {
   TempDir dir;
   for (const char* opt : {"algorithm=bytegrads", "algorithm=", "average=maybe", "bucket_size_mb=0", "bucket_cap_mb=5",
