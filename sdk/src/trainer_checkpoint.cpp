@@ -213,9 +213,9 @@ void Trainer::Impl::load_checkpoint(const std::string& path) {
   // checkpoint's state is in per-rank files): resharded to grad_ranges, one file at a time.
   // Each rank's own state (layout local): this rank's file at the same world size under a strategy
   // that keeps local state too, else rank 0's (every rank then holds the same state, as ddp needs).
-  const PL_StrategyStateInfo now = strategy.state_info();
+  const PL_StrategyStateInfo sinfo = strategy.state_info();
   const bool local_now =
-      PL_HAS_FIELD(PL_StrategyStateInfo, &now, local_optimizer_state) && now.local_optimizer_state != 0 && !sharded;
+      PL_HAS_FIELD(PL_StrategyStateInfo, &sinfo, local_optimizer_state) && sinfo.local_optimizer_state != 0 && !sharded;
   const std::string own_file =
       layout != "local" ? "optimizer.safetensors" : plrt::sdk::optimizer_rank_file(same_world && local_now ? rank : 0);
   if (layout == "local" && !(same_world && local_now) && rank == 0)
@@ -240,7 +240,6 @@ void Trainer::Impl::load_checkpoint(const std::string& path) {
 
   // The strategy's state first of the changes: its errors (a missing or damaged file, a world
   // size it cannot load from) come before any of the trainer's state changes.
-  const PL_StrategyStateInfo sinfo = strategy.state_info();
   if (saved_state && sinfo.has_state) {
     strategy.load_state(path, saved_world);
   } else if (saved_state && rank == 0) {

@@ -98,6 +98,38 @@ inline float q_step(const float* x, size_t n) {
   return (*hi - *lo) / 255.0f;
 }
 
+// The tiny model's two parameters ("fc.weight" [W], "fc.bias" [b]) over x and g (kParams each,
+// borrowed: they must outlive the strategy's use).
+inline std::vector<PL_Parameter> tiny_params(Weights& x, Weights& g) {
+  std::vector<PL_Parameter> params(2);
+  const char* names[2] = {"fc.weight", "fc.bias"};
+  for (int p = 0; p < 2; ++p) {
+    params[p].struct_size = sizeof(PL_Parameter);
+    params[p].name = names[p];
+    const int64_t off = p == 0 ? 0 : kWeights, n = p == 0 ? kWeights : kOut;
+    params[p].value = pl::tensor_view(x.data() + off, PL_F32, n);
+    params[p].grad = pl::tensor_view(g.data() + off, PL_F32, n);
+    params[p].requires_grad = 1;
+    params[p].kind = PL_PARAM_TRAINABLE;
+  }
+  return params;
+}
+
+// Rank `rank` of `world` on one node, on the cpu accelerator (which the config owns: keep the config
+// alive as long as the strategy), with the test's store and `options`.
+inline ddptest::StrategyConfig rank_config(const pl::Runtime& rt, PL_Store* store, int rank, int world,
+                                           const std::vector<std::pair<std::string, std::string>>& options = {}) {
+  ddptest::StrategyConfig c;
+  c.rank = rank;
+  c.world = world;
+  c.local_rank = rank;
+  c.accelerator = pl::Accelerator(rt, "cpu");
+  c.store = store;
+  c.timeout_ms = 30000;
+  c.options = options;
+  return c;
+}
+
 // One rank's view while training: the host calls the hooks at the points Trainer does.
 struct Run {
   int rank = 0, world = 1;
@@ -141,27 +173,10 @@ inline TrainResult train(const std::string& name, int world,
   const auto failures = strattest::run_ranks(world, "bagua-" + name, [&](int rank, int port) {
     pl::Runtime rt(strattest::runtime_options());
     pl::Store store(rt, strattest::store_client(port, "bagua-" + name));
-    ddptest::StrategyConfig c;
-    c.rank = rank;
-    c.world = world;
-    c.local_rank = rank;
-    c.accelerator = pl::Accelerator(rt, "cpu");
-    c.store = store.get();
-    c.timeout_ms = 30000;
-    c.options = options;
+    const ddptest::StrategyConfig c = rank_config(rt, store.get(), rank, world, options);
     ddptest::Strategy s(rt, name, c);
     Weights x = initial(rank), g(kParams, 0.0f);
-    std::vector<PL_Parameter> params(2);
-    const char* names[2] = {"fc.weight", "fc.bias"};
-    for (int p = 0; p < 2; ++p) {
-      params[p].struct_size = sizeof(PL_Parameter);
-      params[p].name = names[p];
-      const int64_t off = p == 0 ? 0 : kWeights, n = p == 0 ? kWeights : kOut;
-      params[p].value = pl::tensor_view(x.data() + off, PL_F32, n);
-      params[p].grad = pl::tensor_view(g.data() + off, PL_F32, n);
-      params[p].requires_grad = 1;
-      params[p].kind = PL_PARAM_TRAINABLE;
-    }
+    std::vector<PL_Parameter> params = tiny_params(x, g);
     s.setup(params);
     const PL_StrategyApi* api = s.api();
     const HostOptimizer host = host_optimizer ? host_optimizer(rank) : HostOptimizer{};

@@ -31,27 +31,14 @@ constexpr float kLr = 0.1f;
 class Rank {
  public:
   Rank(const pl::Runtime& rt, PL_Store* store, int rank, int world, const std::string& name, const Options& options)
-      : host_(rt.host()), rank_(rank), x(initial(rank)), g(kParams, 0.0f), applied(kParams, 0.0) {
-    c_.rank = rank;
-    c_.world = world;
-    c_.local_rank = rank;
-    c_.accelerator = pl::Accelerator(rt, "cpu");
-    c_.store = store;
-    c_.timeout_ms = 30000;
-    c_.options = options;
+      : host_(rt.host()),
+        rank_(rank),
+        c_(rank_config(rt, store, rank, world, options)),
+        x(initial(rank)),
+        g(kParams, 0.0f),
+        applied(kParams, 0.0) {
     s = std::make_unique<ddptest::Strategy>(rt, name, c_);
-    const char* names[2] = {"fc.weight", "fc.bias"};
-    for (int p = 0; p < 2; ++p) {
-      PL_Parameter q{};
-      q.struct_size = sizeof q;
-      q.name = names[p];
-      const int64_t off = p == 0 ? 0 : kWeights, n = p == 0 ? kWeights : kOut;
-      q.value = pl::tensor_view(x.data() + off, PL_F32, n);
-      q.grad = pl::tensor_view(g.data() + off, PL_F32, n);
-      q.requires_grad = 1;
-      q.kind = PL_PARAM_TRAINABLE;
-      params_.push_back(q);
-    }
+    params_ = tiny_params(x, g);
   }
   void setup() { s->setup(params_); }
 

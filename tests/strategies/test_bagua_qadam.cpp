@@ -142,6 +142,19 @@ TEST(QAdam, WarmupIsTheF32Mean) {
   EXPECT_EQ(warm.stats[0].at("bytes_per_step"), warm.stats[0].at("bucket_bytes"));
 }
 
+// One rank of bagua_qadam at `world` ranks over the tiny model, set up (threads of run_ranks).
+struct QAdamRank {
+  QAdamRank(const pl::Runtime& rt, PL_Store* store, int rank, int world) : c(rank_config(rt, store, rank, world)) {
+    s = std::make_unique<ddptest::Strategy>(rt, "bagua_qadam", c);
+    params = tiny_params(x, g);
+    s->setup(params);
+  }
+  ddptest::StrategyConfig c;  // its accelerator outlives the strategy
+  Weights x = initial(0), g = Weights(kParams);
+  std::vector<PL_Parameter> params;
+  std::unique_ptr<ddptest::Strategy> s;
+};
+
 // bind_optimizer refuses another optimizer and a QAdam without warmup_steps, naming them; a host
 // that never binds gets an error at the first step, not a silent Adam.
 TEST(QAdam, OptimizerChecks) {
@@ -152,22 +165,9 @@ TEST(QAdam, OptimizerChecks) {
     const auto failures = strattest::run_ranks(1, "qadam-bind", [&](int rank, int port) {
       pl::Runtime rt(strattest::runtime_options());
       pl::Store store(rt, strattest::store_client(port, "qadam-bind"));
-      ddptest::StrategyConfig c;
-      c.rank = rank;
-      c.accelerator = pl::Accelerator(rt, "cpu");
-      c.store = store.get();
-      ddptest::Strategy s(rt, "bagua_qadam", c);
-      Weights x = initial(0), g(kParams);
-      std::vector<PL_Parameter> params(1);
-      params[0].struct_size = sizeof(PL_Parameter);
-      params[0].name = "w";
-      params[0].value = pl::tensor_view(x.data(), PL_F32, kParams);
-      params[0].grad = pl::tensor_view(g.data(), PL_F32, kParams);
-      params[0].requires_grad = 1;
-      params[0].kind = PL_PARAM_TRAINABLE;
-      s.setup(params);
+      QAdamRank r(rt, store.get(), rank, 1);
       QAdamState st;
-      qadam_host(&st, name, warmup).bind(s.api(), s.get(), rt.host());
+      qadam_host(&st, name, warmup).bind(r.s->api(), r.s->get(), rt.host());
     });
     EXPECT_NE(failures[0].find(expect), std::string::npos) << name << " " << warmup << ": " << failures[0];
     EXPECT_NE(failures[0].find(name == std::string("Adam") ? "'Adam'" : warmup), std::string::npos) << failures[0];
@@ -175,24 +175,8 @@ TEST(QAdam, OptimizerChecks) {
   const auto unbound = strattest::run_ranks(2, "qadam-unbound", [&](int rank, int port) {
     pl::Runtime rt(strattest::runtime_options());
     pl::Store store(rt, strattest::store_client(port, "qadam-unbound"));
-    ddptest::StrategyConfig c;
-    c.rank = rank;
-    c.world = 2;
-    c.local_rank = rank;
-    c.accelerator = pl::Accelerator(rt, "cpu");
-    c.store = store.get();
-    c.timeout_ms = 20000;
-    ddptest::Strategy s(rt, "bagua_qadam", c);
-    Weights x = initial(0), g(kParams);
-    std::vector<PL_Parameter> params(1);
-    params[0].struct_size = sizeof(PL_Parameter);
-    params[0].name = "w";
-    params[0].value = pl::tensor_view(x.data(), PL_F32, kParams);
-    params[0].grad = pl::tensor_view(g.data(), PL_F32, kParams);
-    params[0].requires_grad = 1;
-    params[0].kind = PL_PARAM_TRAINABLE;
-    s.setup(params);
-    s.run_step([](PL_Device, PL_Parameter*, size_t) {});
+    QAdamRank r(rt, store.get(), rank, 2);
+    r.s->run_step([](PL_Device, PL_Parameter*, size_t) {});
   });
   for (const auto& f : unbound) EXPECT_NE(f.find("bind_optimizer"), std::string::npos) << f;
 }

@@ -82,6 +82,9 @@ std::unique_ptr<Algorithm> make_qadam(const BaguaOptions& opts, const PL_Strateg
 
 // bytegrad.cpp: bytegrad's bucket communication (qadam compresses its first moment with it).
 std::unique_ptr<reducer::BucketComm> make_bytegrad_comm(int world, int rank, bool average);
+// The encoded size of one step's gradient under bytegrad's compression: every bucket's n chunks
+// (u8_codec.hpp); 0 alone.
+double bytegrad_encoded_bytes(const BaguaStrategy& s, int world);
 std::unique_ptr<Algorithm> make_decentralized(const BaguaOptions& opts, const PL_StrategyConfig& config);
 std::unique_ptr<Algorithm> make_low_precision_decentralized(const BaguaOptions& opts, const PL_StrategyConfig& config);
 std::unique_ptr<Algorithm> make_async(const BaguaOptions& opts, const PL_StrategyConfig& config);

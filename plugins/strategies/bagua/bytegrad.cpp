@@ -7,14 +7,13 @@
 //           and allgather the encoded chunk;
 //   finish  decode every gathered chunk, this rank's own included, into the flat buffer, and
 //           unpack it into the gradients: every rank holds the same values.
-// Q is the accelerators' quantize_u8 / dequantize_u8 (ABI 1.4), one chunk per call.  On the wire a
-// chunk is its {min, max} (two f32) then its bytes, padded to a multiple of 4 bytes so that the
-// next chunk's floats are aligned: `stride` bytes a chunk.
+// Q and the wire format of a chunk (its {min, max}, then its bytes, padded to 4): u8_codec.hpp.
 #include <algorithm>
 
 #include "algorithm.hpp"
 #include "bagua_strategy.hpp"
 #include "reducer.hpp"
+#include "u8_codec.hpp"
 
 namespace plrt::bagua {
 
@@ -32,8 +31,6 @@ struct ByteGradState final : reducer::BucketState {
   PL_Tensor own_encoded{}, decoded{};  // send's chunk `rank` (the allgather input); tmp (f32, chunk)
 };
 
-PL_Tensor bytes_view(const PL_Tensor& u8, int64_t begin, int64_t count) { return reducer::sub_view(u8, begin, count); }
-
 class ByteGradComm final : public reducer::BucketComm {
  public:
   ByteGradComm(int world, int rank, bool average) : world_(world), rank_(rank), average_(average) {}
@@ -45,30 +42,22 @@ class ByteGradComm final : public reducer::BucketComm {
     if (b.flat.dtype != PL_F32)
       fail(PL_ERR_UNSUPPORTED, r.who() + ": algorithm bytegrad compresses float32 gradients; " + r.describe(b) +
                                    " is not (use float32 parameters, or algorithm=gradient_allreduce)");
-    const PL_AcceleratorApi* a = dev.api;
-    if (a->struct_size < PL_STRUCT_SIZE(PL_AcceleratorApi, dequantize_u8) || a->quantize_u8 == nullptr ||
-        a->dequantize_u8 == nullptr || a->axpy == nullptr || a->scale == nullptr || a->fill == nullptr)
-      fail(PL_ERR_UNSUPPORTED, r.who() +
-                                   ": algorithm bytegrad needs the accelerator's quantize_u8, dequantize_u8, "
-                                   "axpy, scale and fill (ABI 1.4); this accelerator lacks one");
+    require_codec(dev, r.who(), "bytegrad");
+    if (dev.api->scale == nullptr || dev.api->fill == nullptr)
+      fail(PL_ERR_UNSUPPORTED, r.who() + ": algorithm bytegrad needs the accelerator's scale and fill");
     auto st = std::make_unique<ByteGradState>();
     st->chunk = b.flat.numel / world_;
-    st->stride = 8 + (st->chunk + 3) / 4 * 4;
+    st->stride = encoded_bytes(st->chunk);
     const size_t all = static_cast<size_t>(st->stride) * static_cast<size_t>(world_);
     st->send = strategy::DeviceMemory(dev, all, r.who() + ": bytegrad's send buffer for " + r.describe(b));
     st->recv = strategy::DeviceMemory(dev, all, r.who() + ": bytegrad's receive buffer for " + r.describe(b));
     st->tmp = strategy::DeviceMemory(dev, static_cast<size_t>(st->chunk) * 4,
                                      r.who() + ": bytegrad's decode buffer for " + r.describe(b));
-    PL_Tensor u8 = b.flat;
-    u8.dtype = PL_U8;
-    u8.data = st->send.get();
-    u8.numel = u8.shape[0] = static_cast<int64_t>(all);
-    u8.ndim = 1;
-    st->send_all = u8;
-    st->recv_all = u8;
-    st->recv_all.data = st->recv.get();
-    for (int i = 0; i < world_; ++i) st->gathered.push_back(bytes_view(st->recv_all, i * st->stride, st->stride));
-    st->own_encoded = bytes_view(st->send_all, rank_ * st->stride, st->stride);
+    st->send_all = u8_view(b.flat, st->send.get(), static_cast<int64_t>(all));
+    st->recv_all = u8_view(b.flat, st->recv.get(), static_cast<int64_t>(all));
+    for (int i = 0; i < world_; ++i)
+      st->gathered.push_back(reducer::sub_view(st->recv_all, i * st->stride, st->stride));
+    st->own_encoded = reducer::sub_view(st->send_all, rank_ * st->stride, st->stride);
     st->decoded = reducer::sub_view(b.flat, 0, st->chunk);
     st->decoded.data = st->tmp.get();
     b.state = std::move(st);
@@ -121,26 +110,13 @@ class ByteGradComm final : public reducer::BucketComm {
  private:
   // Chunk i of the flat buffer, quantized into encoded chunk i of `out`.
   void encode(reducer::Reducer& r, reducer::Bucket& b, ByteGradState& st, int i, const PL_Tensor& out) const {
-    const strategy::DeviceContext& dev = r.device();
-    const PL_Tensor src = reducer::sub_view(b.flat, i * st.chunk, st.chunk);
-    PL_Tensor minmax = minmax_view(st, out, i), q = bytes_view(out, i * st.stride + 8, st.chunk);
-    check(dev.host, dev.api->quantize_u8(dev.acc, &src, &q, &minmax, st.chunk, nullptr),
-          r.who() + ": bytegrad's quantization of chunk " + std::to_string(i) + " of " + r.describe(b));
+    encode_chunk(r.device(), reducer::sub_view(b.flat, i * st.chunk, st.chunk), out, i * st.stride,
+                 r.who() + ": bytegrad's quantization of chunk " + std::to_string(i) + " of " + r.describe(b));
   }
   // Encoded chunk i of `in`, decoded into `dst` (f32, chunk elements).
   void decode(reducer::Reducer& r, ByteGradState& st, const PL_Tensor& in, int i, PL_Tensor& dst) const {
-    const strategy::DeviceContext& dev = r.device();
-    const PL_Tensor minmax = minmax_view(st, in, i), q = bytes_view(in, i * st.stride + 8, st.chunk);
-    check(dev.host, dev.api->dequantize_u8(dev.acc, &q, &minmax, &dst, st.chunk, nullptr),
-          r.who() + ": bytegrad's decoding of the chunk from rank " + std::to_string(i));
-  }
-  static PL_Tensor minmax_view(const ByteGradState& st, const PL_Tensor& u8, int i) {
-    PL_Tensor v = u8;
-    v.dtype = PL_F32;
-    v.data = static_cast<uint8_t*>(u8.data) + i * st.stride;
-    v.ndim = 1;
-    v.numel = v.shape[0] = 2;
-    return v;
+    decode_chunk(r.device(), in, i * st.stride, dst,
+                 r.who() + ": bytegrad's decoding of the chunk from rank " + std::to_string(i));
   }
 
   int world_, rank_;
@@ -154,15 +130,7 @@ class ByteGrad final : public Algorithm {
     return std::make_unique<ByteGradComm>(world_, rank_, average_);
   }
   std::vector<std::string> needs() const override { return {"all_to_all", "allgather"}; }
-  // The encoded gradient: every bucket's n chunks, each its {min, max} and its bytes.
-  void setup(BaguaStrategy& s) override {
-    encoded_ = 0;
-    if (!s.core->group) return;
-    for (const reducer::Bucket& b : s.core->grads->buckets()) {
-      const auto* st = dynamic_cast<const ByteGradState*>(b.state.get());
-      if (st != nullptr) encoded_ += static_cast<double>(st->stride) * world_;
-    }
-  }
+  void setup(BaguaStrategy& s) override { encoded_ = bytegrad_encoded_bytes(s, world_); }
   double bytes_per_step(const BaguaStrategy& s) const override {
     (void)s;
     return encoded_;
@@ -175,6 +143,14 @@ class ByteGrad final : public Algorithm {
 };
 
 }  // namespace
+
+double bytegrad_encoded_bytes(const BaguaStrategy& s, int world) {
+  if (!s.core->group) return 0.0;
+  double total = 0;
+  for (const reducer::Bucket& b : s.core->grads->buckets())
+    total += static_cast<double>(world) * static_cast<double>(encoded_bytes(b.flat.numel / world));
+  return total;
+}
 
 std::unique_ptr<reducer::BucketComm> make_bytegrad_comm(int world, int rank, bool average) {
   return std::make_unique<ByteGradComm>(world, rank, average);

@@ -12,16 +12,13 @@
 // Transfers on a backend that runs them one at a time (nccl) must meet: the lower rank of a pair
 // sends then receives, the higher receives then sends.  Tags: the bucket's index.
 //
-// Checkpoints (per rank, rank_state.hpp): this rank's own trainable values (each rank's differ),
-// its step and exchange counters.  load_state reads them and puts the values back at the next
-// run_step, after the host has loaded rank 0's model into every rank.  The optimizer state is the
-// host's (one file, rank 0's).
+// Checkpoints, counters and stats: WeightAlgorithm (weight_algorithm.hpp): this rank's own
+// trainable values (each rank's differ) and its step and exchange counters, per rank; the host
+// saves each rank's optimizer state per rank too (local_optimizer_state).
 #include <chrono>
-#include <cstring>
 
-#include "algorithm.hpp"
 #include "bagua_strategy.hpp"
-#include "weight_buckets.hpp"
+#include "weight_algorithm.hpp"
 
 namespace plrt::bagua {
 
@@ -45,27 +42,36 @@ struct Slot {
   PL_Tensor flat{}, peer_flat{};
 };
 
-class Decentralized final : public Algorithm {
+class Decentralized final : public WeightAlgorithm {
  public:
   Decentralized(const BaguaOptions& o, int32_t world, int32_t rank)
-      : interval_(o.communication_interval),
-        shift_one_(o.peer_selection == PeerSelection::kShiftOne),
-        world_(world),
-        rank_(rank) {}
+      : WeightAlgorithm(kName, o.communication_interval, world, rank),
+        shift_one_(o.peer_selection == PeerSelection::kShiftOne) {}
 
-  std::unique_ptr<reducer::BucketComm> bucket_comm() override { return nullptr; }
   std::vector<std::string> needs() const override {
     if (shift_one_) return {"send", "recv"};
     return {};
   }
 
-  void setup(BaguaStrategy& s) override {
+  void before_optimizer_step(BaguaStrategy& s) override {
+    ddp::DdpStrategy& c = *s.core;
+    if (!exchange_due(c)) return;
+    const auto t0 = std::chrono::steady_clock::now();
+    if (shift_one_)
+      exchange_with(c, shift_one_peer(rank_, world_, exchanges_));
+    else
+      for (Slot& b : slots_) {
+        pack_values(c, b.v, b.flat);
+        c.group.allreduce(b.flat, PL_REDUCE_AVG, s.who + ": decentralized's average of " + b.v.name);
+        unpack_values(c, b.v, b.flat);
+      }
+    exchanged(t0);
+  }
+
+ private:
+  void make_buffers(BaguaStrategy& s) override {
     ddp::DdpStrategy& c = *s.core;
     slots_.clear();
-    steps_ = exchanges_ = 0;
-    comm_ms_ = 0;
-    bytes_ = 0;
-    pending_ = PendingValues();
     if (!c.group) return;  // one rank: nothing to average
     const PL_AcceleratorApi* a = c.dev.api;
     if (shift_one_ && (a->axpy == nullptr || a->scale == nullptr))
@@ -84,76 +90,8 @@ class Decentralized final : public Algorithm {
       bytes_ += static_cast<double>(k.v.plan.bytes);
     }
   }
+  void free_buffers() noexcept override { slots_.clear(); }
 
-  void run_step(BaguaStrategy& s, const PL_ReplicaStepFn* fn) override {
-    if (pending_.pending()) pending_.apply(*s.core);  // this rank's own values, after the host's load
-    Algorithm::run_step(s, fn);
-  }
-
-  void before_optimizer_step(BaguaStrategy& s) override {
-    ddp::DdpStrategy& c = *s.core;
-    const int64_t k = steps_++;
-    if (!c.group || k % interval_ != 0) return;
-    const auto t0 = std::chrono::steady_clock::now();
-    if (shift_one_)
-      exchange_with(c, shift_one_peer(rank_, world_, exchanges_));
-    else
-      for (Slot& b : slots_) {
-        pack_values(c, b.v, b.flat);
-        c.group.allreduce(b.flat, PL_REDUCE_AVG, s.who + ": decentralized's average of " + b.v.name);
-        unpack_values(c, b.v, b.flat);
-      }
-    ++exchanges_;
-    comm_ms_ += ms_since(t0);
-  }
-
-  // Frees the buffers while the core's device context, which they point to, still lives (the core
-  // goes before the algorithm).
-  void teardown(BaguaStrategy& s) noexcept override {
-    (void)s;
-    slots_.clear();
-    pending_ = PendingValues();
-  }
-
-  bool has_state() const override { return true; }
-  bool local_optimizer_state() const override { return true; }  // gradients stay local
-
-  void save_state(BaguaStrategy& s, const std::string& dir) override {
-    require_setup(*s.core, "save_state");
-    RankState st;
-    st.algorithm = kName;
-    st.rank = rank_;
-    st.world = world_;
-    st.add("counters", PL_I64, counters_bytes());
-    pending_.save(*s.core, st);
-    write_state(s.who, state_path(dir, rank_), st);
-  }
-
-  void load_state(BaguaStrategy& s, const std::string& dir, int32_t saved_world) override {
-    require_setup(*s.core, "load_state");
-    check_saved_world(s.who, saved_world, world_);
-    const std::string file = state_path(dir, rank_);
-    const RankState st = read_state(s.who, file, kName, rank_, world_);
-    const StateEntry& counters = st.get(s.who, file, "counters", PL_I64, 2 * sizeof(int64_t));
-    PendingValues values;
-    values.load(*s.core, st, file);
-    // Every check passed: the changes.
-    std::memcpy(&steps_, counters.bytes.data(), sizeof steps_);
-    std::memcpy(&exchanges_, counters.bytes.data() + sizeof steps_, sizeof exchanges_);
-    pending_ = std::move(values);
-  }
-
-  double bytes_per_step(const BaguaStrategy& s) const override {
-    (void)s;
-    return bytes_;
-  }
-  void add_stats(const BaguaStrategy& s, StatList& out) const override {
-    (void)s;
-    out.emplace_back("exchanges", static_cast<double>(exchanges_));
-    out.emplace_back("weight_comm_ms", comm_ms_);
-  }
-
- private:
   // shift_one: every bucket with `peer`, then the average.
   void exchange_with(ddp::DdpStrategy& c, int32_t peer) {
     for (Slot& b : slots_) {
@@ -176,21 +114,8 @@ class Decentralized final : public Algorithm {
     }
   }
 
-  std::vector<uint8_t> counters_bytes() const {
-    std::vector<uint8_t> out(2 * sizeof(int64_t));
-    std::memcpy(out.data(), &steps_, sizeof steps_);
-    std::memcpy(out.data() + sizeof steps_, &exchanges_, sizeof exchanges_);
-    return out;
-  }
-
-  int64_t interval_;
   bool shift_one_;
-  int32_t world_, rank_;
   std::vector<Slot> slots_;
-  int64_t steps_ = 0;      // before_optimizer_step calls since setup (or as loaded)
-  int64_t exchanges_ = 0;  // averages done
-  double comm_ms_ = 0, bytes_ = 0;
-  PendingValues pending_;
 };
 
 }  // namespace

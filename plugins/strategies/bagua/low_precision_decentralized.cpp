@@ -21,15 +21,14 @@
 // In each round rank 0 sends first and every other rank receives first, so a backend that runs
 // transfers one at a time (nccl) never waits on a send nobody receives.
 //
-// Checkpoints (per rank, rank_state.hpp): this rank's values x, its w, l and r (per parameter), its
-// step and exchange counters; the values go back at the next run_step (weight_buckets.hpp).
+// Checkpoints, counters and stats: WeightAlgorithm (weight_algorithm.hpp), with this rank's w, l
+// and r (per parameter) added to its state file.  The encoded format is u8_codec.hpp's.
 #include <chrono>
-#include <cstring>
 
-#include "algorithm.hpp"
 #include "bagua_strategy.hpp"
 #include "reducer.hpp"
-#include "weight_buckets.hpp"
+#include "u8_codec.hpp"
+#include "weight_algorithm.hpp"
 
 namespace plrt::bagua {
 
@@ -50,20 +49,25 @@ struct RingBucket {
   PL_Tensor enc[3]{};    // own, from the left, from the right (u8, stride each)
 };
 
-class LowPrecisionDecentralized final : public Algorithm {
+class LowPrecisionDecentralized final : public WeightAlgorithm {
  public:
   LowPrecisionDecentralized(const BaguaOptions& o, int32_t world, int32_t rank)
-      : interval_(o.communication_interval), world_(world), rank_(rank) {}
+      : WeightAlgorithm(kName, o.communication_interval, world, rank) {}
 
-  std::unique_ptr<reducer::BucketComm> bucket_comm() override { return nullptr; }
   std::vector<std::string> needs() const override { return {"send", "recv"}; }
 
-  void setup(BaguaStrategy& s) override {
+  void after_optimizer_step(BaguaStrategy& s) override {
+    ddp::DdpStrategy& c = *s.core;
+    if (!exchange_due(c)) return;
+    const auto t0 = std::chrono::steady_clock::now();
+    for (RingBucket& b : buckets_) exchange(c, b);
+    exchanged(t0);
+  }
+
+ private:
+  void make_buffers(BaguaStrategy& s) override {
     ddp::DdpStrategy& c = *s.core;
     buckets_.clear();
-    steps_ = exchanges_ = 0;
-    comm_ms_ = encoded_ = 0;
-    pending_ = PendingValues();
     for (size_t i = 0; i < c.num_params; ++i) {
       const PL_Parameter& p = c.params[i];
       if (pl_parameter_kind(&p) == PL_PARAM_TRAINABLE && p.value.dtype != PL_F32)
@@ -73,12 +77,7 @@ class LowPrecisionDecentralized final : public Algorithm {
                                      " (use float32 parameters, or algorithm=decentralized)");
     }
     if (!c.group) return;  // one rank: no ring
-    const PL_AcceleratorApi* a = c.dev.api;
-    if (a->struct_size < PL_STRUCT_SIZE(PL_AcceleratorApi, dequantize_u8) || a->quantize_u8 == nullptr ||
-        a->dequantize_u8 == nullptr || a->axpy == nullptr)
-      fail(PL_ERR_UNSUPPORTED, s.who +
-                                   ": algorithm low_precision_decentralized needs the accelerator's quantize_u8, "
-                                   "dequantize_u8 and axpy (ABI 1.4); this accelerator lacks one");
+    require_codec(c.dev, s.who, kName);
     auto plan = plan_value_buckets(c, s.opts.bucket_size_mb);
     buckets_.resize(plan.size());
     for (size_t b = 0; b < plan.size(); ++b) {
@@ -94,114 +93,52 @@ class LowPrecisionDecentralized final : public Algorithm {
       k.tmp_mem = strategy::DeviceMemory(c.dev, bytes, what);
       k.t = k.v.view(c, k.t_mem.get());
       k.tmp = k.v.view(c, k.tmp_mem.get());
-      k.stride = 8 + (k.v.numel + 3) / 4 * 4;
+      k.stride = encoded_bytes(k.v.numel);
       k.enc_mem = strategy::DeviceMemory(c.dev, static_cast<size_t>(3 * k.stride), what);
-      for (int j = 0; j < 3; ++j) {
-        PL_Tensor e = k.t;
-        e.dtype = PL_U8;
-        e.data = static_cast<uint8_t*>(k.enc_mem.get()) + j * k.stride;
-        e.numel = e.shape[0] = k.stride;
-        k.enc[j] = e;
-      }
+      for (int j = 0; j < 3; ++j)
+        k.enc[j] = u8_view(k.t, static_cast<uint8_t*>(k.enc_mem.get()) + j * k.stride, k.stride);
       // w = l = r = the weights after the start-up broadcast: equal on every rank.
       pack_values(c, k.v, k.copy[0]);
       for (int j = 1; j < 3; ++j)
         c.dev.copy(k.copy[j].data, c.dev.device, k.copy[0].data, c.dev.device, bytes,
                    s.who + ": initialising the neighbour replicas of " + k.v.name);
-      encoded_ += 2.0 * static_cast<double>(k.stride);
+      bytes_ += 2.0 * static_cast<double>(k.stride);
     }
   }
+  void free_buffers() noexcept override { buckets_.clear(); }
 
-  void run_step(BaguaStrategy& s, const PL_ReplicaStepFn* fn) override {
-    if (pending_.pending()) pending_.apply(*s.core);  // this rank's own values, after the host's load
-    Algorithm::run_step(s, fn);
-  }
-
-  void after_optimizer_step(BaguaStrategy& s) override {
-    ddp::DdpStrategy& c = *s.core;
-    const int64_t k = steps_++;
-    if (!c.group || k % interval_ != 0) return;
-    const auto t0 = std::chrono::steady_clock::now();
-    for (RingBucket& b : buckets_) exchange(c, b);
-    ++exchanges_;
-    comm_ms_ += ms_since(t0);
-  }
-
-  // Frees the buffers while the core's device context, which they point to, still lives (the core
-  // goes before the algorithm).
-  void teardown(BaguaStrategy& s) noexcept override {
-    (void)s;
-    buckets_.clear();
-    pending_ = PendingValues();
-  }
-
-  bool has_state() const override { return true; }
-  bool local_optimizer_state() const override { return true; }  // gradients stay local
-
-  void save_state(BaguaStrategy& s, const std::string& dir) override {
-    require_setup(*s.core, "save_state");
-    ddp::DdpStrategy& c = *s.core;
-    RankState st;
-    st.algorithm = kName;
-    st.rank = rank_;
-    st.world = world_;
-    std::vector<uint8_t> counters(2 * sizeof(int64_t));
-    std::memcpy(counters.data(), &steps_, sizeof steps_);
-    std::memcpy(counters.data() + sizeof steps_, &exchanges_, sizeof exchanges_);
-    st.add("counters", PL_I64, std::move(counters));
-    pending_.save(c, st);
-    for (RingBucket& b : buckets_)
+  void save_extra(const ddp::DdpStrategy& c, RankState& st) const override {
+    for (const RingBucket& b : buckets_)
       for (size_t m = 0; m < b.v.parts.size(); ++m)
         for (int j = 0; j < 3; ++j) {
           const PL_Tensor part = member(b, j, m);
           std::vector<uint8_t> bytes(static_cast<size_t>(part.numel) * 4);
           c.dev.copy(bytes.data(), PL_Device{PL_DEVICE_CPU, 0}, part.data, c.dev.device, bytes.size(),
-                     s.who + ": save_state: reading replica " + kCopies[j] + " of " + b.v.name);
+                     c.who + ": save_state: reading replica " + kCopies[j] + " of " + b.v.name);
           st.add(key(c, j, b.v.plan.members[m]), PL_F32, std::move(bytes));
         }
-    write_state(s.who, state_path(dir, rank_), st);
   }
 
-  void load_state(BaguaStrategy& s, const std::string& dir, int32_t saved_world) override {
-    require_setup(*s.core, "load_state");
-    ddp::DdpStrategy& c = *s.core;
-    check_saved_world(s.who, saved_world, world_);
-    const std::string file = state_path(dir, rank_);
-    const RankState st = read_state(s.who, file, kName, rank_, world_);
-    const StateEntry& counters = st.get(s.who, file, "counters", PL_I64, 2 * sizeof(int64_t));
-    PendingValues values;
-    values.load(c, st, file);
+  std::function<void()> load_extra(const ddp::DdpStrategy& c, const RankState& st, const std::string& file) override {
     std::vector<const StateEntry*> replicas;  // every bucket's members' w, l, r, checked before any change
     for (RingBucket& b : buckets_)
       for (size_t m = 0; m < b.v.parts.size(); ++m)
         for (int j = 0; j < 3; ++j)
-          replicas.push_back(&st.get(s.who, file, key(c, j, b.v.plan.members[m]), PL_F32,
+          replicas.push_back(&st.get(c.who, file, key(c, j, b.v.plan.members[m]), PL_F32,
                                      static_cast<size_t>(b.v.parts[m].numel) * 4));
-    size_t n = 0;
-    for (RingBucket& b : buckets_)
-      for (size_t m = 0; m < b.v.parts.size(); ++m)
-        for (int j = 0; j < 3; ++j) {
-          const PL_Tensor part = member(b, j, m);
-          c.dev.copy(part.data, c.dev.device, replicas[n++]->bytes.data(), PL_Device{PL_DEVICE_CPU, 0},
-                     static_cast<size_t>(part.numel) * 4,
-                     s.who + ": load_state: restoring replica " + kCopies[j] + " of " + b.v.name);
-        }
-    std::memcpy(&steps_, counters.bytes.data(), sizeof steps_);
-    std::memcpy(&exchanges_, counters.bytes.data() + sizeof steps_, sizeof exchanges_);
-    pending_ = std::move(values);
+    return [this, &c, replicas] {
+      size_t n = 0;
+      for (RingBucket& b : buckets_)
+        for (size_t m = 0; m < b.v.parts.size(); ++m)
+          for (int j = 0; j < 3; ++j) {
+            const PL_Tensor part = member(b, j, m);
+            c.dev.copy(part.data, c.dev.device, replicas[n++]->bytes.data(), PL_Device{PL_DEVICE_CPU, 0},
+                       static_cast<size_t>(part.numel) * 4,
+                       c.who + ": load_state: restoring replica " + kCopies[j] + " of " + b.v.name);
+          }
+    };
   }
 
-  double bytes_per_step(const BaguaStrategy& s) const override {
-    (void)s;
-    return encoded_;
-  }
-  void add_stats(const BaguaStrategy& s, StatList& out) const override {
-    (void)s;
-    out.emplace_back("exchanges", static_cast<double>(exchanges_));
-    out.emplace_back("weight_comm_ms", comm_ms_);
-  }
-
- private:
   void exchange(ddp::DdpStrategy& c, RingBucket& b) {
     const PL_AcceleratorApi* a = c.dev.api;
     const std::string what = c.who + ": low_precision_decentralized's update of " + b.v.name;
@@ -238,22 +175,13 @@ class LowPrecisionDecentralized final : public Algorithm {
 
   // Q of `src` (one chunk) into encoded buffer j.
   void encode(ddp::DdpStrategy& c, RingBucket& b, const PL_Tensor& src, int j) const {
-    PL_Tensor minmax = minmax_view(b, j), q = reducer::sub_view(b.enc[j], 8, b.v.numel);
-    check(c.host, c.dev.api->quantize_u8(c.dev.acc, &src, &q, &minmax, b.v.numel, nullptr),
-          c.who + ": low_precision_decentralized's quantization of " + b.v.name);
+    encode_chunk(c.dev, src, b.enc[j], 0, c.who + ": low_precision_decentralized's quantization of " + b.v.name);
   }
   // Encoded buffer j decoded into `dst`.
   void decode(ddp::DdpStrategy& c, RingBucket& b, int j, PL_Tensor& dst) const {
-    const PL_Tensor minmax = minmax_view(b, j), q = reducer::sub_view(b.enc[j], 8, b.v.numel);
     static const char* const from[3] = {"this rank", "the left neighbour", "the right neighbour"};
-    check(c.host, c.dev.api->dequantize_u8(c.dev.acc, &q, &minmax, &dst, b.v.numel, nullptr),
-          c.who + ": low_precision_decentralized's decoding of " + b.v.name + " from " + from[j]);
-  }
-  static PL_Tensor minmax_view(const RingBucket& b, int j) {
-    PL_Tensor v = b.enc[j];
-    v.dtype = PL_F32;
-    v.numel = v.shape[0] = 2;
-    return v;
+    decode_chunk(c.dev, b.enc[j], 0, dst,
+                 c.who + ": low_precision_decentralized's decoding of " + b.v.name + " from " + from[j]);
   }
   // Member m's elements of replica j (w, l, r).
   static PL_Tensor member(const RingBucket& b, int j, size_t m) {
@@ -263,13 +191,7 @@ class LowPrecisionDecentralized final : public Algorithm {
     return std::string(kCopies[j]) + "/" + std::to_string(i) + "/" + c.names[i];
   }
 
-  int64_t interval_;
-  int32_t world_, rank_;
   std::vector<RingBucket> buckets_;
-  int64_t steps_ = 0;      // after_optimizer_step calls since setup (or as loaded)
-  int64_t exchanges_ = 0;  // ring exchanges done
-  double comm_ms_ = 0, encoded_ = 0;
-  PendingValues pending_;
 };
 
 }  // namespace

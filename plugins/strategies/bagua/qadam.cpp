@@ -102,7 +102,7 @@ class QAdamAlgorithm final : public Algorithm {
 
   double bytes_per_step(const BaguaStrategy& s) const override {
     if (!s.core->group) return 0.0;
-    return compress_ ? encoded(s) : static_cast<double>(s.core->grads->bucket_bytes());
+    return compress_ ? bytegrad_encoded_bytes(s, world_) : static_cast<double>(s.core->grads->bucket_bytes());
   }
 
   void add_stats(const BaguaStrategy& s, StatList& out) const override {
@@ -112,16 +112,6 @@ class QAdamAlgorithm final : public Algorithm {
   }
 
  private:
-  // bytegrad's encoded size of every bucket: n chunks of {min, max} and bytes, 4-byte padded.
-  double encoded(const BaguaStrategy& s) const {
-    double total = 0;
-    for (const reducer::Bucket& b : s.core->grads->buckets()) {
-      const int64_t chunk = b.flat.numel / world_;
-      total += static_cast<double>(world_) * static_cast<double>(8 + (chunk + 3) / 4 * 4);
-    }
-    return total;
-  }
-
   int world_, rank_;
   bool compress_ = false, bound_ = false;
   int64_t warmup_ = 0, steps_ = 0;
