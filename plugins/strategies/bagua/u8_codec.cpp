@@ -39,13 +39,13 @@ void require_codec(const strategy::DeviceContext& dev, const std::string& who, c
 }
 
 void encode_chunk(const strategy::DeviceContext& dev, const PL_Tensor& src, const PL_Tensor& u8, int64_t offset,
-            const std::string& what) {
+                  const std::string& what) {
   PL_Tensor minmax = minmax_view(u8, offset), q = reducer::sub_view(u8, offset + 8, src.numel);
   check(dev.host, dev.api->quantize_u8(dev.acc, &src, &q, &minmax, src.numel, nullptr), what);
 }
 
 void decode_chunk(const strategy::DeviceContext& dev, const PL_Tensor& u8, int64_t offset, PL_Tensor& dst,
-            const std::string& what) {
+                  const std::string& what) {
   const PL_Tensor minmax = minmax_view(u8, offset), q = reducer::sub_view(u8, offset + 8, dst.numel);
   check(dev.host, dev.api->dequantize_u8(dev.acc, &q, &minmax, &dst, dst.numel, nullptr), what);
 }
