@@ -115,14 +115,17 @@ inline std::vector<PL_Parameter> tiny_params(Weights& x, Weights& g) {
   return params;
 }
 
-// Rank `rank` of `world` on one node, on the cpu accelerator (which the config owns: keep the config
-// alive as long as the strategy), with the test's store and `options`.
+// Rank `rank` of `world` on `nodes` nodes of world/nodes consecutive ranks (one by default), on the
+// cpu accelerator (which the config owns: keep the config alive as long as the strategy), with the
+// test's store and `options`.
 inline ddptest::StrategyConfig rank_config(const pl::Runtime& rt, PL_Store* store, int rank, int world,
-                                           const std::vector<std::pair<std::string, std::string>>& options = {}) {
+                                           const std::vector<std::pair<std::string, std::string>>& options = {},
+                                           int nodes = 1) {
   ddptest::StrategyConfig c;
   c.rank = rank;
   c.world = world;
-  c.local_rank = rank;
+  c.num_nodes = nodes;
+  c.local_rank = rank % (world / nodes);
   c.accelerator = pl::Accelerator(rt, "cpu");
   c.store = store;
   c.timeout_ms = 30000;
@@ -160,20 +163,20 @@ struct TrainResult {
 };
 
 // Trains `steps` steps of the tiny model with strategy `name` (options after the alias's presets)
-// at `world` ranks, SGD with `lr`; `after_step(run, k)`, when set, runs on every rank after step k
-// (0-based).  Fails the test on any rank's error.
-inline TrainResult train(const std::string& name, int world,
-                         const std::vector<std::pair<std::string, std::string>>& options, int steps, float lr,
-                         const std::vector<std::string>& stat_names = {},
-                         const std::function<void(Run&, int)>& after_step = nullptr, const Resume& resume = {},
-                         const std::function<HostOptimizer(int rank)>& host_optimizer = nullptr) {
+// at `world` ranks on `nodes` nodes (rank_config), SGD with `lr`; `after_step(run, k)`, when set,
+// runs on every rank after step k (0-based).  Fails the test on any rank's error.
+inline TrainResult train_on_nodes(const std::string& name, int world, int nodes,
+                                  const std::vector<std::pair<std::string, std::string>>& options, int steps, float lr,
+                                  const std::vector<std::string>& stat_names = {},
+                                  const std::function<void(Run&, int)>& after_step = nullptr, const Resume& resume = {},
+                                  const std::function<HostOptimizer(int rank)>& host_optimizer = nullptr) {
   TrainResult result;
   result.weights.resize(static_cast<size_t>(world));
   result.stats.resize(static_cast<size_t>(world));
   const auto failures = strattest::run_ranks(world, "bagua-" + name, [&](int rank, int port) {
     pl::Runtime rt(strattest::runtime_options());
     pl::Store store(rt, strattest::store_client(port, "bagua-" + name));
-    const ddptest::StrategyConfig c = rank_config(rt, store.get(), rank, world, options);
+    const ddptest::StrategyConfig c = rank_config(rt, store.get(), rank, world, options, nodes);
     ddptest::Strategy s(rt, name, c);
     Weights x = initial(rank), g(kParams, 0.0f);
     std::vector<PL_Parameter> params = tiny_params(x, g);
@@ -224,6 +227,15 @@ inline TrainResult train(const std::string& name, int world,
   });
   for (int r = 0; r < world; ++r) EXPECT_EQ(failures[static_cast<size_t>(r)], "") << "rank " << r;
   return result;
+}
+
+// The same on one node.
+inline TrainResult train(const std::string& name, int world,
+                         const std::vector<std::pair<std::string, std::string>>& options, int steps, float lr,
+                         const std::vector<std::string>& stat_names = {},
+                         const std::function<void(Run&, int)>& after_step = nullptr, const Resume& resume = {},
+                         const std::function<HostOptimizer(int rank)>& host_optimizer = nullptr) {
+  return train_on_nodes(name, world, 1, options, steps, lr, stat_names, after_step, resume, host_optimizer);
 }
 
 // The strategy's checkpoint entries through its C table (every rank calls them, as the host does).

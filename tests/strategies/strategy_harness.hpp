@@ -4,6 +4,7 @@
 // differ).  No GoogleTest here: ddp_worker uses it too.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <exception>
@@ -63,7 +64,12 @@ inline std::vector<std::string> run_ranks(int world, const std::string& token,
 
 struct Config {
   int rank = 0, world = 1;
-  int local_rank = 0;           // Layout::kOneNode only
+  int local_rank = 0;  // Layout::kOneNode only
+  // Layout::kOneNode only: the ranks split into this many nodes of world/num_nodes consecutive
+  // ranks each (node rank = rank / (world/num_nodes)); local_rank must be the rank in its node.
+  int num_nodes = 1;
+  int local_world = 0;          // Layout::kOneNode, when > 0: this rank's node size instead (unequal nodes)
+  int node_rank = -1;           // Layout::kOneNode, when >= 0: this rank's node instead
   pl::Accelerator accelerator;  // empty: no accelerator in the config
   std::vector<int32_t> device_ids{0};
   std::string backend = "gloo";
@@ -92,9 +98,12 @@ class Strategy {
     sc.global_rank = c.rank;
     sc.world_size = c.world;
     if (layout == Layout::kOneNode) {
+      // One node: the node is the job (whatever c.world says, bad values included).
+      const int per_node = c.num_nodes > 1 ? std::max(1, c.world / c.num_nodes) : c.world;
       sc.local_rank = c.local_rank;
-      sc.local_world_size = c.world;
-      sc.num_nodes = 1;
+      sc.local_world_size = c.local_world > 0 ? c.local_world : per_node;
+      sc.node_rank = c.node_rank >= 0 ? c.node_rank : (c.num_nodes > 1 ? c.rank / per_node : 0);
+      sc.num_nodes = std::max(1, c.num_nodes);
     } else {
       sc.local_rank = 0;
       sc.local_world_size = 1;

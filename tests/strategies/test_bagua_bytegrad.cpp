@@ -5,6 +5,8 @@
 // the ABI's text) the weights agree to 1e-6; with Bagua's formula (q_bagua) to within one
 // quantization step per quantization (the two quantizers are within one step of each other).
 // Every rank ends with the same weights, bit for bit.
+// Hierarchical (two nodes of two ranks): each node's gradients summed in rank order and divided by
+// its size (the node's mean, as the process group's AVG), then bytegrad among the nodes.
 #include <functional>
 
 #include "bagua_harness.hpp"
@@ -45,9 +47,26 @@ std::vector<float> bytegrad(const std::vector<std::vector<float>>& g, const Quan
   return result;
 }
 
-// The reference run: every rank's gradient at the common weights, bytegrad per bucket, SGD.
-// `split`: buckets of one parameter each ([fc.bias], [fc.weight]) instead of one.
-Weights reference(int world, const Quantizer& q, bool split, bool average, double* tol) {
+// The node reduction of hierarchical communication: per node of `per_node` consecutive ranks, their
+// vectors summed in rank order, and divided by per_node when `average`.
+std::vector<std::vector<float>> node_reduce(const std::vector<std::vector<float>>& g, int per_node, bool average) {
+  if (per_node == 1) return g;
+  std::vector<std::vector<float>> out;
+  for (size_t r = 0; r < g.size(); r += static_cast<size_t>(per_node)) {
+    std::vector<float> sum = g[r];
+    for (int j = 1; j < per_node; ++j)
+      for (size_t i = 0; i < sum.size(); ++i) sum[i] += g[r + static_cast<size_t>(j)][i];
+    if (average)
+      for (float& v : sum) v /= static_cast<float>(per_node);
+    out.push_back(sum);
+  }
+  return out;
+}
+
+// The reference run: every rank's gradient at the common weights, bytegrad per bucket (among the
+// nodes' means when per_node > 1), SGD.  `split`: buckets of one parameter each ([fc.bias],
+// [fc.weight]) instead of one.
+Weights reference(int world, const Quantizer& q, bool split, bool average, double* tol, int per_node = 1) {
   Weights x = initial(0);  // rank 0's values, broadcast at setup
   *tol = 0;
   for (int k = 0; k < kSteps; ++k) {
@@ -62,10 +81,10 @@ Weights reference(int world, const Quantizer& q, bool split, bool average, doubl
     double step_tol = 0;
     std::vector<float> gb, gw;
     if (split) {
-      gb = bytegrad(bias, q, average, &step_tol);
-      gw = bytegrad(weight, q, average, &step_tol);
+      gb = bytegrad(node_reduce(bias, per_node, average), q, average, &step_tol);
+      gw = bytegrad(node_reduce(weight, per_node, average), q, average, &step_tol);
     } else {
-      const std::vector<float> all = bytegrad(both, q, average, &step_tol);
+      const std::vector<float> all = bytegrad(node_reduce(both, per_node, average), q, average, &step_tol);
       gb.assign(all.begin(), all.begin() + kOut);
       gw.assign(all.begin() + kOut, all.end());
     }
@@ -76,17 +95,18 @@ Weights reference(int world, const Quantizer& q, bool split, bool average, doubl
   return x;
 }
 
-void expect_matches_reference(int world, bool split, bool average) {
+// `nodes` > 1: on that many nodes, hierarchical (the default there).
+void expect_matches_reference(int world, bool split, bool average, int nodes = 1) {
   std::vector<std::pair<std::string, std::string>> opts;
   if (split) opts.emplace_back("bucket_size_mb", "0.00001");  // 10 bytes: one bucket per parameter
   if (!average) opts.emplace_back("average", "false");
-  const TrainResult got =
-      train("bagua_bytegrad", world, opts, kSteps, kLr, {"bytes_per_step", "bucket_bytes", "buckets"});
+  const TrainResult got = train_on_nodes("bagua_bytegrad", world, nodes, opts, kSteps, kLr,
+                                         {"bytes_per_step", "bucket_bytes", "buckets", "hierarchical"});
   ASSERT_EQ(got.weights.size(), static_cast<size_t>(world));
   for (int r = 1; r < world; ++r) EXPECT_EQ(got.weights[r], got.weights[0]) << "rank " << r << " differs from rank 0";
   for (const auto& [name, q] : std::vector<std::pair<const char*, Quantizer>>{{"plrt", q_plrt}, {"bagua", q_bagua}}) {
     double tol = 0;
-    const Weights want = reference(world, q, split, average, &tol);
+    const Weights want = reference(world, q, split, average, &tol, nodes > 1 ? world / nodes : 1);
     // The accelerators' quantizer replays exactly (float rounding aside); Bagua's lies within the
     // steps its different rounding can move each quantization by.
     EXPECT_LE(max_abs_diff(got.weights[0], want), std::string(name) == "plrt" ? 1e-6 : tol + 1e-6)
@@ -97,12 +117,16 @@ void expect_matches_reference(int world, bool split, bool average) {
   const auto& st = got.stats[0];
   EXPECT_EQ(st.at("buckets"), split ? 2 : 1);
   EXPECT_EQ(st.at("bucket_bytes"), 4.0 * kParams);
-  // The encoded gradient: n chunks of {min, max} and their bytes, each padded to 4 bytes.
+  // The encoded gradient: n chunks of {min, max} and their bytes, each padded to 4 bytes; n the
+  // ranks, or hierarchical the nodes (what crosses between nodes: the leaders' only).
+  const int n = nodes > 1 ? nodes : world;
   auto encoded = [&](int numel) {
-    const int chunk = (numel + world - 1) / world;
-    return world * (8 + (chunk + 3) / 4 * 4);
+    const int chunk = (numel + n - 1) / n;
+    return n * (8 + (chunk + 3) / 4 * 4);
   };
   EXPECT_EQ(st.at("bytes_per_step"), split ? encoded(kOut) + encoded(kWeights) : encoded(kParams));
+  EXPECT_EQ(st.at("hierarchical"), nodes > 1 ? 1 : 0);
+  if (nodes > 1) EXPECT_EQ(got.stats[1].at("bytes_per_step"), 0) << "a non-leader sends nothing between nodes";
 }
 
 TEST(ByteGrad, MatchesReferenceAtTwoAndFourRanks) {
@@ -114,6 +138,14 @@ TEST(ByteGrad, OneBucketPerParameter) {
 }
 
 TEST(ByteGrad, AverageFalseSums) { expect_matches_reference(2, false, false); }
+
+// Two nodes of two ranks: the node's mean, bytegrad between the two leaders, the leader's result
+// broadcast; and with average=false the sums.
+TEST(ByteGrad, HierarchicalCompressesAmongTheNodesLeaders) {
+  expect_matches_reference(4, false, true, 2);
+  expect_matches_reference(4, true, true, 2);
+  expect_matches_reference(4, false, false, 2);
+}
 
 // Differs from plain averaging (the reference without quantization) by less than the bound, but
 // is not it: the test above would also pass for a plugin that skipped the compression only if the

@@ -2,7 +2,9 @@
 // rank's gradient at its own weights; every communication_interval steps the weights averaged
 // (all: the mean over the ranks; shift_one: (x + x_peer) * 0.5 with the pairings docs/bagua.md
 // lists, written here as a table, not the formula); then x -= lr * g.  And the per-rank
-// checkpoint (its values and counters), and the bad inputs.
+// checkpoint (its values and counters), and the bad inputs.  Hierarchical (nodes of two ranks):
+// each node's mean first (summed in rank order, then divided, as the process group's AVG), the
+// average above among the nodes, and every rank of a node takes the result.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -28,25 +30,35 @@ int peer(int world, int i, int k, bool rotate = true) {
   return kFour[rotate ? k % 2 : 0][i];
 }
 
-std::vector<Weights> reference(int world, bool shift_one, int interval, bool rotate = true) {
+// per_node > 1: hierarchical, the average among the nodes' means.
+std::vector<Weights> reference(int world, bool shift_one, int interval, bool rotate = true, int per_node = 1) {
   std::vector<Weights> x(static_cast<size_t>(world), initial(0));  // rank 0's values, broadcast at setup
   int exchanges = 0;
+  const int n = world / per_node;
   for (int k = 0; k < kSteps; ++k) {
     std::vector<Weights> g;
     for (int r = 0; r < world; ++r) g.push_back(gradient(x[r], r, k));  // at the weights before the average
     if (k % interval == 0) {
-      std::vector<Weights> y = x;
-      for (int r = 0; r < world; ++r)
+      std::vector<Weights> m(static_cast<size_t>(n));  // the nodes' means (the ranks' x when flat)
+      for (int v = 0; v < n; ++v) {
+        m[v] = x[v * per_node];
+        if (per_node == 1) continue;
+        for (int j = 1; j < per_node; ++j)
+          for (int i = 0; i < kParams; ++i) m[v][i] += x[v * per_node + j][i];
+        for (float& e : m[v]) e /= static_cast<float>(per_node);
+      }
+      std::vector<Weights> y = m;
+      for (int v = 0; v < n; ++v)
         for (int i = 0; i < kParams; ++i) {
           if (shift_one) {
-            y[r][i] = (x[r][i] + x[peer(world, r, exchanges, rotate)][i]) * 0.5f;
+            y[v][i] = (m[v][i] + m[peer(n, v, exchanges, rotate)][i]) * 0.5f;
           } else {
             float sum = 0;
-            for (int q = 0; q < world; ++q) sum += x[q][i];
-            y[r][i] = sum / static_cast<float>(world);
+            for (int q = 0; q < n; ++q) sum += m[q][i];
+            y[v][i] = sum / static_cast<float>(n);
           }
         }
-      x = y;
+      for (int r = 0; r < world; ++r) x[r] = y[r / per_node];
       ++exchanges;
     }
     for (int r = 0; r < world; ++r)
@@ -98,6 +110,24 @@ TEST(Decentralized, ShiftOneMatchesReference) {
         EXPECT_GT(max_diff(got.weights, reference(world, false, 1)), 1e-4);
       }
     }
+  }
+}
+
+// Hierarchical: two nodes of two ranks averaging over all, four nodes of two pairing their leaders
+// with shift_one (the pairing among 4 nodes, not 8 ranks); bit for bit (every mean here is of two).
+TEST(Decentralized, HierarchicalAveragesTheNodesMeansAmongTheLeaders) {
+  for (const auto& [world, shift_one] : std::vector<std::pair<int, bool>>{{4, false}, {8, true}}) {
+    Options opts;
+    if (shift_one) opts.emplace_back("peer_selection_mode", "shift_one");
+    const int nodes = world / 2;
+    const TrainResult got =
+        train_on_nodes("bagua_decentralized", world, nodes, opts, kSteps, kLr, {"exchanges", "hierarchical"});
+    const std::vector<Weights> want = reference(world, shift_one, 1, true, 2);
+    for (int r = 0; r < world; ++r) EXPECT_EQ(got.weights[r], want[r]) << "W=" << world << " rank " << r;
+    EXPECT_EQ(got.stats[1].at("exchanges"), kSteps);
+    EXPECT_EQ(got.stats[1].at("hierarchical"), 1);
+    // The pairing shows: averaging over all the nodes ends elsewhere.
+    if (shift_one) EXPECT_GT(max_diff(got.weights, reference(world, false, 1, true, 2)), 1e-4);
   }
 }
 

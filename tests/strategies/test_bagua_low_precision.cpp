@@ -5,6 +5,9 @@
 // quantizer (q_plrt, from the ABI's text) every rank's weights agree bit for bit; with Bagua's
 // formula (q_bagua) within the steps each quantization can move them by.  The per-rank state files
 // show that each rank's l is its left neighbour's w exactly, and r its right neighbour's.
+// Hierarchical (nodes of two ranks): t is the node's mean of x (summed in rank order, then divided,
+// as the process group's AVG), the ring is the nodes' leaders, and every rank of a node takes its
+// leader's w.
 #include <algorithm>
 #include <functional>
 
@@ -46,7 +49,9 @@ struct RankRef {
 };
 
 // Every rank's state after kSteps; *tol: the steps the quantizations could move the weights by.
-std::vector<RankRef> reference(int world, const Quantizer& q, bool split, int interval, double* tol) {
+// per_node > 1: hierarchical, the ring's members are the nodes (their replicas kept in the leader's
+// RankRef: rank node * per_node).
+std::vector<RankRef> reference(int world, const Quantizer& q, bool split, int interval, double* tol, int per_node = 1) {
   const auto layout = buckets(split);
   std::vector<RankRef> ranks(static_cast<size_t>(world));
   for (auto& rk : ranks) {
@@ -66,29 +71,37 @@ std::vector<RankRef> reference(int world, const Quantizer& q, bool split, int in
     }
     if (k % interval != 0) continue;
     double worst = 0;
+    const int n = world / per_node;  // the ring's members
     for (size_t b = 0; b < layout.size(); ++b) {
-      std::vector<std::vector<float>> d(static_cast<size_t>(world));
-      for (int r = 0; r < world; ++r) {
-        RankRef& rk = ranks[r];
+      std::vector<std::vector<float>> d(static_cast<size_t>(n));
+      for (int m = 0; m < n; ++m) {
+        RankRef& rk = ranks[m * per_node];
         std::vector<float> t = pack(rk.x, layout[b]);
+        if (per_node > 1) {  // the node's mean
+          for (int j = 1; j < per_node; ++j) {
+            const std::vector<float> o = pack(ranks[m * per_node + j].x, layout[b]);
+            for (size_t i = 0; i < t.size(); ++i) t[i] += o[i];
+          }
+          for (float& v : t) v /= static_cast<float>(per_node);
+        }
         for (size_t i = 0; i < t.size(); ++i) {
           t[i] = t[i] + third * rk.l[b][i];
           t[i] = t[i] + third * rk.r[b][i];
           t[i] = t[i] + minus_five_thirds * rk.w[b][i];
         }
-        d[r] = q(t.data(), t.size());
+        d[m] = q(t.data(), t.size());
         worst = std::max(worst, static_cast<double>(q_step(t.data(), t.size())));
       }
-      for (int r = 0; r < world; ++r) {
-        RankRef& rk = ranks[r];
-        const auto& dl = d[(r + world - 1) % world];
-        const auto& dr = d[(r + 1) % world];
-        for (size_t i = 0; i < d[r].size(); ++i) {
+      for (int m = 0; m < n; ++m) {
+        RankRef& rk = ranks[m * per_node];
+        const auto& dl = d[(m + n - 1) % n];
+        const auto& dr = d[(m + 1) % n];
+        for (size_t i = 0; i < d[m].size(); ++i) {
           rk.l[b][i] = rk.l[b][i] + dl[i];
           rk.r[b][i] = rk.r[b][i] + dr[i];
-          rk.w[b][i] = rk.w[b][i] + d[r][i];
+          rk.w[b][i] = rk.w[b][i] + d[m][i];
         }
-        unpack(rk.w[b], layout[b], rk.x);
+        for (int j = 0; j < per_node; ++j) unpack(rk.w[b], layout[b], ranks[m * per_node + j].x);
       }
     }
     *tol += worst;  // per exchange: half a step each for Bagua's rounding and plrt's
@@ -112,28 +125,31 @@ Weights ref_replica(const std::vector<std::vector<float>>& copy, bool split) {
   return v;
 }
 
-void expect_matches_reference(int world, bool split, int interval) {
+// `nodes` > 1: on that many nodes, hierarchical (the default there): the ring is the leaders.
+void expect_matches_reference(int world, bool split, int interval, int nodes = 1) {
   Options opts;
   if (split) opts.emplace_back("bucket_size_mb", "0.00001");  // 10 bytes: one bucket per parameter
   if (interval != 1) opts.emplace_back("communication_interval", std::to_string(interval));
   TempDir dir;
-  const TrainResult got = train(kName, world, opts, kSteps, kLr, {"exchanges", "bytes_per_step", "buckets"},
-                                [&](baguatest::Run& run, int k) {
-                                  if (k == kSteps - 1) save_state(run, dir.str());
-                                });
-  const std::string what =
-      "W=" + std::to_string(world) + " split=" + std::to_string(split) + " interval=" + std::to_string(interval);
+  const TrainResult got = train_on_nodes(kName, world, nodes, opts, kSteps, kLr,
+                                         {"exchanges", "bytes_per_step", "buckets"}, [&](baguatest::Run& run, int k) {
+                                           if (k == kSteps - 1) save_state(run, dir.str());
+                                         });
+  const std::string what = "W=" + std::to_string(world) + " nodes=" + std::to_string(nodes) +
+                           " split=" + std::to_string(split) + " interval=" + std::to_string(interval);
+  const int per_node = nodes > 1 ? world / nodes : 1, n = world / per_node;
   double tol = 0;
-  const std::vector<RankRef> want = reference(world, q_plrt, split, interval, &tol);
+  const std::vector<RankRef> want = reference(world, q_plrt, split, interval, &tol, per_node);
   for (int r = 0; r < world; ++r) EXPECT_EQ(got.weights[r], want[r].x) << what << " rank " << r;
-  const std::vector<RankRef> bagua = reference(world, q_bagua, split, interval, &tol);
+  const std::vector<RankRef> bagua = reference(world, q_bagua, split, interval, &tol, per_node);
   for (int r = 0; r < world; ++r)
     EXPECT_LE(max_abs_diff(got.weights[r], bagua[r].x), tol + 1e-6) << what << " rank " << r << " against q_bagua";
-  // The replicas: l is the left neighbour's w and r the right one's, bit for bit; each the reference's.
+  // The replicas (the ring's members only: hierarchical, the leaders): l is the left neighbour's w
+  // and r the right one's, bit for bit; each the reference's.
   std::vector<StateFile> files;
   for (int r = 0; r < world; ++r) files.push_back(read_state_file(dir.file(r)));
-  for (int r = 0; r < world; ++r) {
-    const int left = (r + world - 1) % world, right = (r + 1) % world;
+  for (int m = 0; m < n; ++m) {
+    const int r = m * per_node, left = (m + n - 1) % n * per_node, right = (m + 1) % n * per_node;
     const Weights w = replica(files[r], "w");
     EXPECT_EQ(replica(files[r], "l"), replica(files[left], "w")) << what << " rank " << r;
     EXPECT_EQ(replica(files[r], "r"), replica(files[right], "w")) << what << " rank " << r;
@@ -150,7 +166,7 @@ void expect_matches_reference(int world, bool split, int interval) {
   EXPECT_EQ(st.at("bytes_per_step"), split ? encoded(kOut) + encoded(kWeights) : encoded(kParams)) << what;
   // The compression shows: the same algorithm without Q ends elsewhere.
   double unused = 0;
-  const std::vector<RankRef> exact = reference(world, identity, split, interval, &unused);
+  const std::vector<RankRef> exact = reference(world, identity, split, interval, &unused, per_node);
   EXPECT_GT(max_abs_diff(got.weights[0], exact[0].x), 1e-7) << what;
 }
 
@@ -163,6 +179,13 @@ TEST(LowPrecisionDecentralized, OneBucketPerParameter) {
 }
 
 TEST(LowPrecisionDecentralized, CommunicationIntervalThree) { expect_matches_reference(4, false, 3); }
+
+// Hierarchical: two nodes of two ranks (a ring of two leaders), and three nodes (a ring of three).
+TEST(LowPrecisionDecentralized, HierarchicalRingOfTheNodesLeaders) {
+  expect_matches_reference(4, false, 1, 2);
+  expect_matches_reference(6, true, 1, 3);
+  expect_matches_reference(6, false, 2, 3);
+}
 
 TEST(LowPrecisionDecentralized, RanksKeepTheirOwnWeights) {
   const TrainResult got = train(kName, 4, {}, kSteps, kLr);

@@ -37,20 +37,21 @@ void Algorithm::add_stats(const BaguaStrategy& s, StatList& out) const {
   (void)out;
 }
 
-std::unique_ptr<Algorithm> make_algorithm(const BaguaOptions& opts, const PL_StrategyConfig& config) {
+std::unique_ptr<Algorithm> make_algorithm(const BaguaOptions& opts, const PL_StrategyConfig& config,
+                                          const Scope& scope) {
   switch (opts.algorithm) {
     case AlgorithmId::kGradientAllreduce:
-      return make_gradient_allreduce(opts, config);
+      return make_gradient_allreduce(opts, config, scope);
     case AlgorithmId::kByteGrad:
-      return make_bytegrad(opts, config);
+      return make_bytegrad(opts, config, scope);
     case AlgorithmId::kQAdam:
-      return make_qadam(opts, config);
+      return make_qadam(opts, config, scope);
     case AlgorithmId::kDecentralized:
-      return make_decentralized(opts, config);
+      return make_decentralized(opts, config, scope);
     case AlgorithmId::kLowPrecisionDecentralized:
-      return make_low_precision_decentralized(opts, config);
+      return make_low_precision_decentralized(opts, config, scope);
     case AlgorithmId::kAsync:
-      return make_async(opts, config);
+      return make_async(opts, config, scope);
     default:
       break;
   }

@@ -13,6 +13,11 @@
 // instead keep the gradients local (local_gradients(): one bucket per parameter, worked in place,
 // nothing communicated) and communicate in before_ or after_optimizer_step on the core's group,
 // which no bucket collective uses at that point of the step.
+//
+// HIERARCHICAL (hierarchy.hpp).  An algorithm runs among its Scope: every rank on the core's group,
+// or the nodes' leaders on their group.  create.cpp wraps a gradient algorithm's BucketComm (made
+// for the scope) with the node's reduction and broadcast; the weight algorithms reduce and
+// broadcast inside the node themselves, around their exchange among the leaders.
 #pragma once
 
 #include <plrt/pl_strategy.h>
@@ -24,11 +29,21 @@
 
 #include "bagua_options.hpp"
 #include "bucket_comm.hpp"
+#include "strategy.hpp"  // ddp's core (../ddp)
 
 namespace plrt::bagua {
 
 struct BaguaStrategy;
 using StatList = std::vector<std::pair<std::string, double>>;
+
+// Whom an algorithm's communication runs among: every rank (flat), or the nodes' leaders
+// (hierarchical: world = the nodes, rank = this node; only the leaders communicate).
+struct Scope {
+  int32_t world = 1, rank = 0;
+  const strategy::Group* group = nullptr;  // borrowed (the instance's Hierarchy owns it); NULL: the core's
+  // The group its collectives run on.
+  const strategy::Group& on(const ddp::DdpStrategy& c) const { return group != nullptr ? *group : c.group; }
+};
 
 class Algorithm {
  public:
@@ -72,22 +87,27 @@ class Algorithm {
 };
 
 // algorithm.cpp: the instance's algorithm, by opts.algorithm.
-// `config`: the process's place in the job (borrowed for the call).
-std::unique_ptr<Algorithm> make_algorithm(const BaguaOptions& opts, const PL_StrategyConfig& config);
+// `config`: the process's place in the job (borrowed for the call); `scope`: whom it runs among.
+std::unique_ptr<Algorithm> make_algorithm(const BaguaOptions& opts, const PL_StrategyConfig& config,
+                                          const Scope& scope);
 
 // The algorithms, one file each.
-std::unique_ptr<Algorithm> make_gradient_allreduce(const BaguaOptions& opts, const PL_StrategyConfig& config);
-std::unique_ptr<Algorithm> make_bytegrad(const BaguaOptions& opts, const PL_StrategyConfig& config);
-std::unique_ptr<Algorithm> make_qadam(const BaguaOptions& opts, const PL_StrategyConfig& config);
+std::unique_ptr<Algorithm> make_gradient_allreduce(const BaguaOptions& opts, const PL_StrategyConfig& config,
+                                                   const Scope& scope);
+std::unique_ptr<Algorithm> make_bytegrad(const BaguaOptions& opts, const PL_StrategyConfig& config, const Scope& scope);
+std::unique_ptr<Algorithm> make_qadam(const BaguaOptions& opts, const PL_StrategyConfig& config, const Scope& scope);
 
-// bytegrad.cpp: bytegrad's bucket communication (qadam compresses its first moment with it).
-std::unique_ptr<reducer::BucketComm> make_bytegrad_comm(int world, int rank, bool average);
+// bytegrad.cpp: bytegrad's bucket communication among the scope (qadam compresses its first
+// moment with it).
+std::unique_ptr<reducer::BucketComm> make_bytegrad_comm(const Scope& scope, bool average);
 // The encoded size of one step's gradient under bytegrad's compression: every bucket's n chunks
 // (u8_codec.hpp); 0 alone.
 double bytegrad_encoded_bytes(const BaguaStrategy& s, int world);
-std::unique_ptr<Algorithm> make_decentralized(const BaguaOptions& opts, const PL_StrategyConfig& config);
-std::unique_ptr<Algorithm> make_low_precision_decentralized(const BaguaOptions& opts, const PL_StrategyConfig& config);
-std::unique_ptr<Algorithm> make_async(const BaguaOptions& opts, const PL_StrategyConfig& config);
+std::unique_ptr<Algorithm> make_decentralized(const BaguaOptions& opts, const PL_StrategyConfig& config,
+                                              const Scope& scope);
+std::unique_ptr<Algorithm> make_low_precision_decentralized(const BaguaOptions& opts, const PL_StrategyConfig& config,
+                                                            const Scope& scope);
+std::unique_ptr<Algorithm> make_async(const BaguaOptions& opts, const PL_StrategyConfig& config, const Scope& scope);
 
 // The bucket communication of the algorithms that keep gradients local: buckets of one parameter
 // each, worked in place in the gradient (no flat buffer, no copy), nothing issued.

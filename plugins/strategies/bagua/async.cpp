@@ -19,6 +19,9 @@
 //   5. under the lock: x += D (x has moved on by the steps taken meanwhile; they are kept).
 // Every rank runs the same sequence of collectives on that group (each round begins with the
 // agreement), so the ranks' rounds pair up whatever their speeds: a round is a rendezvous.
+// Hierarchical (hierarchy.hpp): the thread's groups are a hierarchy of their own instead (each
+// node's ranks, the leaders), and every allreduce of the round runs through them: inside the node,
+// among the leaders, back to the node.
 //
 // BUFFERS (running statistics) are broadcast from rank 0 before every warmup step, as ddp does, but
 // not after warmup (a broadcast per step would make every step a rendezvous): each rank keeps its
@@ -109,7 +112,12 @@ class Async final : public Algorithm {
     one.bytes = 4;
     flag_mem_ = strategy::DeviceMemory(c.dev, 4, s.who + ": async's agreement flag");
     flag_ = reducer::flat_view(flag_mem_.get(), one, c.dev.device);
-    group_ = strategy::Group(s.host, spec);
+    if (s.hier) {
+      hier_.plan(s.hier.layout());
+      hier_.connect(s.host, c.group, spec, "", {}, c.dev);
+    } else {
+      group_ = strategy::Group(s.host, spec);
+    }
     // Every rank connected before any goes on: a rank tearing down right after setup would
     // otherwise destroy the group under a peer still connecting to it.
     agree(s, kGo, s.who + ": async's setup (every rank connected to its group)");
@@ -120,7 +128,7 @@ class Async final : public Algorithm {
     const bool warming = s.optimizer_steps < warmup_steps_;
     warming_ = warming;
     if (!warming && s.core->grads->grad_sync()) ddp::set_grad_sync(*s.core, false);  // between steps: allowed
-    if (!warming && group_) start_thread(s);
+    if (!warming && connected()) start_thread(s);
     std::lock_guard<std::mutex> w(weights_);
     in_step_ = true;
     dirty_ = true;
@@ -155,7 +163,7 @@ class Async final : public Algorithm {
                                         ": sync_weights was called inside run_step; call it between steps (after "
                                         "after_optimizer_step), on every rank at the same point");
     throw_error(s);
-    if (!group_) return;
+    if (!connected()) return;
     stop_thread(s, kPause, s.core->timeout_ms);
     throw_error(s);
     if (dirty_) {  // every rank has run the same steps since the last one
@@ -177,6 +185,7 @@ class Async final : public Algorithm {
     flats_.clear();
     flag_mem_.reset();
     group_.reset();
+    hier_.disconnect();
   }
 
   // A step while warming up communicates the gradient buckets; after warmup a step communicates
@@ -221,7 +230,8 @@ class Async final : public Algorithm {
     const auto bound = std::chrono::milliseconds(wait_ms + interval_ms_ + kGraceMs);
     if (!cv_.wait_for(lock, bound, [&] { return !running_; })) {
       lock.unlock();
-      group_.abort();
+      if (group_) group_.abort();
+      hier_.abort();
       lock.lock();
       cv_.wait_for(lock, std::chrono::milliseconds(kTeardownWaitMs), [&] { return !running_; });
       if (running_) {  // never seen: an aborted group fails its collectives at once
@@ -288,7 +298,7 @@ class Async final : public Algorithm {
     float v = static_cast<float>(wish);
     dev.copy(flag_.data, dev.device, &v, host, 4, what);
     const auto t0 = Clock::now();
-    group_.allreduce(flag_, PL_REDUCE_MAX, what);
+    all_reduce(flag_, PL_REDUCE_MAX, what);
     add_comm(t0);
     dev.copy(&v, host, flag_.data, dev.device, 4, what);
     return static_cast<int>(v);
@@ -306,7 +316,7 @@ class Async final : public Algorithm {
       const std::string fw = what + ": average of " + f.what;
       dev.copy(f.mean.data, dev.device, f.snap.data, dev.device, bytes(f.snap), fw);
       const auto t0 = Clock::now();
-      group_.allreduce(f.mean, PL_REDUCE_AVG, fw);
+      all_reduce(f.mean, PL_REDUCE_AVG, fw);
       add_comm(t0);
       check(s.host, dev.api->axpy(dev.acc, &f.mean, -1.0, &f.snap, nullptr), fw + " (mean - snapshot)");
     }
@@ -327,11 +337,21 @@ class Async final : public Algorithm {
     for (Flat& f : flats_) {
       const std::string what = s.who + ": sync_weights: the average of " + f.what;
       reducer::pack_parts(dev, f.parts, f.offsets, f.snap, what);
-      group_.allreduce(f.snap, PL_REDUCE_AVG, what);
+      all_reduce(f.snap, PL_REDUCE_AVG, what);
       reducer::unpack_parts(dev, f.snap, f.offsets, f.parts, what);
     }
     synchronize(s, s.who + ": sync_weights");
     syncs_.fetch_add(1);
+  }
+
+  // The thread's groups exist (from setup until teardown; none with one rank).
+  bool connected() const { return static_cast<bool>(group_) || hier_.connected(); }
+  // t = op over every rank's t, on the thread's group or through its hierarchy.
+  void all_reduce(PL_Tensor& t, PL_ReduceOp op, const std::string& what) const {
+    if (hier_.connected())
+      hier_.allreduce(t, op, what);
+    else
+      group_.allreduce(t, op, what);
   }
 
   // The accelerator's queued work is done (cuda's kernels are asynchronous): the lock covers it.
@@ -363,7 +383,8 @@ class Async final : public Algorithm {
   std::thread thread_;
 
   // From setup until teardown (the thread reads them while it runs).
-  strategy::Group group_;
+  strategy::Group group_;  // flat
+  Hierarchy hier_;         // hierarchical (planned at setup)
   std::vector<Flat> flats_;
   strategy::DeviceMemory flag_mem_;
   PL_Tensor flag_{};
@@ -376,8 +397,9 @@ class Async final : public Algorithm {
 
 }  // namespace
 
-std::unique_ptr<Algorithm> make_async(const BaguaOptions& opts, const PL_StrategyConfig& config) {
+std::unique_ptr<Algorithm> make_async(const BaguaOptions& opts, const PL_StrategyConfig& config, const Scope& scope) {
   (void)config;
+  (void)scope;  // its own groups: a hierarchy like the instance's (setup)
   return std::make_unique<Async>(opts);
 }
 

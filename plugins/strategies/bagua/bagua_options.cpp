@@ -52,8 +52,8 @@ const OptionRule kRules[] = {
 };
 
 const char* const kValid =
-    "algorithm, bucket_size_mb, average, communication_interval, peer_selection_mode, sync_interval_ms, "
-    "warmup_steps, pg.<name> (passed to the process group)";
+    "algorithm, bucket_size_mb, hierarchical, average, communication_interval, peer_selection_mode, "
+    "sync_interval_ms, warmup_steps, pg.<name> (passed to the process group)";
 
 int64_t parse_int(const std::string& who, const char* key, const std::string& v, int64_t lo, const char* hint) {
   const char* s = v.c_str();
@@ -89,6 +89,8 @@ BaguaOptions parse_options(const std::string& who, const PL_OptionList& list) {
       o.algorithm = found->a;
     } else if (key == "average") {
       o.average = ddp::parse_bool_option(who, "average", value);
+    } else if (key == "hierarchical") {
+      o.hierarchical = ddp::parse_bool_option(who, "hierarchical", value) ? 1 : 0;
     } else if (key == "bucket_size_mb") {
       o.bucket_size_mb = ddp::parse_mb_option(who, "bucket_size_mb", value, kDefaultBucketMb);
     } else if (key == "communication_interval") {
@@ -135,12 +137,19 @@ BaguaOptions parse_options(const std::string& who, const PL_OptionList& list) {
   return o;
 }
 
-void check_world(const std::string& who, const BaguaOptions& o, int32_t world) {
-  if (o.algorithm == AlgorithmId::kDecentralized && o.peer_selection == PeerSelection::kShiftOne && world > 1 &&
-      world % 2 != 0)
-    fail(PL_ERR_INVALID_ARGUMENT,
-         who + ": option peer_selection_mode=shift_one needs an even world size, and the job has " +
-             std::to_string(world) + " processes: use an even number of devices/nodes, or peer_selection_mode=all");
+void check_world(const std::string& who, const BaguaOptions& o, int32_t peers, bool hierarchical) {
+  if (o.algorithm != AlgorithmId::kDecentralized || o.peer_selection != PeerSelection::kShiftOne || peers <= 1 ||
+      peers % 2 == 0)
+    return;
+  if (hierarchical)
+    fail(
+        PL_ERR_INVALID_ARGUMENT,
+        who + ": option peer_selection_mode=shift_one pairs the nodes' leaders when communication is hierarchical, " +
+            "and the job has " + std::to_string(peers) +
+            " nodes: use an even number of nodes, hierarchical=false (pairs of processes), or peer_selection_mode=all");
+  fail(PL_ERR_INVALID_ARGUMENT,
+       who + ": option peer_selection_mode=shift_one needs an even world size, and the job has " +
+           std::to_string(peers) + " processes: use an even number of devices/nodes, or peer_selection_mode=all");
 }
 
 }  // namespace plrt::bagua

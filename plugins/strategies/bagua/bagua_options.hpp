@@ -4,12 +4,16 @@
 //                           low_precision_decentralized, async, qadam; one not built yet is an
 //                           error that lists those that are
 //   bucket_size_mb          bucket size in MiB, default 10 (every bucket, the first included)
+//   hierarchical            true|false; default true on several nodes, false on one (hierarchy.hpp:
+//                           reduce inside the node, the algorithm among the nodes' leaders,
+//                           broadcast inside the node; on one node it changes nothing)
 //   average                 true|false, default true (gradient_allreduce, bytegrad: the mean;
 //                           false: the sum)
 //   communication_interval  optimizer steps between two exchanges, >= 1, default 1
 //                           (decentralized, low_precision_decentralized)
 //   peer_selection_mode     all (default) | shift_one (decentralized; shift_one needs an even
-//                           world size, checked at create)
+//                           world size, or an even number of nodes when hierarchical, checked
+//                           at create)
 //   sync_interval_ms        async: milliseconds between two rounds, 1..86400000, default 500
 //   warmup_steps            async: optimizer steps run as gradient_allreduce first, >= 0, default 0
 //   pg.<name>               passed to the process group as <name>
@@ -46,6 +50,7 @@ enum class PeerSelection {
 struct BaguaOptions {
   AlgorithmId algorithm = AlgorithmId::kGradientAllreduce;
   bool average = true;
+  int hierarchical = -1;  // the option: -1 not given (true on several nodes), 0 false, 1 true
   int64_t communication_interval = 1;
   PeerSelection peer_selection = PeerSelection::kAll;
   int64_t sync_interval_ms = 500;
@@ -59,6 +64,7 @@ struct BaguaOptions {
 BaguaOptions parse_options(const std::string& who, const PL_OptionList& list);
 
 // The world-size rules of the options (shift_one: even); throws naming the option and the size.
-void check_world(const std::string& who, const BaguaOptions& o, int32_t world);
+// `peers`: the ranks the algorithm runs among (the job's, or hierarchical: the nodes).
+void check_world(const std::string& who, const BaguaOptions& o, int32_t peers, bool hierarchical);
 
 }  // namespace plrt::bagua

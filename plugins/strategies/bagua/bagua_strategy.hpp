@@ -13,6 +13,7 @@
 
 #include "algorithm.hpp"
 #include "bagua_options.hpp"
+#include "hierarchy.hpp"
 #include "strategy.hpp"  // ddp's core (../ddp)
 
 namespace plrt::bagua {
@@ -26,12 +27,17 @@ struct BaguaStrategy {
   const PL_Host* host = nullptr;
   std::string who;  // "bagua" (or the alias's plugin name): begins every message
   BaguaOptions opts;
+  // Hierarchical communication (hierarchy.hpp), when it applies: planned at create, its groups
+  // connected at setup.  Declared first: the comm and the algorithm borrow its groups, and the
+  // core's reducer drains their work before they go.
+  Hierarchy hier;
   // Declared before the core: the core's reducer borrows comm, and the algorithm is torn down
   // (teardown) before the core is.
   std::unique_ptr<Algorithm> algo;
   std::unique_ptr<reducer::BucketComm> comm;
   std::unique_ptr<ddp::DdpStrategy> core;
   int64_t optimizer_steps = 0;  // after_optimizer_step calls (skipped steps included)
+  int setups = 0;               // setup calls: each names the hierarchy's groups anew
 };
 
 // create.cpp

@@ -33,7 +33,8 @@ struct ByteGradState final : reducer::BucketState {
 
 class ByteGradComm final : public reducer::BucketComm {
  public:
-  ByteGradComm(int world, int rank, bool average) : world_(world), rank_(rank), average_(average) {}
+  ByteGradComm(const Scope& scope, bool average)
+      : BucketComm(scope.group), world_(scope.world), rank_(scope.rank), average_(average) {}
   std::string name() const override { return "bytegrad (uint8 reduce-scatter and allgather)"; }
   int64_t padded_numel(int64_t numel) const override { return (numel + world_ - 1) / world_ * world_; }
 
@@ -73,7 +74,7 @@ class ByteGradComm final : public reducer::BucketComm {
     }
     for (int i = 0; i < world_; ++i) encode(r, b, st, i, st.send_all);
     PL_Work* w = nullptr;
-    const strategy::Group& g = r.group();
+    const strategy::Group& g = group(r);
     check(dev.host, g.api()->all_to_all(g.get(), &st.send_all, nullptr, &st.recv_all, nullptr, &w),
           r.who() + ": starting bytegrad's all_to_all of " + r.describe(b));
     return w;
@@ -92,7 +93,7 @@ class ByteGradComm final : public reducer::BucketComm {
     if (average_) check(dev.host, dev.api->scale(dev.acc, &own, 1.0 / world_, nullptr), what);
     encode(r, b, st, rank_, st.send_all);  // own chunk again, with a fresh min and max
     PL_Work* w = nullptr;
-    const strategy::Group& g = r.group();
+    const strategy::Group& g = group(r);
     check(dev.host, g.api()->allgather(g.get(), &st.own_encoded, st.gathered.data(), st.gathered.size(), &w),
           r.who() + ": starting bytegrad's allgather of " + r.describe(b));
     return w;
@@ -125,12 +126,12 @@ class ByteGradComm final : public reducer::BucketComm {
 
 class ByteGrad final : public Algorithm {
  public:
-  ByteGrad(bool average, int world, int rank) : average_(average), world_(world), rank_(rank) {}
+  ByteGrad(bool average, const Scope& scope) : average_(average), scope_(scope) {}
   std::unique_ptr<reducer::BucketComm> bucket_comm() override {
-    return std::make_unique<ByteGradComm>(world_, rank_, average_);
+    return std::make_unique<ByteGradComm>(scope_, average_);
   }
   std::vector<std::string> needs() const override { return {"all_to_all", "allgather"}; }
-  void setup(BaguaStrategy& s) override { encoded_ = bytegrad_encoded_bytes(s, world_); }
+  void setup(BaguaStrategy& s) override { encoded_ = bytegrad_encoded_bytes(s, scope_.world); }
   double bytes_per_step(const BaguaStrategy& s) const override {
     (void)s;
     return encoded_;
@@ -138,7 +139,7 @@ class ByteGrad final : public Algorithm {
 
  private:
   bool average_;
-  int world_, rank_;
+  Scope scope_;
   double encoded_ = 0;
 };
 
@@ -152,12 +153,13 @@ double bytegrad_encoded_bytes(const BaguaStrategy& s, int world) {
   return total;
 }
 
-std::unique_ptr<reducer::BucketComm> make_bytegrad_comm(int world, int rank, bool average) {
-  return std::make_unique<ByteGradComm>(world, rank, average);
+std::unique_ptr<reducer::BucketComm> make_bytegrad_comm(const Scope& scope, bool average) {
+  return std::make_unique<ByteGradComm>(scope, average);
 }
 
-std::unique_ptr<Algorithm> make_bytegrad(const BaguaOptions& opts, const PL_StrategyConfig& c) {
-  return std::make_unique<ByteGrad>(opts.average, c.world_size, c.global_rank);
+std::unique_ptr<Algorithm> make_bytegrad(const BaguaOptions& opts, const PL_StrategyConfig& c, const Scope& scope) {
+  (void)c;
+  return std::make_unique<ByteGrad>(opts.average, scope);
 }
 
 }  // namespace plrt::bagua

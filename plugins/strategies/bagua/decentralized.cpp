@@ -9,6 +9,10 @@
 //              and x = x * 0.5 (scale, exact), so both ranks of a pair hold the same bits.
 // Then the host's optimizer applies the local gradient (ddp's optimizer_step).
 //
+// Hierarchical (hierarchy.hpp): each bucket is first averaged inside the node, the leaders then
+// average it as above among themselves (shift_one pairs nodes: n is the number of nodes), and each
+// leader broadcasts the result to its node.
+//
 // Transfers on a backend that runs them one at a time (nccl) must meet: the lower rank of a pair
 // sends then receives, the higher receives then sends.  Tags: the bucket's index.
 //
@@ -44,8 +48,8 @@ struct Slot {
 
 class Decentralized final : public WeightAlgorithm {
  public:
-  Decentralized(const BaguaOptions& o, int32_t world, int32_t rank)
-      : WeightAlgorithm(kName, o.communication_interval, world, rank),
+  Decentralized(const BaguaOptions& o, int32_t world, int32_t rank, const Scope& scope)
+      : WeightAlgorithm(kName, o.communication_interval, world, rank, scope),
         shift_one_(o.peer_selection == PeerSelection::kShiftOne) {}
 
   std::vector<std::string> needs() const override {
@@ -57,14 +61,19 @@ class Decentralized final : public WeightAlgorithm {
     ddp::DdpStrategy& c = *s.core;
     if (!exchange_due(c)) return;
     const auto t0 = std::chrono::steady_clock::now();
-    if (shift_one_)
-      exchange_with(c, shift_one_peer(rank_, world_, exchanges_));
-    else
-      for (Slot& b : slots_) {
-        pack_values(c, b.v, b.flat);
-        c.group.allreduce(b.flat, PL_REDUCE_AVG, s.who + ": decentralized's average of " + b.v.name);
-        unpack_values(c, b.v, b.flat);
-      }
+    const bool exchanges = !s.hier || s.hier.leader();  // hierarchical: the leaders only
+    const int32_t peer = shift_one_ ? shift_one_peer(scope_.rank, scope_.world, exchanges_) : -1;
+    for (Slot& b : slots_) {
+      const std::string what = s.who + ": decentralized's average of " + b.v.name;
+      pack_values(c, b.v, b.flat);
+      if (s.hier) s.hier.node_reduce(b.flat, PL_REDUCE_AVG, what + " inside the node");
+      if (exchanges && shift_one_)
+        average_with(c, b, peer);
+      else if (exchanges)
+        scope_.on(c).allreduce(b.flat, PL_REDUCE_AVG, what);
+      if (s.hier) s.hier.node_broadcast(b.flat, what + ": the leader's to its node");
+      unpack_values(c, b.v, b.flat);
+    }
     exchanged(t0);
   }
 
@@ -92,26 +101,23 @@ class Decentralized final : public WeightAlgorithm {
   }
   void free_buffers() noexcept override { slots_.clear(); }
 
-  // shift_one: every bucket with `peer`, then the average.
-  void exchange_with(ddp::DdpStrategy& c, int32_t peer) {
-    for (Slot& b : slots_) {
-      pack_values(c, b.v, b.flat);
-      const int32_t tag = static_cast<int32_t>(b.v.index);
-      Transfers t(c, c.who + ": decentralized's exchange of " + b.v.name + " with rank " + std::to_string(peer));
-      if (rank_ < peer) {
-        t.send(b.flat, peer, tag);
-        t.recv(b.peer_flat, peer, tag);
-      } else {
-        t.recv(b.peer_flat, peer, tag);
-        t.send(b.flat, peer, tag);
-      }
-      t.wait_all();
-      const std::string what =
-          c.who + ": decentralized's average of " + b.v.name + " with rank " + std::to_string(peer);
-      check(c.host, c.dev.api->axpy(c.dev.acc, &b.flat, 1.0, &b.peer_flat, nullptr), what);
-      check(c.host, c.dev.api->scale(c.dev.acc, &b.flat, 0.5, nullptr), what);
-      unpack_values(c, b.v, b.flat);
+  // shift_one: the packed bucket with `peer` (a rank of the scope), then the average.
+  void average_with(ddp::DdpStrategy& c, Slot& b, int32_t peer) {
+    const int32_t tag = static_cast<int32_t>(b.v.index);
+    const std::string with =
+        (scope_.group != nullptr ? " with the leader of node " : " with rank ") + std::to_string(peer);
+    Transfers t(c, scope_.on(c), c.who + ": decentralized's exchange of " + b.v.name + with);
+    if (scope_.rank < peer) {
+      t.send(b.flat, peer, tag);
+      t.recv(b.peer_flat, peer, tag);
+    } else {
+      t.recv(b.peer_flat, peer, tag);
+      t.send(b.flat, peer, tag);
     }
+    t.wait_all();
+    const std::string what = c.who + ": decentralized's average of " + b.v.name + with;
+    check(c.host, c.dev.api->axpy(c.dev.acc, &b.flat, 1.0, &b.peer_flat, nullptr), what);
+    check(c.host, c.dev.api->scale(c.dev.acc, &b.flat, 0.5, nullptr), what);
   }
 
   bool shift_one_;
@@ -120,8 +126,9 @@ class Decentralized final : public WeightAlgorithm {
 
 }  // namespace
 
-std::unique_ptr<Algorithm> make_decentralized(const BaguaOptions& opts, const PL_StrategyConfig& c) {
-  return std::make_unique<Decentralized>(opts, c.world_size, c.global_rank);
+std::unique_ptr<Algorithm> make_decentralized(const BaguaOptions& opts, const PL_StrategyConfig& c,
+                                              const Scope& scope) {
+  return std::make_unique<Decentralized>(opts, c.world_size, c.global_rank, scope);
 }
 
 }  // namespace plrt::bagua

@@ -19,6 +19,7 @@ using Core = ddp::CoreEntries<BaguaStrategy, kFamily>;
 void stop(BaguaStrategy& d) {
   d.algo->teardown(d);
   ddp::teardown(*d.core);
+  d.hier.disconnect();  // after the reducer drained the buckets' work on its groups
 }
 
 void destroy(PL_Strategy* s) noexcept {
@@ -28,6 +29,10 @@ void destroy(PL_Strategy* s) noexcept {
 PL_Error* setup(PL_Strategy* s, PL_Parameter* params, size_t num_params) {
   return Core::entry(s, "setup", [&](BaguaStrategy& d) {
     ddp::setup(*d.core, params, num_params);
+    if (d.hier && d.core->group)
+      d.hier.connect(d.host, d.core->group, d.core->group_spec, ".hier" + std::to_string(d.setups), d.algo->needs(),
+                     d.core->dev);
+    ++d.setups;
     d.algo->setup(d);
   });
 }
@@ -112,7 +117,9 @@ PL_Error* get_stat(PL_Strategy* s, const char* name, double* out) {
                {"optimizer_steps", static_cast<double>(d.optimizer_steps)},
                {"buckets", static_cast<double>(c.grads->num_buckets())},
                {"bucket_bytes", static_cast<double>(c.grads->bucket_bytes())},
-               {"bytes_per_step", d.algo->bytes_per_step(d)},
+               // hierarchical: what crosses between the nodes (the leaders' part; none elsewhere)
+               {"bytes_per_step", d.hier && !d.hier.leader() ? 0.0 : d.algo->bytes_per_step(d)},
+               {"hierarchical", d.hier ? 1.0 : 0.0},
                {"early_launches", static_cast<double>(st.early_launches)},
                {"grad_comm_ms", st.comm_ms},
                {"exposed_grad_comm_ms", st.exposed_ms},

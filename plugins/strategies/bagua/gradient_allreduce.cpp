@@ -9,20 +9,22 @@ namespace {
 
 class GradientAllreduce final : public Algorithm {
  public:
-  explicit GradientAllreduce(bool average) : average_(average) {}
+  GradientAllreduce(bool average, const Scope& scope) : average_(average), scope_(scope) {}
   std::unique_ptr<reducer::BucketComm> bucket_comm() override {
-    return std::make_unique<reducer::Allreduce>(average_ ? PL_REDUCE_AVG : PL_REDUCE_SUM);
+    return std::make_unique<reducer::Allreduce>(average_ ? PL_REDUCE_AVG : PL_REDUCE_SUM, scope_.group);
   }
 
  private:
   bool average_;
+  Scope scope_;
 };
 
 }  // namespace
 
-std::unique_ptr<Algorithm> make_gradient_allreduce(const BaguaOptions& opts, const PL_StrategyConfig& config) {
+std::unique_ptr<Algorithm> make_gradient_allreduce(const BaguaOptions& opts, const PL_StrategyConfig& config,
+                                                   const Scope& scope) {
   (void)config;
-  return std::make_unique<GradientAllreduce>(opts.average);
+  return std::make_unique<GradientAllreduce>(opts.average, scope);
 }
 
 }  // namespace plrt::bagua

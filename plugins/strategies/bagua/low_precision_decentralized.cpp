@@ -23,7 +23,13 @@
 //
 // Checkpoints, counters and stats: WeightAlgorithm (weight_algorithm.hpp), with this rank's w, l
 // and r (per parameter) added to its state file.  The encoded format is u8_codec.hpp's.
+//
+// Hierarchical (hierarchy.hpp): the ring is the nodes' leaders (n: the number of nodes), and only
+// they keep w, l and r.  Per bucket every rank packs x and averages it inside the node (t = the
+// node's mean of x); the leader runs the update above from that t; then it broadcasts w to its
+// node, and every rank sets x = w.
 #include <chrono>
+#include <cstring>
 
 #include "bagua_strategy.hpp"
 #include "reducer.hpp"
@@ -51,8 +57,8 @@ struct RingBucket {
 
 class LowPrecisionDecentralized final : public WeightAlgorithm {
  public:
-  LowPrecisionDecentralized(const BaguaOptions& o, int32_t world, int32_t rank)
-      : WeightAlgorithm(kName, o.communication_interval, world, rank) {}
+  LowPrecisionDecentralized(const BaguaOptions& o, int32_t world, int32_t rank, const Scope& scope)
+      : WeightAlgorithm(kName, o.communication_interval, world, rank, scope) {}
 
   std::vector<std::string> needs() const override { return {"send", "recv"}; }
 
@@ -60,7 +66,15 @@ class LowPrecisionDecentralized final : public WeightAlgorithm {
     ddp::DdpStrategy& c = *s.core;
     if (!exchange_due(c)) return;
     const auto t0 = std::chrono::steady_clock::now();
-    for (RingBucket& b : buckets_) exchange(c, b);
+    for (RingBucket& b : buckets_) {
+      const std::string what = s.who + ": low_precision_decentralized's update of " + b.v.name;
+      pack_values(c, b.v, b.t);  // x
+      if (s.hier) s.hier.node_reduce(b.t, PL_REDUCE_AVG, what + ": the average inside the node");
+      if (ring_) exchange(c, b);
+      PL_Tensor& x = ring_ ? b.copy[0] : b.t;  // w: the leader's, which a non-leader receives
+      if (s.hier) s.hier.node_broadcast(x, what + ": the leader's replica to its node");
+      unpack_values(c, b.v, x);
+    }
     exchanged(t0);
   }
 
@@ -77,7 +91,8 @@ class LowPrecisionDecentralized final : public WeightAlgorithm {
                                      " (use float32 parameters, or algorithm=decentralized)");
     }
     if (!c.group) return;  // one rank: no ring
-    require_codec(c.dev, s.who, kName);
+    ring_ = !s.hier || s.hier.leader();
+    if (ring_) require_codec(c.dev, s.who, kName);
     auto plan = plan_value_buckets(c, s.opts.bucket_size_mb);
     buckets_.resize(plan.size());
     for (size_t b = 0; b < plan.size(); ++b) {
@@ -85,13 +100,17 @@ class LowPrecisionDecentralized final : public WeightAlgorithm {
       k.v = std::move(plan[b]);
       const size_t bytes = k.v.plan.bytes;
       const std::string what = s.who + ": allocating low_precision_decentralized's buffers of " + k.v.name;
+      k.t_mem = strategy::DeviceMemory(c.dev, bytes, what);
+      k.t = k.v.view(c, k.t_mem.get());
+      if (!ring_) {  // hierarchical, not a leader: x to the node's mean, and the leader's w back
+        bytes_ += 2.0 * static_cast<double>(bytes);
+        continue;
+      }
       for (int j = 0; j < 3; ++j) {
         k.mem[j] = strategy::DeviceMemory(c.dev, bytes, what);
         k.copy[j] = k.v.view(c, k.mem[j].get());
       }
-      k.t_mem = strategy::DeviceMemory(c.dev, bytes, what);
       k.tmp_mem = strategy::DeviceMemory(c.dev, bytes, what);
-      k.t = k.v.view(c, k.t_mem.get());
       k.tmp = k.v.view(c, k.tmp_mem.get());
       k.stride = encoded_bytes(k.v.numel);
       k.enc_mem = strategy::DeviceMemory(c.dev, static_cast<size_t>(3 * k.stride), what);
@@ -108,6 +127,11 @@ class LowPrecisionDecentralized final : public WeightAlgorithm {
   void free_buffers() noexcept override { buckets_.clear(); }
 
   void save_extra(const ddp::DdpStrategy& c, RankState& st) const override {
+    const std::vector<int32_t> ring = ring_place();
+    std::vector<uint8_t> place(ring.size() * 4);
+    std::memcpy(place.data(), ring.data(), place.size());
+    st.add("ring", PL_I32, std::move(place));
+    if (!ring_) return;  // hierarchical, not a leader: no replicas
     for (const RingBucket& b : buckets_)
       for (size_t m = 0; m < b.v.parts.size(); ++m)
         for (int j = 0; j < 3; ++j) {
@@ -120,7 +144,17 @@ class LowPrecisionDecentralized final : public WeightAlgorithm {
   }
 
   std::function<void()> load_extra(const ddp::DdpStrategy& c, const RankState& st, const std::string& file) override {
+    const std::vector<int32_t> ring = ring_place();
+    const StateEntry& place = st.get(c.who, file, "ring", PL_I32, ring.size() * 4);
+    std::vector<int32_t> saved(ring.size());
+    std::memcpy(saved.data(), place.bytes.data(), place.bytes.size());
+    if (saved != ring)
+      fail(PL_ERR_INVALID_ARGUMENT, c.who + ": load_state: " + file + " was saved " + describe_place(saved) +
+                                        ", and this job's rank is " + describe_place(ring) +
+                                        ": the replicas belong to another ring (resume with the same number of "
+                                        "nodes and the same hierarchical option)");
     std::vector<const StateEntry*> replicas;  // every bucket's members' w, l, r, checked before any change
+    if (!ring_) return {};
     for (RingBucket& b : buckets_)
       for (size_t m = 0; m < b.v.parts.size(); ++m)
         for (int j = 0; j < 3; ++j)
@@ -139,20 +173,20 @@ class LowPrecisionDecentralized final : public WeightAlgorithm {
     };
   }
 
+  // The ring's update of bucket b from t (this rank's x, or its node's mean): w, l and r.
   void exchange(ddp::DdpStrategy& c, RingBucket& b) {
     const PL_AcceleratorApi* a = c.dev.api;
     const std::string what = c.who + ": low_precision_decentralized's update of " + b.v.name;
-    pack_values(c, b.v, b.t);
     check(c.host, a->axpy(c.dev.acc, &b.t, 1.0 / 3.0, &b.copy[1], nullptr), what);
     check(c.host, a->axpy(c.dev.acc, &b.t, 1.0 / 3.0, &b.copy[2], nullptr), what);
     check(c.host, a->axpy(c.dev.acc, &b.t, -5.0 / 3.0, &b.copy[0], nullptr), what);
     encode(c, b, b.t, 0);
     decode(c, b, 0, b.t);  // d
-    const int32_t left = (rank_ + world_ - 1) % world_, right = (rank_ + 1) % world_;
+    const int32_t n = scope_.world, left = (scope_.rank + n - 1) % n, right = (scope_.rank + 1) % n;
     const int32_t tag = static_cast<int32_t>(2 * b.v.index);
     {
-      Transfers tr(c, c.who + ": low_precision_decentralized's exchange of " + b.v.name);
-      if (rank_ == 0) {
+      Transfers tr(c, scope_.on(c), c.who + ": low_precision_decentralized's exchange of " + b.v.name);
+      if (scope_.rank == 0) {
         tr.send(b.enc[0], right, tag);
         tr.recv(b.enc[1], left, tag);
         tr.send(b.enc[0], left, tag + 1);
@@ -170,7 +204,6 @@ class LowPrecisionDecentralized final : public WeightAlgorithm {
       check(c.host, a->axpy(c.dev.acc, &b.copy[j], 1.0, &b.tmp, nullptr), what);
     }
     check(c.host, a->axpy(c.dev.acc, &b.copy[0], 1.0, &b.t, nullptr), what);
-    unpack_values(c, b.v, b.copy[0]);
   }
 
   // Q of `src` (one chunk) into encoded buffer j.
@@ -183,6 +216,15 @@ class LowPrecisionDecentralized final : public WeightAlgorithm {
     decode_chunk(c.dev, b.enc[j], 0, dst,
                  c.who + ": low_precision_decentralized's decoding of " + b.v.name + " from " + from[j]);
   }
+  // This rank's place in the ring, as state files record it: {ring size, position}, {0, -1} off it.
+  std::vector<int32_t> ring_place() const {
+    if (!ring_) return {0, -1};
+    return {scope_.world, scope_.rank};
+  }
+  static std::string describe_place(const std::vector<int32_t>& p) {
+    if (p[0] == 0) return "off the ring (a hierarchical node's non-leader)";
+    return "at position " + std::to_string(p[1]) + " of a ring of " + std::to_string(p[0]);
+  }
   // Member m's elements of replica j (w, l, r).
   static PL_Tensor member(const RingBucket& b, int j, size_t m) {
     return reducer::sub_view(b.copy[j], b.v.offsets[m], b.v.parts[m].numel);
@@ -192,12 +234,14 @@ class LowPrecisionDecentralized final : public WeightAlgorithm {
   }
 
   std::vector<RingBucket> buckets_;
+  bool ring_ = true;  // this rank is in the ring (keeps w, l, r): not a hierarchical non-leader
 };
 
 }  // namespace
 
-std::unique_ptr<Algorithm> make_low_precision_decentralized(const BaguaOptions& opts, const PL_StrategyConfig& c) {
-  return std::make_unique<LowPrecisionDecentralized>(opts, c.world_size, c.global_rank);
+std::unique_ptr<Algorithm> make_low_precision_decentralized(const BaguaOptions& opts, const PL_StrategyConfig& c,
+                                                            const Scope& scope) {
+  return std::make_unique<LowPrecisionDecentralized>(opts, c.world_size, c.global_rank, scope);
 }
 
 }  // namespace plrt::bagua

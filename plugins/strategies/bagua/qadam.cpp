@@ -21,8 +21,11 @@ namespace {
 // stages.  The mode each bucket started in is kept until it finishes.
 class WarmupThenCompress final : public reducer::BucketComm {
  public:
-  WarmupThenCompress(int world, int rank, const bool* compress)
-      : compressed_(make_bytegrad_comm(world, rank, true)), compress_(compress) {}
+  WarmupThenCompress(const Scope& scope, const bool* compress)
+      : BucketComm(scope.group),
+        compressed_(make_bytegrad_comm(scope, true)),
+        plain_(PL_REDUCE_AVG, scope.group),
+        compress_(compress) {}
   std::string name() const override { return *compress_ ? compressed_->name() : plain_.name(); }
   int64_t padded_numel(int64_t numel) const override { return compressed_->padded_numel(numel); }
   void prepare(reducer::Reducer& r, reducer::Bucket& b) override {
@@ -47,16 +50,16 @@ class WarmupThenCompress final : public reducer::BucketComm {
 
  private:
   std::unique_ptr<reducer::BucketComm> compressed_;
-  reducer::Allreduce plain_{PL_REDUCE_AVG};
+  reducer::Allreduce plain_;
   const bool* compress_;
   std::vector<char> mode_;  // per bucket: 1 when it started compressed
 };
 
 class QAdamAlgorithm final : public Algorithm {
  public:
-  QAdamAlgorithm(int world, int rank) : world_(world), rank_(rank) {}
+  explicit QAdamAlgorithm(const Scope& scope) : scope_(scope) {}
   std::unique_ptr<reducer::BucketComm> bucket_comm() override {
-    return std::make_unique<WarmupThenCompress>(world_, rank_, &compress_);
+    return std::make_unique<WarmupThenCompress>(scope_, &compress_);
   }
   std::vector<std::string> needs() const override { return {"all_to_all", "allgather"}; }
 
@@ -102,7 +105,7 @@ class QAdamAlgorithm final : public Algorithm {
 
   double bytes_per_step(const BaguaStrategy& s) const override {
     if (!s.core->group) return 0.0;
-    return compress_ ? bytegrad_encoded_bytes(s, world_) : static_cast<double>(s.core->grads->bucket_bytes());
+    return compress_ ? bytegrad_encoded_bytes(s, scope_.world) : static_cast<double>(s.core->grads->bucket_bytes());
   }
 
   void add_stats(const BaguaStrategy& s, StatList& out) const override {
@@ -112,16 +115,17 @@ class QAdamAlgorithm final : public Algorithm {
   }
 
  private:
-  int world_, rank_;
+  Scope scope_;
   bool compress_ = false, bound_ = false;
   int64_t warmup_ = 0, steps_ = 0;
 };
 
 }  // namespace
 
-std::unique_ptr<Algorithm> make_qadam(const BaguaOptions& opts, const PL_StrategyConfig& config) {
+std::unique_ptr<Algorithm> make_qadam(const BaguaOptions& opts, const PL_StrategyConfig& config, const Scope& scope) {
   (void)opts;
-  return std::make_unique<QAdamAlgorithm>(config.world_size, config.global_rank);
+  (void)config;
+  return std::make_unique<QAdamAlgorithm>(scope);
 }
 
 }  // namespace plrt::bagua

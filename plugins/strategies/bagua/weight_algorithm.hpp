@@ -4,6 +4,9 @@
 // exchange counter and time (get_stat "exchanges", "weight_comm_ms"); per-rank checkpoints of this
 // rank's values, its counters and whatever the algorithm adds (rank_state.hpp), the values put back
 // at the next run_step; each rank's optimizer state its own (local_optimizer_state).
+//
+// Hierarchical (hierarchy.hpp): the exchange runs among the scope, the nodes' leaders; each
+// algorithm averages the values inside the node before it and broadcasts the leader's after it.
 #pragma once
 
 #include <chrono>
@@ -17,8 +20,9 @@ namespace plrt::bagua {
 
 class WeightAlgorithm : public Algorithm {
  public:
-  WeightAlgorithm(const char* name, int64_t interval, int32_t world, int32_t rank)
-      : name_(name), interval_(interval), world_(world), rank_(rank) {}
+  // world, rank: the job's (state files); scope: whom the exchange runs among.
+  WeightAlgorithm(const char* name, int64_t interval, int32_t world, int32_t rank, const Scope& scope)
+      : name_(name), interval_(interval), world_(world), rank_(rank), scope_(scope) {}
 
   std::unique_ptr<reducer::BucketComm> bucket_comm() final { return nullptr; }
   // Resets the counters and what a load left pending, then make_buffers.
@@ -60,7 +64,8 @@ class WeightAlgorithm : public Algorithm {
 
   const char* name_;  // the algorithm, in state files
   int64_t interval_;
-  int32_t world_, rank_;
+  int32_t world_, rank_;   // in the job
+  Scope scope_;            // the exchange's ranks
   int64_t exchanges_ = 0;  // exchanges done
   double bytes_ = 0;
 

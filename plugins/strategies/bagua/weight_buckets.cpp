@@ -66,14 +66,14 @@ void require_setup(const ddp::DdpStrategy& c, const char* fn) {
 
 Transfers::~Transfers() {
   if (works_.empty()) return;
-  c_.group.abort();  // fail whatever is still posted at once: work_destroy would wait for it
-  for (auto& w : works_) c_.group.api()->work_destroy(w.first);
+  g_.abort();  // fail whatever is still posted at once: work_destroy would wait for it
+  for (auto& w : works_) g_.api()->work_destroy(w.first);
 }
 
 void Transfers::send(const PL_Tensor& t, int32_t peer, int32_t tag) {
   PL_Work* w = nullptr;
   const std::string what = what_ + ": the send to rank " + std::to_string(peer) + " (tag " + std::to_string(tag) + ")";
-  check(c_.host, c_.group.api()->send(c_.group.get(), &t, peer, tag, &w), what);
+  check(c_.host, g_.api()->send(g_.get(), &t, peer, tag, &w), what);
   if (w == nullptr) fail(PL_ERR_INTERNAL, what + ": the process group returned no work handle");
   works_.emplace_back(w, what);
 }
@@ -82,7 +82,7 @@ void Transfers::recv(PL_Tensor& t, int32_t peer, int32_t tag) {
   PL_Work* w = nullptr;
   const std::string what =
       what_ + ": the recv from rank " + std::to_string(peer) + " (tag " + std::to_string(tag) + ")";
-  check(c_.host, c_.group.api()->recv(c_.group.get(), &t, peer, tag, &w), what);
+  check(c_.host, g_.api()->recv(g_.get(), &t, peer, tag, &w), what);
   if (w == nullptr) fail(PL_ERR_INTERNAL, what + ": the process group returned no work handle");
   works_.emplace_back(w, what);
 }
@@ -91,7 +91,7 @@ void Transfers::wait_all() {
   while (!works_.empty()) {
     auto [w, what] = works_.front();
     works_.erase(works_.begin());
-    c_.group.wait(w, c_.group.timeout_ms(), what);  // frees w; on a timeout aborts the group first
+    g_.wait(w, g_.timeout_ms(), what);  // frees w; on a timeout aborts the group first
   }
 }
 

@@ -6,8 +6,9 @@
 //                                     registration order (bucket_plan.hpp, as the reducer lays out
 //                                     the gradients), packed and unpacked with the accelerator's
 //                                     batched copies (reducer::pack_parts / unpack_parts);
-//   Transfers                         sends and recvs posted on the core's group and waited for
-//                                     together, each bounded by the group's timeout;
+//   Transfers                         sends and recvs posted on one group (the core's, or the
+//                                     nodes' leaders') and waited for together, each bounded by
+//                                     the group's timeout;
 //   PendingValues                     this rank's own values read by load_state, put back into the
 //                                     parameters at the next run_step (the host loads rank 0's
 //                                     model into every rank AFTER the strategy's load_state).
@@ -45,13 +46,14 @@ std::vector<ValueBucket> plan_value_buckets(const ddp::DdpStrategy& c, double bu
 void pack_values(const ddp::DdpStrategy& c, ValueBucket& b, PL_Tensor& flat);
 void unpack_values(const ddp::DdpStrategy& c, ValueBucket& b, const PL_Tensor& flat);
 
-// The point-to-point transfers of one exchange on the core's group.  Posted asynchronously, in the
+// The point-to-point transfers of one exchange on group `g` (ranks are g's).  Posted asynchronously, in the
 // order the caller gives; a backend that runs them one at a time (nccl) needs an order in which
 // every blocking send meets its recv, which the callers give (see decentralized.cpp,
 // low_precision_decentralized.cpp).  Tensors are borrowed until wait_all returns.
 class Transfers {
  public:
-  Transfers(const ddp::DdpStrategy& c, std::string what) : c_(c), what_(std::move(what)) {}
+  Transfers(const ddp::DdpStrategy& c, const strategy::Group& g, std::string what)
+      : c_(c), g_(g), what_(std::move(what)) {}
   ~Transfers();  // a failure path: aborts the group, so that nothing stays in flight, and frees
   Transfers(const Transfers&) = delete;
   Transfers& operator=(const Transfers&) = delete;
@@ -64,6 +66,7 @@ class Transfers {
 
  private:
   const ddp::DdpStrategy& c_;
+  const strategy::Group& g_;
   std::string what_;
   std::vector<std::pair<PL_Work*, std::string>> works_;  // with what each is, for errors
 };

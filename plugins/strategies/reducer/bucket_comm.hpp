@@ -14,6 +14,11 @@
 //
 // A stage may also do local work before issuing (quantize, reduce a received chunk): the flat
 // buffer and any scratch the comm prepared per bucket are its to use until finish().
+//
+// GROUPS.  A comm issues on the reducer's group unless it was made to run on another (bagua's
+// hierarchical communication runs an algorithm among the nodes' leaders, and its own stages on the
+// node's group); work_group() names the group whose work is in flight, which the reducer waits on
+// and aborts when the wait runs out.  Every group must use the reducer's backend.
 #pragma once
 
 #include <plrt/pl_plugin.h>
@@ -25,6 +30,7 @@
 
 #include "bucket_plan.hpp"
 #include "device_memory.hpp"
+#include "group.hpp"
 
 namespace plrt::reducer {
 
@@ -63,6 +69,9 @@ struct Bucket {
 
 class BucketComm {
  public:
+  // `on`: the group its collectives run on (borrowed: outlives the comm), or NULL for the
+  // reducer's.
+  explicit BucketComm(const strategy::Group* on = nullptr) : on_(on) {}
   virtual ~BucketComm() = default;
   // What it does, for messages: "the gradient <name> of bucket 2 of 5 (...) failed".
   virtual std::string name() const = 0;
@@ -103,13 +112,22 @@ class BucketComm {
   // The communication is over: put the result into the gradients.  The default unpacks the whole
   // flat buffer into every member's gradient (an in_place bucket: nothing to do).
   virtual void finish(Reducer& r, Bucket& b);
+  // The group whose work b.work is (asked while it is in flight).  Default: group(r).
+  virtual const strategy::Group& work_group(const Reducer& r, const Bucket& b) const;
+
+ protected:
+  // The group the collectives run on: the one given at construction, else the reducer's.
+  const strategy::Group& group(const Reducer& r) const;
+
+ private:
+  const strategy::Group* on_;
 };
 
 // One allreduce per bucket: ddp's with PL_REDUCE_AVG (the gradients' mean over the ranks), bagua's
 // gradient_allreduce with PL_REDUCE_AVG or, with average=false, PL_REDUCE_SUM.
 class Allreduce final : public BucketComm {
  public:
-  explicit Allreduce(PL_ReduceOp op = PL_REDUCE_AVG) : op_(op) {}
+  explicit Allreduce(PL_ReduceOp op = PL_REDUCE_AVG, const strategy::Group* on = nullptr) : BucketComm(on), op_(op) {}
   std::string name() const override { return "allreduce"; }
   PL_Work* start(Reducer& r, Bucket& b) override;
 

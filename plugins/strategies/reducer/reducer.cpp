@@ -39,9 +39,16 @@ void BucketComm::finish(Reducer& r, Bucket& b) {
   if (!b.in_place) r.unpack(b);
 }
 
+const strategy::Group& BucketComm::group(const Reducer& r) const { return on_ != nullptr ? *on_ : r.group(); }
+
+const strategy::Group& BucketComm::work_group(const Reducer& r, const Bucket& b) const {
+  (void)b;
+  return group(r);
+}
+
 PL_Work* Allreduce::start(Reducer& r, Bucket& b) {
   PL_Work* w = nullptr;
-  const strategy::Group& g = r.group();
+  const strategy::Group& g = group(r);
   check(r.device().host, g.api()->allreduce(g.get(), &b.flat, op_, &w),
         r.who() + ": starting the gradient allreduce of " + r.describe(b));
   if (w == nullptr) fail(PL_ERR_INTERNAL, r.who() + ": the process group returned no work handle for " + r.describe(b));
@@ -274,7 +281,8 @@ void Reducer::drive_locked(Bucket& k) {
     try {
       // Frees the work; on failure aborts the group when the work still runs, and throws
       // "<k.what> failed: <the group's message>".
-      group_.wait(std::exchange(k.work, nullptr), group_.timeout_ms() + kWaitGraceMs, k.what);
+      const strategy::Group& g = comm_.work_group(*this, k);
+      g.wait(std::exchange(k.work, nullptr), g.timeout_ms() + kWaitGraceMs, k.what);
     } catch (...) {
       stats_.exposed_ms += ms_between(t0, Clock::now());
       throw;
@@ -289,17 +297,19 @@ void Reducer::drive_locked(Bucket& k) {
 
 std::string Reducer::drain_locked(int64_t wait_ms) {
   std::string first;
-  bool aborted = false;
+  std::vector<const strategy::Group*> aborted;
   for (auto& k : buckets_) {
     if (k.work == nullptr) continue;
-    PL_Error* e = group_.api()->work_wait(k.work, wait_ms);
+    const strategy::Group& g = comm_.work_group(*this, k);
+    PL_Error* e = g.api()->work_wait(k.work, wait_ms);
     if (e != nullptr) {
       int32_t done = 0;
-      PL_Error* te = group_.api()->work_test(k.work, &done);
+      PL_Error* te = g.api()->work_test(k.work, &done);
       if (te != nullptr) dev_.host->error_destroy(te);
-      if (!done && !aborted) {  // work_destroy would wait again: fail it (and the rest) at once
-        group_.abort();
-        aborted = true;
+      // work_destroy would wait again: fail it (and the rest on its group) at once
+      if (!done && std::find(aborted.begin(), aborted.end(), &g) == aborted.end()) {
+        g.abort();
+        aborted.push_back(&g);
       }
       if (first.empty()) {
         const char* m = dev_.host->error_message(e);
@@ -307,7 +317,7 @@ std::string Reducer::drain_locked(int64_t wait_ms) {
       }
       dev_.host->error_destroy(e);
     }
-    group_.api()->work_destroy(k.work);
+    g.api()->work_destroy(k.work);
     k.work = nullptr;
   }
   return first;
