@@ -88,3 +88,42 @@ TEST(TwoNodes, BaguaGradientAllreduceEqualsDdpAndBytegradRuns) {
 }
 
 }  // namespace
+
+namespace {
+
+// hierarchical (docs/bagua.md) on two nodes of two processes each: gradient_allreduce's mean of the
+// node means equals one node's four-process ddp; bytegrad among the two leaders puts fewer bytes on
+// the link than bytegrad among all four ranks (hierarchical=false); low_precision_decentralized's
+// ring of leaders trains.
+TEST(TwoNodes, BaguaHierarchicalOnTwoNodesOfTwoProcesses) {
+  NETEM_CLUSTER(c, "1gbit", "0.1ms");
+  TempDir dir;
+  auto ddp = run(plrun("ddp", 4, train_args(dir, "ddp4")));
+  ASSERT_TRUE(ddp.ok()) << ddp.status() << "\n" << ddp.output;
+
+  auto job = [&](const std::string& strategy, const std::string& hierarchical, const std::string& tag) {
+    const auto before = c.info();
+    auto r = c.job({"--accelerator", "cpu", "--strategy", strategy, "--devices", "2", "--strategy-option",
+                    "hierarchical=" + hierarchical},
+                   train_args(dir, tag), 120);
+    EXPECT_TRUE(r.ok()) << strategy << " hierarchical=" << hierarchical << ": " << r.status() << "\n" << r.output;
+    const auto after = c.info();
+    long long sent = 0;
+    for (int node : {0, 1})
+      sent += after["nodes"][node]["tbf_bytes"].get<long long>() - before["nodes"][node]["tbf_bytes"].get<long long>();
+    return sent;
+  };
+  job("bagua", "true", "ga");
+  EXPECT_LE(relative_difference(dir / "ga.safetensors", dir / "ddp4.safetensors"), 1e-5);
+
+  const long long hier = job("bagua_bytegrad", "true", "bg_hier");
+  const long long flat = job("bagua_bytegrad", "false", "bg_flat");
+  EXPECT_GT(relative_difference(dir / "bg_hier.safetensors", dir / "bg_flat.safetensors"), 1e-7)
+      << "hierarchical changed nothing";
+  EXPECT_LT(hier, flat) << "hierarchical bytegrad " << hier << " bytes on the link, flat " << flat;
+
+  job("bagua_low_precision_decentralized", "true", "lpd");
+  EXPECT_TRUE(std::filesystem::exists(dir / "lpd.safetensors"));
+}
+
+}  // namespace
