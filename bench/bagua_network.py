@@ -3,11 +3,15 @@
 each node put on the wire per step, and held-out accuracy after a fixed number of steps.
 
     sudo python3 bench/bagua_network.py --build build/release [--rate 1gbit] [--steps 30] [--repeats 2]
+                                        [--devices 2] [--only bytegrad,...]
 
 Two network namespaces joined by a veth pair, each side shaped with tc (tbf) to --rate
 (scripts/netem-cluster; its delay needs the netem qdisc, which some kernels lack: the script says
 so).  `plrun --num-nodes 2` runs one process per namespace, so every collective crosses the
-shaped link.  The model is comm-bound: plrt-mlp 784-2048-2048-10 (5.8 M parameters, 23 MB of f32
+shaped link.  With --devices N > 1 each node runs N processes and every bagua algorithm runs twice:
+hierarchical (the default on several nodes: reduce inside the node, the algorithm among the two
+leaders, broadcast inside the node) and "(flat)" with hierarchical=false (every rank in the
+algorithm).  The model is comm-bound: plrt-mlp 784-2048-2048-10 (5.8 M parameters, 23 MB of f32
 gradient), batch 32 per rank, synthetic data, cpu.  Per configuration: a fresh cluster; the bytes
 are the tbf counters of both sides summed over the run (set-up and store traffic included) and
 divided by the steps; steps/s covers the whole fit (set-up included).  Ratios are to ddp's in the
@@ -22,7 +26,7 @@ import sys
 import tempfile
 
 # name, strategy, strategy options, optimizer arguments (one epoch of --steps steps: the training
-# set is 64 * steps samples, 32 per rank per step; 20% more are held out)
+# set is 64 * devices * steps samples, 32 per rank per step; 20% more are held out)
 CONFIGS = [
     ("ddp", "ddp", [], ["--optimizer", "sgd", "--lr", "0.05"]),
     ("gradient_allreduce", "bagua", [], ["--optimizer", "sgd", "--lr", "0.05"]),
@@ -43,18 +47,18 @@ def netem(*args, check=True):
                           capture_output=True, text=True)
 
 
-def run(build, prefix, rate, steps, config):
+def run(build, prefix, rate, steps, devices, config):
     name, strategy, options, optim = config
-    steps += EXTRA_STEPS.get(name, 0)
+    steps += EXTRA_STEPS.get(name.split(" ")[0], 0)
     with tempfile.TemporaryDirectory() as tmp:
         report = os.path.join(tmp, "report.json")
         netem("up", "--prefix", prefix, "--rate", rate)
         try:
-            flags = ["--accelerator", "cpu", "--strategy", strategy, "--devices", "1"]
+            flags = ["--accelerator", "cpu", "--strategy", strategy, "--devices", str(devices)]
             for o in options:
                 flags += ["--strategy-option", o]
             program = [os.path.join(build, "bin", "plrt-mlp"), "--features", "784", "--hidden", "2048,2048",
-                       "--classes", "10", "--batch-size", "32", "--samples", str(80 * steps), "--heldout", "0.2",
+                       "--classes", "10", "--batch-size", "32", "--samples", str(80 * devices * steps), "--heldout", "0.2",
                        "--no-checkpoint", "--epochs", "1", "--root-dir", tmp,
                        "--report", report] + optim
             job = netem("job", "--prefix", prefix, "--timeout", "600", "--plrun", os.path.join(build, "bin", "plrun"),
@@ -79,6 +83,7 @@ def main():
     ap.add_argument("--rate", default="1gbit")
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--devices", type=int, default=1, help="processes per node (> 1: hierarchical and flat rows)")
     ap.add_argument("--only", default="", help="comma-separated configuration names (default: all)")
     a = ap.parse_args()
     check = netem("check", check=False)
@@ -86,11 +91,14 @@ def main():
         print("bagua_network: skipped: " + (check.stdout + check.stderr).strip())
         return 77
     configs = [c for c in CONFIGS if not a.only or c[0] in a.only.split(",")]
+    if a.devices > 1:  # each bagua row twice: hierarchical (the default on two nodes), and flat
+        configs = [v for c in configs for v in
+                   ([c] if c[1] == "ddp" else [c, (c[0] + " (flat)", c[1], c[2] + ["hierarchical=false"], c[3])])]
     results = {c[0]: [] for c in configs}
     prefix = "bgb%d" % os.getpid()
     for _ in range(a.repeats):  # alternate the configurations, so drift hits all alike
         for c in configs:
-            results[c[0]].append(run(a.build, prefix, a.rate, a.steps, c))
+            results[c[0]].append(run(a.build, prefix, a.rate, a.steps, a.devices, c))
     base = None
     print("| algorithm | steps/s | vs ddp | wire MB/step/node | vs ddp | gradient bytes/step | held-out acc |")
     print("| --- | --- | --- | --- | --- | --- | --- |")

@@ -87,22 +87,33 @@ Weights from_bucket(const Weights& b) {
   return w;
 }
 
-Weights reference(int world) {
+// per_node > 1: hierarchical, each node's m_i (or gradients) averaged first (summed in rank order,
+// then divided), and the algorithm among the nodes' means.
+Weights reference(int world, int per_node = 1) {
   Weights x = initial(0);
   QAdamState st;
+  const int n = world / per_node;
   for (int k = 0; k < kSteps; ++k) {
-    std::vector<Weights> sent(static_cast<size_t>(world));
+    std::vector<Weights> sent(static_cast<size_t>(n));
     for (int r = 0; r < world; ++r) {
       Weights g = gradient(x, r, k);
       st.form(g);
-      sent[static_cast<size_t>(r)] = to_bucket(g);
+      Weights& node = sent[static_cast<size_t>(r / per_node)];
+      const Weights b = to_bucket(g);
+      if (r % per_node == 0)
+        node = b;
+      else
+        for (int i = 0; i < kParams; ++i) node[i] += b[i];
     }
+    if (per_node > 1)
+      for (Weights& node : sent)
+        for (float& v : node) v /= static_cast<float>(per_node);
     Weights avg(kParams, 0.0f);
     if (st.steps < kWarmup) {
       for (int i = 0; i < kParams; ++i) {
         float sum = 0;
-        for (int r = 0; r < world; ++r) sum += sent[static_cast<size_t>(r)][i];
-        avg[i] = sum / static_cast<float>(world);
+        for (int r = 0; r < n; ++r) sum += sent[static_cast<size_t>(r)][i];
+        avg[i] = sum / static_cast<float>(n);
       }
     } else {
       avg = compressed_mean(sent);
@@ -126,6 +137,21 @@ TEST(QAdam, MatchesReferenceAtTwoAndFourRanks) {
     EXPECT_EQ(got.stats[0].at("bytes_per_step"), world * (8 + (chunk + 3) / 4 * 4));
     EXPECT_EQ(got.stats[0].at("bucket_bytes"), 4 * kParams);
   }
+}
+
+// Hierarchical, two nodes of two: the node's mean of m_i, then bytegrad's compression between the
+// two leaders (bytes_per_step: two chunks, on the leader).
+TEST(QAdam, HierarchicalCompressesAmongTheNodesLeaders) {
+  std::vector<QAdamState> states(4);
+  const TrainResult got =
+      train_on_nodes("bagua_qadam", 4, 2, {}, kSteps, kLr, {"bytes_per_step", "hierarchical"}, nullptr, {},
+                     [&](int r) { return qadam_host(&states[static_cast<size_t>(r)], "QAdam", "5"); });
+  for (int r = 1; r < 4; ++r) EXPECT_EQ(got.weights[r], got.weights[0]) << "rank " << r;
+  EXPECT_LE(max_abs_diff(got.weights[0], reference(4, 2)), 1e-5);
+  EXPECT_GT(max_abs_diff(got.weights[0], reference(4)), 1e-5) << "the same as flat: the hierarchy did nothing";
+  const int chunk = (kParams + 1) / 2;
+  EXPECT_EQ(got.stats[0].at("bytes_per_step"), 2 * (8 + (chunk + 3) / 4 * 4));
+  EXPECT_EQ(got.stats[0].at("hierarchical"), 1);
 }
 
 // With the warmup longer than the run, qadam is Adam on the f32 mean: no compression at all.
