@@ -18,6 +18,21 @@ std::vector<std::string> train_args(const TempDir& dir, const std::string& tag) 
                    "--root-dir", dir / tag, "--no-checkpoint", "--save", dir / (tag + ".safetensors")});
 }
 
+// The bytes both sides' tbf sent since `before` (an info() of the same cluster).
+long long link_bytes_since(const NetemCluster& c, const nlohmann::json& before) {
+  const auto after = c.info();
+  long long sent = 0;
+  for (int node : {0, 1})
+    sent += after["nodes"][node]["tbf_bytes"].get<long long>() - before["nodes"][node]["tbf_bytes"].get<long long>();
+  return sent;
+}
+
+// One node's run of `strategy` on `devices` processes (plrun on this machine), which must succeed.
+void train_on_one_node(const std::string& strategy, int devices, const TempDir& dir, const std::string& tag) {
+  auto r = run(plrun(strategy, devices, train_args(dir, tag)));
+  ASSERT_TRUE(r.ok()) << strategy << ": " << r.status() << "\n" << r.output;
+}
+
 TEST(TwoNodes, DdpOverTheShapedLinkEqualsOneNodesTwoProcesses) {
   NETEM_CLUSTER(c, "1gbit", "0.1ms");
   TempDir dir;
@@ -58,28 +73,18 @@ namespace {
 TEST(TwoNodes, BaguaGradientAllreduceEqualsDdpAndBytegradRuns) {
   NETEM_CLUSTER(c, "1gbit", "0.1ms");
   TempDir dir;
-  auto ddp = run(plrun("ddp", 2, train_args(dir, "ddp")));
-  ASSERT_TRUE(ddp.ok()) << ddp.status() << "\n" << ddp.output;
-  auto bg_one = run(plrun("bagua_bytegrad", 2, train_args(dir, "bg_one")));
-  ASSERT_TRUE(bg_one.ok()) << bg_one.status() << "\n" << bg_one.output;
-
-  auto link_bytes = [&](const nlohmann::json& before) {
-    const auto after = c.info();
-    long long sent = 0;
-    for (int node : {0, 1})
-      sent += after["nodes"][node]["tbf_bytes"].get<long long>() - before["nodes"][node]["tbf_bytes"].get<long long>();
-    return sent;
-  };
+  ASSERT_NO_FATAL_FAILURE(train_on_one_node("ddp", 2, dir, "ddp"));
+  ASSERT_NO_FATAL_FAILURE(train_on_one_node("bagua_bytegrad", 2, dir, "bg_one"));
   auto before = c.info();
   auto ga = c.job({"--accelerator", "cpu", "--strategy", "bagua", "--devices", "1"}, train_args(dir, "ga"));
   ASSERT_TRUE(ga.ok()) << ga.status() << "\n" << ga.output;
-  const long long ga_bytes = link_bytes(before);
+  const long long ga_bytes = link_bytes_since(c, before);
   EXPECT_LE(relative_difference(dir / "ga.safetensors", dir / "ddp.safetensors"), 1e-6);
 
   before = c.info();
   auto bg = c.job({"--accelerator", "cpu", "--strategy", "bagua_bytegrad", "--devices", "1"}, train_args(dir, "bg"));
   ASSERT_TRUE(bg.ok()) << bg.status() << "\n" << bg.output;
-  const long long bg_bytes = link_bytes(before);
+  const long long bg_bytes = link_bytes_since(c, before);
   EXPECT_LE(relative_difference(dir / "bg.safetensors", dir / "bg_one.safetensors"), 1e-6);
   EXPECT_GT(relative_difference(dir / "bg.safetensors", dir / "ga.safetensors"), 1e-7) << "bytegrad changed nothing";
   // The sample's gradient is small (669 floats), so the store's and set-up's traffic weigh in:
@@ -98,20 +103,14 @@ namespace {
 TEST(TwoNodes, BaguaHierarchicalOnTwoNodesOfTwoProcesses) {
   NETEM_CLUSTER(c, "1gbit", "0.1ms");
   TempDir dir;
-  auto ddp = run(plrun("ddp", 4, train_args(dir, "ddp4")));
-  ASSERT_TRUE(ddp.ok()) << ddp.status() << "\n" << ddp.output;
-
+  ASSERT_NO_FATAL_FAILURE(train_on_one_node("ddp", 4, dir, "ddp4"));
   auto job = [&](const std::string& strategy, const std::string& hierarchical, const std::string& tag) {
     const auto before = c.info();
     auto r = c.job({"--accelerator", "cpu", "--strategy", strategy, "--devices", "2", "--strategy-option",
                     "hierarchical=" + hierarchical},
                    train_args(dir, tag), 120);
     EXPECT_TRUE(r.ok()) << strategy << " hierarchical=" << hierarchical << ": " << r.status() << "\n" << r.output;
-    const auto after = c.info();
-    long long sent = 0;
-    for (int node : {0, 1})
-      sent += after["nodes"][node]["tbf_bytes"].get<long long>() - before["nodes"][node]["tbf_bytes"].get<long long>();
-    return sent;
+    return link_bytes_since(c, before);
   };
   job("bagua", "true", "ga");
   EXPECT_LE(relative_difference(dir / "ga.safetensors", dir / "ddp4.safetensors"), 1e-5);
