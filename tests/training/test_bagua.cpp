@@ -154,9 +154,10 @@ TEST(Bagua, QAdamResumedPastItsWarmupEqualsAnUninterruptedRun) {
 
 TEST(Bagua, BadOptionsExitTwoBeforeAnyWork) {
   TempDir dir;
-  for (const char* opt : {"algorithm=bytegrads", "algorithm=", "average=maybe", "bucket_size_mb=0", "bucket_cap_mb=5",
-                          "algoritm=gradient_allreduce", "communication_interval=2", "peer_selection_mode=shift_one",
-                          "sync_interval_ms=0", "warmup_steps=5"}) {
+  for (const char* opt :
+       {"algorithm=bytegrads", "algorithm=", "average=maybe", "hierarchical=sometimes", "bucket_size_mb=0",
+        "bucket_cap_mb=5", "algoritm=gradient_allreduce", "communication_interval=2", "peer_selection_mode=shift_one",
+        "sync_interval_ms=0", "warmup_steps=5"}) {
     std::vector<std::string> argv{PLRUN_PATH, "--accelerator",     "cpu", "--strategy", "bagua", "--devices",
                                   "2",        "--strategy-option", opt,   "--"};
     for (const auto& a : mlp_args({"--max-steps", "1", "--root-dir", dir / "bad"})) argv.push_back(a);
