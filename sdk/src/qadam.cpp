@@ -14,13 +14,7 @@ AdamOptions adam_part(const QAdamOptions& o) {
   if (o.warmup_steps < 0)
     throw Error(PL_ERR_INVALID_ARGUMENT, "QAdam: warmup_steps " + std::to_string(o.warmup_steps) +
                                              " is invalid; it must be >= 0 (steps run as Adam first; default 100)");
-  AdamOptions a;
-  a.lr = o.lr;
-  a.beta1 = o.beta1;
-  a.beta2 = o.beta2;
-  a.eps = o.eps;
-  a.weight_decay = o.weight_decay;
-  return a;
+  return o;  // Adam's part
 }
 
 }  // namespace

@@ -177,13 +177,10 @@ class AdamW : public Adam {
 // strategy can average m itself in uint8 (bagua's qadam: ABI 1.6 bind_optimizer asks for it, and
 // the Trainer then calls form_first_moment; the step takes the averaged m from the gradient).
 // Alone (single device, ddp) it is that rule on the local gradient.  Checkpoints as Adam's.
-struct QAdamOptions {
-  double lr = 1e-3;
+// Adam's options (Bagua's QAdam has the same defaults: lr 1e-3, betas (0.9, 0.999), eps 1e-8,
+// weight_decay 0, coupled), and the warmup.
+struct QAdamOptions : AdamOptions {
   int64_t warmup_steps = 100;
-  double beta1 = 0.9;
-  double beta2 = 0.999;
-  double eps = 1e-8;
-  double weight_decay = 0;
 };
 
 class QAdam : public Adam {
