@@ -18,13 +18,19 @@ std::vector<std::string> train_args(const TempDir& dir, const std::string& tag) 
                    "--root-dir", dir / tag, "--no-checkpoint", "--save", dir / (tag + ".safetensors")});
 }
 
-// The bytes both sides' tbf sent since `before` (an info() of the same cluster).
-long long link_bytes_since(const NetemCluster& c, const nlohmann::json& before) {
+// plrt-mlp (train_args(dir, tag)) on the cluster's two nodes with `plrun_flags`, which must
+// succeed; *link_bytes (when given): what both sides' tbf sent meanwhile.
+void train_on_two_nodes(const NetemCluster& c, const std::vector<std::string>& plrun_flags, const TempDir& dir,
+                        const std::string& tag, long long* link_bytes = nullptr) {
+  const auto before = c.info();
+  auto r = c.job(plrun_flags, train_args(dir, tag), 120);
+  ASSERT_TRUE(r.ok()) << tag << ": " << r.status() << "\n" << r.output;
+  if (link_bytes == nullptr) return;
   const auto after = c.info();
-  long long sent = 0;
+  *link_bytes = 0;
   for (int node : {0, 1})
-    sent += after["nodes"][node]["tbf_bytes"].get<long long>() - before["nodes"][node]["tbf_bytes"].get<long long>();
-  return sent;
+    *link_bytes +=
+        after["nodes"][node]["tbf_bytes"].get<long long>() - before["nodes"][node]["tbf_bytes"].get<long long>();
 }
 
 // One node's run of `strategy` on `devices` processes (plrun on this machine), which must succeed.
@@ -63,10 +69,6 @@ TEST(TwoNodes, DdpOverTheShapedLinkEqualsOneNodesTwoProcesses) {
   }
 }
 
-}  // namespace
-
-namespace {
-
 // bagua over the shaped link (docs/bagua.md): gradient_allreduce on two nodes equals ddp on one
 // node's two processes; bytegrad runs on two nodes, equals its own one-node run, and puts fewer
 // bytes on the link than gradient_allreduce did.
@@ -75,26 +77,19 @@ TEST(TwoNodes, BaguaGradientAllreduceEqualsDdpAndBytegradRuns) {
   TempDir dir;
   ASSERT_NO_FATAL_FAILURE(train_on_one_node("ddp", 2, dir, "ddp"));
   ASSERT_NO_FATAL_FAILURE(train_on_one_node("bagua_bytegrad", 2, dir, "bg_one"));
-  auto before = c.info();
-  auto ga = c.job({"--accelerator", "cpu", "--strategy", "bagua", "--devices", "1"}, train_args(dir, "ga"));
-  ASSERT_TRUE(ga.ok()) << ga.status() << "\n" << ga.output;
-  const long long ga_bytes = link_bytes_since(c, before);
+  long long ga_bytes = 0, bg_bytes = 0;
+  ASSERT_NO_FATAL_FAILURE(
+      train_on_two_nodes(c, {"--accelerator", "cpu", "--strategy", "bagua", "--devices", "1"}, dir, "ga", &ga_bytes));
   EXPECT_LE(relative_difference(dir / "ga.safetensors", dir / "ddp.safetensors"), 1e-6);
 
-  before = c.info();
-  auto bg = c.job({"--accelerator", "cpu", "--strategy", "bagua_bytegrad", "--devices", "1"}, train_args(dir, "bg"));
-  ASSERT_TRUE(bg.ok()) << bg.status() << "\n" << bg.output;
-  const long long bg_bytes = link_bytes_since(c, before);
+  ASSERT_NO_FATAL_FAILURE(train_on_two_nodes(
+      c, {"--accelerator", "cpu", "--strategy", "bagua_bytegrad", "--devices", "1"}, dir, "bg", &bg_bytes));
   EXPECT_LE(relative_difference(dir / "bg.safetensors", dir / "bg_one.safetensors"), 1e-6);
   EXPECT_GT(relative_difference(dir / "bg.safetensors", dir / "ga.safetensors"), 1e-7) << "bytegrad changed nothing";
   // The sample's gradient is small (669 floats), so the store's and set-up's traffic weigh in:
   // only "fewer" is asserted here; bench/bagua_network.py measures the ratio on a large model.
   EXPECT_LT(bg_bytes, ga_bytes) << "bytegrad " << bg_bytes << " bytes on the link, gradient_allreduce " << ga_bytes;
 }
-
-}  // namespace
-
-namespace {
 
 // hierarchical (docs/bagua.md) on two nodes of two processes each: gradient_allreduce's mean of the
 // node means equals one node's four-process ddp; bytegrad among the two leaders puts fewer bytes on
@@ -104,24 +99,21 @@ TEST(TwoNodes, BaguaHierarchicalOnTwoNodesOfTwoProcesses) {
   NETEM_CLUSTER(c, "1gbit", "0.1ms");
   TempDir dir;
   ASSERT_NO_FATAL_FAILURE(train_on_one_node("ddp", 4, dir, "ddp4"));
-  auto job = [&](const std::string& strategy, const std::string& hierarchical, const std::string& tag) {
-    const auto before = c.info();
-    auto r = c.job({"--accelerator", "cpu", "--strategy", strategy, "--devices", "2", "--strategy-option",
-                    "hierarchical=" + hierarchical},
-                   train_args(dir, tag), 120);
-    EXPECT_TRUE(r.ok()) << strategy << " hierarchical=" << hierarchical << ": " << r.status() << "\n" << r.output;
-    return link_bytes_since(c, before);
+  auto flags = [](const std::string& strategy, const std::string& hierarchical) {
+    return std::vector<std::string>{"--accelerator", "cpu", "--strategy",        strategy,
+                                    "--devices",     "2",   "--strategy-option", "hierarchical=" + hierarchical};
   };
-  job("bagua", "true", "ga");
+  ASSERT_NO_FATAL_FAILURE(train_on_two_nodes(c, flags("bagua", "true"), dir, "ga"));
   EXPECT_LE(relative_difference(dir / "ga.safetensors", dir / "ddp4.safetensors"), 1e-5);
 
-  const long long hier = job("bagua_bytegrad", "true", "bg_hier");
-  const long long flat = job("bagua_bytegrad", "false", "bg_flat");
+  long long hier = 0, flat = 0;
+  ASSERT_NO_FATAL_FAILURE(train_on_two_nodes(c, flags("bagua_bytegrad", "true"), dir, "bg_hier", &hier));
+  ASSERT_NO_FATAL_FAILURE(train_on_two_nodes(c, flags("bagua_bytegrad", "false"), dir, "bg_flat", &flat));
   EXPECT_GT(relative_difference(dir / "bg_hier.safetensors", dir / "bg_flat.safetensors"), 1e-7)
       << "hierarchical changed nothing";
   EXPECT_LT(hier, flat) << "hierarchical bytegrad " << hier << " bytes on the link, flat " << flat;
 
-  job("bagua_low_precision_decentralized", "true", "lpd");
+  ASSERT_NO_FATAL_FAILURE(train_on_two_nodes(c, flags("bagua_low_precision_decentralized", "true"), dir, "lpd"));
   EXPECT_TRUE(std::filesystem::exists(dir / "lpd.safetensors"));
 }
 
