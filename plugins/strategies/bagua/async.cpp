@@ -114,7 +114,7 @@ class Async final : public Algorithm {
     flag_ = reducer::flat_view(flag_mem_.get(), one, c.dev.device);
     if (s.hier) {
       hier_.plan(s.hier.layout());
-      hier_.connect(s.host, c.group, spec, "", {}, c.dev);
+      hier_.connect(s.host, spec, "", {}, c.dev);  // the instance's setup checked the node sizes
     } else {
       group_ = strategy::Group(s.host, spec);
     }

@@ -29,9 +29,10 @@ void destroy(PL_Strategy* s) noexcept {
 PL_Error* setup(PL_Strategy* s, PL_Parameter* params, size_t num_params) {
   return Core::entry(s, "setup", [&](BaguaStrategy& d) {
     ddp::setup(*d.core, params, num_params);
-    if (d.hier && d.core->group)
-      d.hier.connect(d.host, d.core->group, d.core->group_spec, ".hier" + std::to_string(d.setups), d.algo->needs(),
-                     d.core->dev);
+    if (d.hier && d.core->group) {
+      check_node_sizes(d.who, d.core->group, d.hier.layout(), d.core->dev);
+      d.hier.connect(d.host, d.core->group_spec, ".hier" + std::to_string(d.setups), d.algo->needs(), d.core->dev);
+    }
     ++d.setups;
     d.algo->setup(d);
   });

@@ -32,12 +32,8 @@ std::optional<NodeLayout> hierarchical_layout(const BaguaOptions& o, const PL_St
   return l;
 }
 
-void Hierarchy::connect(const PL_Host* host, const strategy::Group& all, strategy::GroupSpec base,
-                        const std::string& name, const std::vector<std::string>& leader_needs,
-                        const strategy::DeviceContext& dev) {
-  disconnect();
-  const NodeLayout& layout = layout_;
-  const std::string who = base.who;
+void check_node_sizes(const std::string& who, const strategy::Group& all, const NodeLayout& layout,
+                      const strategy::DeviceContext& dev) {
   const PL_Device cpu{PL_DEVICE_CPU, 0};
   strategy::DeviceMemory mem(dev, 8, who + ": the hierarchical layout check's scratch");
   PL_Tensor t = f32_view(dev, mem, 2);
@@ -53,8 +49,16 @@ void Hierarchy::connect(const PL_Host* host, const strategy::Group& all, strateg
              "and this job's nodes have from " + std::to_string(static_cast<int>(-sizes[1])) + " to " +
              std::to_string(static_cast<int>(sizes[0])) + " (this node: " + std::to_string(layout.local_size) +
              "): start as many processes on every node, or set hierarchical=false");
-  const std::string prefix = base.name + name;
+}
+
+void Hierarchy::connect(const PL_Host* host, strategy::GroupSpec base, const std::string& name,
+                        const std::vector<std::string>& leader_needs, const strategy::DeviceContext& dev) {
+  disconnect();
+  const NodeLayout& layout = layout_;
+  const std::string who = base.who;
+  strategy::DeviceMemory mem(dev, 4, who + ": the hierarchy's connection check's scratch");
   PL_Tensor one = f32_view(dev, mem, 1);
+  const std::string prefix = base.name + name;
   if (layout.local_size > 1) {
     strategy::GroupSpec spec = base;
     spec.name = prefix + ".node" + std::to_string(layout.node);

@@ -6,8 +6,8 @@
 // The groups (made at setup, each on the core's backend and store, with the core's timeout):
 //   "<core group>.node<k>"   node k's ranks, ranked by local rank (none with one rank a node);
 //   "<core group>.leaders"   the leaders, ranked by node (made on the leaders only).
-// The mean of the node means is the job's mean only when every node has as many ranks: connect()
-// checks it (one allreduce on the core's group) and fails naming the sizes.
+// The mean of the node means is the job's mean only when every node has as many ranks:
+// check_node_sizes() checks it (one allreduce on the core's group) and fails naming the sizes.
 #pragma once
 
 #include <plrt/pl_strategy.h>
@@ -32,9 +32,15 @@ struct NodeLayout {
 
 // The layout when hierarchical communication applies: hierarchical=true (the default on several
 // nodes) and more than one node; else nullopt.  Every rank decides alike (from the option and the
-// number of nodes only), so a node of another size meets the check in connect().  With one rank a
+// number of nodes only), so a node of another size meets check_node_sizes().  With one rank a
 // node there are no node groups and the leaders are every rank: the algorithm runs as if flat.
 std::optional<NodeLayout> hierarchical_layout(const BaguaOptions& o, const PL_StrategyConfig& c);
+
+// On every rank, before the first connect(): every node has layout.local_size ranks, checked on
+// `all` (the core's group, one allreduce); else PL_ERR_INVALID_ARGUMENT naming the smallest and the
+// largest node.  `who` begins the message.
+void check_node_sizes(const std::string& who, const strategy::Group& all, const NodeLayout& layout,
+                      const strategy::DeviceContext& dev);
 
 class Hierarchy {
  public:
@@ -47,11 +53,10 @@ class Hierarchy {
     layout_ = layout;
     on_ = true;
   }
-  // On every rank, after plan(): checks on `all` (the core's group) that every node has
-  // layout().local_size ranks, then connects the groups (base: the core's spec, its name extended
-  // with `name`); the leaders' group gets `leader_needs` too.  Every group's ranks have met before
-  // it returns.  `dev`: the device of the checks' scratch.
-  void connect(const PL_Host* host, const strategy::Group& all, strategy::GroupSpec base, const std::string& name,
+  // On every rank, after plan() (and check_node_sizes, once per instance): connects the groups
+  // (base: the core's spec, its name extended with `name`); the leaders' group gets `leader_needs`
+  // too.  Every group's ranks have met before it returns.  `dev`: the device of that check's scratch.
+  void connect(const PL_Host* host, strategy::GroupSpec base, const std::string& name,
                const std::vector<std::string>& leader_needs, const strategy::DeviceContext& dev);
   // Whether plan() ran: the communication is hierarchical.
   explicit operator bool() const { return on_; }
