@@ -46,6 +46,10 @@
  *       and resumed per rank: decentralized training); strategies append
  *       sync_weights (make every rank's weights equal now and keep them so until the next step:
  *       bagua's async model average, whose background thread lets them drift).
+ *  1.7  strategies that change the optimizer's setting (horovod): PL_OptimizerInfo appends
+ *       lr_scale (the host multiplies the learning rate by it in a run that starts from scratch)
+ *       and broadcast_optimizer_state (the host makes its optimizer state rank 0's before the
+ *       first step).
  *
  * ERRORS
  *  Every fallible call returns PL_Error* : NULL on success, otherwise an error object.  Error
@@ -71,7 +75,7 @@ extern "C" {
 #endif
 
 #define PL_ABI_MAJOR 1
-#define PL_ABI_MINOR 6
+#define PL_ABI_MINOR 7
 
 #if defined(_WIN32)
 #define PL_EXPORT __declspec(dllexport)

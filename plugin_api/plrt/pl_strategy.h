@@ -47,6 +47,9 @@
  * between steps, before it reads the weights as the model's (before validation and test, before a
  * checkpoint is saved, at the end of fit); the strategy pauses whatever changes them behind the
  * host's back and makes them equal on every rank.
+ *
+ * ABI 1.7: bind_optimizer's info carries two requests back to the host: lr_scale (horovod's
+ * learning rate times the world size) and broadcast_optimizer_state (rank 0's optimizer state).
  */
 #ifndef PLRT_PL_STRATEGY_H_
 #define PLRT_PL_STRATEGY_H_
@@ -183,6 +186,19 @@ typedef struct PL_OptimizerInfo {
    * takes the gradient as its new first moment (PL_AdamParams.grad_is_exp_avg) with its second
    * moment frozen. */
   int32_t first_moment_in_grads;
+  /* ---- ABI 1.7: OUT, written by the strategy (the host zeroes them) ---- */
+  /* The factor the host multiplies its optimizer's learning rate by (every param group's), once,
+   * when the run starts from scratch (steps == 0), saying so in one log line on rank 0; a resumed
+   * run keeps the learning rate its checkpoint saved (already multiplied), and says so when the
+   * factor is not 1.  0 or 1: unchanged.  Horovod's scale_lr asks for the world size. */
+  double lr_scale;
+  /* Why, in words, for that log line (e.g. "the world size 4 (option scale_lr=false keeps the
+   * configured rate)"); owned by the strategy instance, valid until its destroy; may be NULL. */
+  const char* lr_scale_reason;
+  /* Nonzero: before the first step the host makes its optimizer state (tensors and scalars, the
+   * learning rate among them) rank 0's on every rank, as Horovod's broadcast_optimizer_state does,
+   * and applies lr_scale after it.  A collective: every rank's host does it at the same point. */
+  int32_t broadcast_optimizer_state;
 } PL_OptimizerInfo;
 
 typedef struct PL_StrategyApi {

@@ -172,9 +172,11 @@ int main(int argc, char** argv) {
         j["skipped_steps"] = trainer.skipped_steps();
         j["optimizer_state_bytes"] = trainer.optimizer_state_bytes();
         for (const char* stat :
-             {"exposed_allreduce_ms", "allreduce_ms", "early_launches", "buckets", "stage", "grad_bytes", "param_bytes",
-              "owned_param_bytes", "comm_buffer_bytes", "bucket_bytes", "grad_comm_ms", "exposed_grad_comm_ms",
-              "allgather_ms", "bytes_per_step", "async_rounds", "async_comm_ms", "async_round_bytes", "async_syncs"}) {
+             {"exposed_allreduce_ms", "allreduce_ms",         "early_launches",    "buckets",           "stage",
+              "grad_bytes",           "param_bytes",          "owned_param_bytes", "comm_buffer_bytes", "bucket_bytes",
+              "grad_comm_ms",         "exposed_grad_comm_ms", "allgather_ms",      "bytes_per_step",    "async_rounds",
+              "async_comm_ms",        "async_round_bytes",    "async_syncs",       "synced_steps",      "cycles",
+              "allreduces",           "fused_tensors",        "allreduce_bytes"}) {
           try {
             j["strategy_stats"][stat] = trainer.strategy_stat(stat);
           } catch (const pl::Error&) {

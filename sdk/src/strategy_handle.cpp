@@ -1,5 +1,6 @@
 #include "strategy_handle.hpp"
 
+#include <cmath>
 #include <cstddef>
 #include <exception>
 #include <mutex>
@@ -238,10 +239,10 @@ std::vector<PL_ParamRange> StrategyHandle::owned_ranges(const std::vector<PL_Par
   return out;
 }
 
-bool StrategyHandle::bind_optimizer(const std::string& name,
-                                    const std::vector<std::pair<std::string, std::string>>& hyper, int64_t steps) {
+StrategyHandle::OptimizerRequests StrategyHandle::bind_optimizer(
+    const std::string& name, const std::vector<std::pair<std::string, std::string>>& hyper, int64_t steps) {
   auto f = PL_STRAT_ENTRY(bind_optimizer);
-  if (!f) return false;
+  if (!f) return {};
   std::vector<PL_Option> items;
   for (const auto& kv : hyper) items.push_back({sizeof(PL_Option), kv.first.c_str(), kv.second.c_str()});
   PL_OptimizerInfo info{};
@@ -250,7 +251,15 @@ bool StrategyHandle::bind_optimizer(const std::string& name,
   info.hyperparameters = {sizeof(PL_OptionList), items.data(), items.size()};
   info.steps = steps;
   check(host_, f(s_, &info));
-  return info.first_moment_in_grads != 0;
+  OptimizerRequests r;
+  r.first_moment_in_grads = info.first_moment_in_grads != 0;
+  if (!std::isfinite(info.lr_scale) || info.lr_scale < 0)
+    throw Error(PL_ERR_RUNTIME, "strategy '" + name_ + "' asked bind_optimizer's lr_scale " +
+                                    std::to_string(info.lr_scale) + ", which is not a finite factor >= 0");
+  r.lr_scale = info.lr_scale == 0 ? 1.0 : info.lr_scale;
+  if (info.lr_scale_reason != nullptr) r.lr_scale_reason = info.lr_scale_reason;
+  r.broadcast_optimizer_state = info.broadcast_optimizer_state != 0;
+  return r;
 }
 
 void StrategyHandle::sync_weights() {

@@ -75,10 +75,17 @@ class StrategyHandle {
   std::vector<PL_ParamRange> owned_ranges(const std::vector<PL_Parameter>& params) const;
 
   // ---- ABI 1.6 ----
-  // bind_optimizer: tells the strategy the optimizer (name, hyperparameters, steps taken); returns
-  // whether it asks for the first moment in the gradients.  false without the entry.
-  bool bind_optimizer(const std::string& name, const std::vector<std::pair<std::string, std::string>>& hyper,
-                      int64_t steps);
+  // What a strategy asks of the optimizer in bind_optimizer (all off without the entry).
+  struct OptimizerRequests {
+    bool first_moment_in_grads = false;      // 1.6
+    double lr_scale = 1.0;                   // 1.7 (0 from the strategy reads as 1)
+    std::string lr_scale_reason;             // 1.7, for the log line
+    bool broadcast_optimizer_state = false;  // 1.7
+  };
+  // bind_optimizer: tells the strategy the optimizer (name, hyperparameters, steps taken) and
+  // returns what it asks for.
+  OptimizerRequests bind_optimizer(const std::string& name,
+                                   const std::vector<std::pair<std::string, std::string>>& hyper, int64_t steps);
   // sync_weights: every rank's weights made equal and left alone until the next step (a collective,
   // between steps); nothing when the strategy lacks the entry (its ranks never drift apart).
   void sync_weights();

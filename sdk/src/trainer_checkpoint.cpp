@@ -19,6 +19,7 @@
 // whichever files hold them (optimizer_shards.hpp), and every check comes before any state
 // changes (the strategy's load_state first of the changes).
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -265,6 +266,39 @@ void Trainer::Impl::load_checkpoint(const std::string& path) {
   // The loss scale continues where it was (a 32-true or bf16 checkpoint starts at the default).
   if (scaler && saved_scaler) scaler->load(saved_scaler->first, saved_scaler->second);
   info("resumed from " + path + " at epoch " + std::to_string(epoch) + ", step " + std::to_string(step));
+}
+
+}  // namespace pl
+
+namespace pl {
+
+// Horovod's broadcast_optimizer_state: rank 0's optimizer state (its tensors and scalars, the
+// learning rate among them) replaces every other rank's.  Rank 0 serialises it as a checkpoint's
+// optimizer file; the bytes go through the metrics allgather (the other ranks send nothing), so
+// the cost is one collective of the state's size, once per fit.
+void Trainer::Impl::broadcast_optimizer_state() {
+  if (world <= 1) return;
+  plrt::sdk::Collectives c = collectives();
+  const std::string mine =
+      rank == 0 ? safetensors::serialize(optimizer->state_tensors(), optimizer_metadata(*optimizer)) : std::string();
+  const std::vector<std::string> all = c.allgather(mine);
+  if (rank == 0) return;
+  safetensors::File f = safetensors::parse(all.at(0), "rank 0's optimizer state");
+  const std::string name = f.metadata[plrt::sdk::kOptimizerNameKey];
+  if (name != optimizer->name())
+    throw Error(PL_ERR_INVALID_ARGUMENT, "rank 0's optimizer is " + name + " but this rank's (" + std::to_string(rank) +
+                                             ") is " + optimizer->name() +
+                                             ": configure_optimizers must make the same optimizer on every rank");
+  std::map<std::string, double> scalars;
+  for (const auto& [k, v] : f.metadata) {
+    if (k == plrt::sdk::kOptimizerNameKey) continue;
+    char* end = nullptr;
+    const double x = std::strtod(v.c_str(), &end);
+    if (v.empty() || *end != '\0')
+      throw Error(PL_ERR_RUNTIME, "rank 0's optimizer state has the scalar '" + k + "' = '" + v + "', not a number");
+    scalars[k] = x;
+  }
+  optimizer->load_state(f.tensors, scalars);
 }
 
 }  // namespace pl

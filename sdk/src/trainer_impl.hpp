@@ -99,6 +99,7 @@ struct Trainer::Impl {
   std::string log_dir;
 
   void bind_optimizer();             // after use_optimizer and a checkpoint's load
+  void broadcast_optimizer_state();  // ABI 1.7: every rank's optimizer state becomes rank 0's
   void form_first_moment(size_t k);  // setup's entry k reported its gradient
   void form_remaining();             // before after_backward: the entries not reported
 

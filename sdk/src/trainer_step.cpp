@@ -13,6 +13,7 @@
 // so the last replicas may get fewer rows, or none (their gradients are zeros).
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <map>
@@ -317,9 +318,31 @@ void Trainer::Impl::use_optimizer(std::unique_ptr<Optimizer> opt) {
 
 // ABI 1.6: the strategy learns the optimizer; it may ask for the first moment in the gradients,
 // which only QAdam gives (any other optimizer is an error naming it, before the first step).
+// ABI 1.7: it may also ask for rank 0's optimizer state on every rank, and for the learning rate
+// times a factor (horovod's scale_lr), applied in a run that starts from scratch only: a resumed
+// run's checkpoint holds the rate it trained with.
 void Trainer::Impl::bind_optimizer() {
   first_moment = nullptr;
-  if (!strategy.bind_optimizer(optimizer->name(), optimizer->hyperparameters(), optimizer->steps())) return;
+  const auto asked = strategy.bind_optimizer(optimizer->name(), optimizer->hyperparameters(), optimizer->steps());
+  if (asked.broadcast_optimizer_state) broadcast_optimizer_state();
+  if (asked.lr_scale != 1.0) {
+    auto g = [](double v) {
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "%.6g", v);
+      return std::string(buf);
+    };
+    const std::string why = "strategy '" + job.strategy + "' asks for the learning rate x" + g(asked.lr_scale) +
+                            (asked.lr_scale_reason.empty() ? "" : ": " + asked.lr_scale_reason);
+    if (optimizer->steps() == 0) {
+      const double before = optimizer->lr();
+      optimizer->set_lr(before * asked.lr_scale);
+      if (rank == 0) info("learning rate " + g(before) + " -> " + g(optimizer->lr()) + " (" + why + ")");
+    } else if (rank == 0) {
+      info("learning rate " + g(optimizer->lr()) + " kept from the checkpoint, which already trained with it (" + why +
+           ", applied when the run started)");
+    }
+  }
+  if (!asked.first_moment_in_grads) return;
   auto* q = dynamic_cast<QAdam*>(optimizer.get());
   if (q == nullptr)
     throw Error(PL_ERR_INVALID_ARGUMENT, "strategy '" + job.strategy +

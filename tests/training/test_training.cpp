@@ -100,6 +100,8 @@ void resume_matches(const std::vector<std::string>& launcher_prefix, int world) 
 
 TEST(Training, ResumeEqualsUninterruptedRun) { resume_matches({}, 1); }
 TEST(Training, DdpResumeEqualsUninterruptedRun) { resume_matches({"ddp"}, 2); }
+// horovod scales the learning rate when the run starts; the resumed run keeps the checkpoint's.
+TEST(Training, HorovodResumeEqualsUninterruptedRun) { resume_matches({"horovod"}, 2); }
 
 TEST(Training, SyncDistWithUnequalBatchesGivesTrueValues) {
   for (int world : {2, 3}) {

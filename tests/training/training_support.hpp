@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -43,7 +44,9 @@ inline plrt_test::ProcessResult run(std::vector<std::string> argv, plrt_test::En
   plrt_test::ProcessSpec spec;
   spec.argv = std::move(argv);
   spec.env = std::move(env);
-  spec.env.emplace_back("PL_LOG_LEVEL", "warn");
+  const bool level =
+      std::any_of(spec.env.begin(), spec.env.end(), [](const auto& kv) { return kv.first == "PL_LOG_LEVEL"; });
+  if (!level) spec.env.emplace_back("PL_LOG_LEVEL", "warn");  // unless the test asks for another
   spec.unset_env = {"RANK",         "WORLD_SIZE",         "LOCAL_RANK",   "MASTER_ADDR",  "MASTER_PORT",
                     "PL_JOB_TOKEN", "PL_USE_AGENT_STORE", "SLURM_PROCID", "SLURM_NTASKS", "OMPI_COMM_WORLD_RANK"};
   plrt_test::WaitOptions w;

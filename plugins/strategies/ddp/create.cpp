@@ -104,6 +104,7 @@ std::unique_ptr<DdpStrategy> create_strategy(const char* who_c, const PL_Host* h
     s->group = strategy::Group(host, s->group_spec);
   }
   s->grads = std::make_unique<reducer::Reducer>(who, s->dev, s->group, spec.comm ? *spec.comm : s->comm);
+  s->buckets = !spec.own_gradient_sync;
   plugin::logf(host, PL_LOG_DEBUG, who_c,
                "rank %d of %d (local rank %d) on device %d:%d, %s; bucket_cap_mb %g, first_bucket_cap_mb %g, "
                "broadcast_buffers %s, timeout %lld ms",

@@ -165,7 +165,8 @@ void setup(DdpStrategy& s, PL_Parameter* params, size_t num_params) {
   s.num_params = num_params;
   try {
     if (s.group) sync_initial_state(s);
-    s.grads->setup(params, num_params, s.names, s.opts.first_bucket_cap_bytes(), s.opts.bucket_cap_bytes());
+    if (s.buckets)
+      s.grads->setup(params, num_params, s.names, s.opts.first_bucket_cap_bytes(), s.opts.bucket_cap_bytes());
     build_buffer_groups(s);
   } catch (...) {
     s.grads->teardown(0);

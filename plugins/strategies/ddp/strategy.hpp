@@ -50,6 +50,7 @@ struct DdpStrategy {
   strategy::Group metrics;         // reduce / all_gather / agree_skip; made at their first call
   reducer::Allreduce comm;
   std::unique_ptr<reducer::Reducer> grads;  // with `comm`, or a strategy built on ddp's comm (CoreSpec)
+  bool buckets = true;                      // false: CoreSpec::own_gradient_sync (grads never set up)
 
   // From setup until teardown (under m; the reducer has its own lock).
   std::mutex m;
@@ -76,6 +77,9 @@ struct CoreSpec {
   DdpOptions opts;
   reducer::BucketComm* comm = nullptr;
   std::vector<std::string> extra_needs;
+  // The strategy syncs the gradients itself (horovod's fusion): setup lays out no buckets and
+  // allocates no bucket memory, and the bucket hooks must not be called on the core.
+  bool own_gradient_sync = false;
 };
 std::unique_ptr<DdpStrategy> create_strategy(const char* who, const PL_Host* host, const PL_StrategyConfig* config,
                                              const CoreSpec& spec);
