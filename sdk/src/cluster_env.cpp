@@ -87,8 +87,8 @@ ClusterEnv from_launcher(const Env& env, bool plrun) {
     }
   }
   if (c.world_size > 1)
-    c.rendezvous_from = rendezvous_text(c, has(env, "MASTER_ADDR") ? "from the environment" : "unset: this node",
-                                        port_from);
+    c.rendezvous_from =
+        rendezvous_text(c, has(env, "MASTER_ADDR") ? "from the environment" : "unset: this node", port_from);
   check_layout(c, who);
   return c;
 }

@@ -37,28 +37,33 @@ const std::vector<Engine>& engines() {
   static const std::string token = plrt_test::random_token();
   auto port = [] { return std::to_string(plrt_test::free_tcp_port()); };
   static const std::vector<Engine> all = {
-      {"mpirun", "mpirun",
+      {"mpirun",
+       "mpirun",
        [=](const TempDir&, const std::vector<std::string>& p) {
          return mpirun(2, {"MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + port(), "PL_JOB_TOKEN=" + token}, p);
        },
        {}},
       // No MASTER_PORT: every rank derives the same one from mpirun's job id.
-      {"mpirun_jobid_port", "mpirun",
+      {"mpirun_jobid_port",
+       "mpirun",
        [=](const TempDir&, const std::vector<std::string>& p) { return mpirun(2, {"PL_JOB_TOKEN=" + token}, p); },
        {}},
-      {"mpirun_horovod_env", "mpirun",
+      {"mpirun_horovod_env",
+       "mpirun",
        [=](const TempDir&, const std::vector<std::string>& p) {
          return mpirun(2, {"MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + port()}, through_shell(kAsHorovodrun, p));
        },
        {}},
-      {"torchrun", "torchrun",
+      {"torchrun",
+       "torchrun",
        [=](const TempDir& dir, const std::vector<std::string>& p) {
          return torchrun(dir / "torchrun-logs", plrt_test::free_tcp_port(), p);
        },
        {}},
       // Issue 14: the token exported must not make the job look like plrun's (whose store would
       // then clash with torchrun's agent store on MASTER_PORT).
-      {"torchrun_job_token", "torchrun",
+      {"torchrun_job_token",
+       "torchrun",
        [=](const TempDir& dir, const std::vector<std::string>& p) {
          return torchrun(dir / "torchrun-logs", plrt_test::free_tcp_port(), p);
        },

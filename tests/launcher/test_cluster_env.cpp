@@ -437,7 +437,7 @@ TEST(ClusterEnv, Horovod) {
   EXPECT_EQ(f.num_nodes, 2);
   EXPECT_GE(f.master_port, 20000);  // derived from the job id, as Open MPI's
   EXPECT_EQ(f.master_port, ClusterEnv::detect(ompi_process()).master_port);
-  EXPECT_THAT(f.rendezvous_from, HasSubstr("derived from OMPI_MCA_ess_base_jobid=4242 (launcher: horovod)"));
+  EXPECT_THAT(f.rendezvous_from, HasSubstr("derived from OMPI_MCA_ess_base_jobid=4242) (launcher: horovod)"));
   auto pmi = ClusterEnv::detect({{"HOROVOD_SIZE", "3"},
                                  {"PMI_RANK", "2"},
                                  {"PMI_SIZE", "3"},
@@ -474,7 +474,8 @@ TEST(ClusterEnv, HorovodValuesAreChecked) {
               HasSubstr("HOROVOD_LOCAL_SIZE (or OMPI_COMM_WORLD_LOCAL_SIZE, MPI_LOCALNRANKS) is not set"));
   EXPECT_THAT(error_of(with("MASTER_ADDR", "")), HasSubstr("MASTER_ADDR is not set: a horovod job on 2 nodes"));
   EXPECT_THAT(error_of(with("MASTER_PORT", "")), HasSubstr("MASTER_PORT is not set"));
-  EXPECT_THAT(error_of({{"HOROVOD_SIZE", "2"}}), HasSubstr("HOROVOD_RANK (or OMPI_COMM_WORLD_RANK, PMI_RANK) is not set"));
+  EXPECT_THAT(error_of({{"HOROVOD_SIZE", "2"}}),
+              HasSubstr("HOROVOD_RANK (or OMPI_COMM_WORLD_RANK, PMI_RANK) is not set"));
   // Two launchers' variables for the same process that disagree.
   Env size = horovod_process();
   size["OMPI_COMM_WORLD_SIZE"] = "4";
@@ -490,10 +491,7 @@ TEST(ClusterEnv, HorovodValuesAreChecked) {
 TEST(ClusterEnv, ContradictoryLaunchers) {
   // torchrun inside an srun allocation: SLURM_PROCID is the torchrun task's.
   Env torch_in_srun = slurm_task();
-  for (const auto& kv : Env{{"RANK", "3"},
-                            {"WORLD_SIZE", "4"},
-                            {"MASTER_PORT", "29500"},
-                            {"TORCHELASTIC_RUN_ID", "j"}})
+  for (const auto& kv : Env{{"RANK", "3"}, {"WORLD_SIZE", "4"}, {"MASTER_PORT", "29500"}, {"TORCHELASTIC_RUN_ID", "j"}})
     torch_in_srun[kv.first] = kv.second;
   EXPECT_EQ(ClusterEnv::detect(torch_in_srun).source, "torchrun");
   EXPECT_EQ(ClusterEnv::detect(torch_in_srun).rank, 3);
@@ -530,9 +528,9 @@ TEST(ClusterEnv, ContradictoryLaunchers) {
 
 TEST(ClusterEnv, RendezvousSaysWhereTheStoreIs) {
   auto mpi = ClusterEnv::detect(ompi_process());
-  EXPECT_EQ(mpi.rendezvous_from, "MASTER_ADDR=head (from the environment), MASTER_PORT=" +
-                                     std::to_string(mpi.master_port) +
-                                     " (derived from OMPI_MCA_ess_base_jobid=4242) (launcher: openmpi)");
+  EXPECT_EQ(mpi.rendezvous_from,
+            "MASTER_ADDR=head (from the environment), MASTER_PORT=" + std::to_string(mpi.master_port) +
+                " (derived from OMPI_MCA_ess_base_jobid=4242) (launcher: openmpi)");
   EXPECT_THAT(ClusterEnv::detect(slurm_task()).rendezvous_from,
               HasSubstr("MASTER_ADDR=gpu007 (the first host of SLURM_NODELIST), MASTER_PORT=19567 (15000 + the last "
                         "digits of SLURM_JOB_ID=1234567)"));
