@@ -4,6 +4,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <array>
 #include <plrt/sdk/cluster_env.hpp>
 #include <plrt/sdk/error.hpp>
 
@@ -17,6 +18,22 @@ namespace {
 
 std::string error_of(const Env& env) {
   return plrt_test::invalid_message([&] { ClusterEnv::detect(env); });
+}
+
+// `e` with `name` set to `value` ("" removes it).
+Env changed(Env e, const std::string& name, const std::string& value) {
+  if (value.empty())
+    e.erase(name);
+  else
+    e[name] = value;
+  return e;
+}
+
+// c's source and where it stands: rank of world, local rank of local world, node of nodes.
+void expect_layout(const ClusterEnv& c, const std::string& source, std::array<int, 6> layout) {
+  EXPECT_EQ(c.source, source);
+  std::array<int, 6> got = {c.rank, c.world_size, c.local_rank, c.local_world_size, c.node_rank, c.num_nodes};
+  EXPECT_EQ(got, layout) << "rank, world_size, local_rank, local_world_size, node_rank, num_nodes";
 }
 
 Env plrun_worker() {
@@ -64,13 +81,7 @@ TEST(ClusterEnv, NoneIsASingleProcess) {
 
 TEST(ClusterEnv, PlrunWorker) {
   auto c = ClusterEnv::detect(plrun_worker());
-  EXPECT_EQ(c.source, "plrun");
-  EXPECT_EQ(c.rank, 3);
-  EXPECT_EQ(c.world_size, 4);
-  EXPECT_EQ(c.local_rank, 1);
-  EXPECT_EQ(c.local_world_size, 2);
-  EXPECT_EQ(c.node_rank, 1);
-  EXPECT_EQ(c.num_nodes, 2);
+  expect_layout(c, "plrun", {3, 4, 1, 2, 1, 2});
   EXPECT_EQ(c.master_addr, "node0");
   EXPECT_EQ(c.master_port, 29500);
   EXPECT_EQ(c.token, "t");
@@ -133,14 +144,7 @@ TEST(ClusterEnv, Torchrun) {
 }
 
 TEST(ClusterEnv, LauncherValuesAreChecked) {
-  auto with = [](const std::string& k, const std::string& v) {
-    Env e = plrun_worker();
-    if (v.empty())
-      e.erase(k);
-    else
-      e[k] = v;
-    return e;
-  };
+  auto with = [](const std::string& k, const std::string& v) { return changed(plrun_worker(), k, v); };
   EXPECT_THAT(error_of(with("RANK", "4")), HasSubstr("RANK='4' is not valid: it must be in [0, WORLD_SIZE=4)"));
   EXPECT_THAT(error_of(with("RANK", "three")), HasSubstr("RANK='three' is not valid: expected an integer"));
   EXPECT_THAT(error_of(with("RANK", "1 ")), HasSubstr("RANK='1 '"));
@@ -207,14 +211,7 @@ TEST(ClusterEnv, SlurmInteractiveAllocationIsIgnored) {
 }
 
 TEST(ClusterEnv, SlurmValuesAreChecked) {
-  auto with = [](const std::string& k, const std::string& v) {
-    Env e = slurm_task();
-    if (v.empty())
-      e.erase(k);
-    else
-      e[k] = v;
-    return e;
-  };
+  auto with = [](const std::string& k, const std::string& v) { return changed(slurm_task(), k, v); };
   EXPECT_THAT(error_of(with("SLURM_PROCID", "7")),
               HasSubstr("SLURM_PROCID='7' is not valid: it must be in [0, SLURM_NTASKS=7)"));
   EXPECT_THAT(error_of(with("SLURM_NODEID", "4")), HasSubstr("SLURM_NODEID='4'"));
@@ -250,13 +247,7 @@ TEST(ClusterEnv, SlurmFirstHost) {
 
 TEST(ClusterEnv, OpenMpi) {
   auto c = ClusterEnv::detect(ompi_process());
-  EXPECT_EQ(c.source, "openmpi");
-  EXPECT_EQ(c.rank, 5);
-  EXPECT_EQ(c.world_size, 8);
-  EXPECT_EQ(c.local_rank, 1);
-  EXPECT_EQ(c.local_world_size, 4);
-  EXPECT_EQ(c.node_rank, 1);
-  EXPECT_EQ(c.num_nodes, 2);
+  expect_layout(c, "openmpi", {5, 8, 1, 4, 1, 2});
   EXPECT_EQ(c.master_addr, "head");
   EXPECT_GE(c.master_port, 20000);
   EXPECT_LT(c.master_port, 30000);
@@ -411,13 +402,7 @@ TEST(ClusterEnv, ErrorsNameTheLauncherDetected) {
 
 TEST(ClusterEnv, Horovod) {
   auto c = ClusterEnv::detect(horovod_process());
-  EXPECT_EQ(c.source, "horovod");
-  EXPECT_EQ(c.rank, 5);
-  EXPECT_EQ(c.world_size, 8);
-  EXPECT_EQ(c.local_rank, 1);
-  EXPECT_EQ(c.local_world_size, 4);
-  EXPECT_EQ(c.node_rank, 1);
-  EXPECT_EQ(c.num_nodes, 2);
+  expect_layout(c, "horovod", {5, 8, 1, 4, 1, 2});
   EXPECT_EQ(c.master_addr, "head");
   EXPECT_EQ(c.master_port, 29600);
   EXPECT_FALSE(c.agent_store);  // no launcher serves the store: rank 0 does
@@ -430,11 +415,7 @@ TEST(ClusterEnv, Horovod) {
   Env fallback = ompi_process();
   fallback["HOROVOD_SIZE"] = "8";
   auto f = ClusterEnv::detect(fallback);
-  EXPECT_EQ(f.source, "horovod");
-  EXPECT_EQ(f.rank, 5);
-  EXPECT_EQ(f.local_rank, 1);
-  EXPECT_EQ(f.node_rank, 1);
-  EXPECT_EQ(f.num_nodes, 2);
+  expect_layout(f, "horovod", {5, 8, 1, 4, 1, 2});
   EXPECT_GE(f.master_port, 20000);  // derived from the job id, as Open MPI's
   EXPECT_EQ(f.master_port, ClusterEnv::detect(ompi_process()).master_port);
   EXPECT_THAT(f.rendezvous_from, HasSubstr("derived from OMPI_MCA_ess_base_jobid=4242) (launcher: horovod)"));
@@ -457,14 +438,7 @@ TEST(ClusterEnv, Horovod) {
 }
 
 TEST(ClusterEnv, HorovodValuesAreChecked) {
-  auto with = [](const std::string& k, const std::string& v) {
-    Env e = horovod_process();
-    if (v.empty())
-      e.erase(k);
-    else
-      e[k] = v;
-    return e;
-  };
+  auto with = [](const std::string& k, const std::string& v) { return changed(horovod_process(), k, v); };
   EXPECT_THAT(error_of(with("HOROVOD_LOCAL_RANK", "4")),
               HasSubstr("HOROVOD_LOCAL_RANK='4' is not valid: it must be in [0, HOROVOD_LOCAL_SIZE=4)"));
   EXPECT_THAT(error_of(with("HOROVOD_CROSS_RANK", "2")),
