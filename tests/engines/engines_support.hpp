@@ -67,7 +67,8 @@ inline std::vector<std::string> through_shell(const std::string& script, const s
   return a;
 }
 
-// torchrun for two processes on this machine with its store on `port`.  Debian's torchrun 1.13 on
+// torchrun for two processes on this machine, its agent store on `port` (plrt's then on `port` + 1:
+// take both from plrt_test::free_tcp_ports(2)).  Debian's torchrun 1.13 on
 // Python 3.11 fails in to_map() unless -r and -t are 1 or 2 (3, both streams, fails too): -r 2
 // -t 2 sends each worker's stderr to `log_dir` and, prefixed, to the test's output; its stdout
 // comes straight through.

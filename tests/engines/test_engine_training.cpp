@@ -35,7 +35,7 @@ const char* kAsHorovodrun =
 
 const std::vector<Engine>& engines() {
   static const std::string token = plrt_test::random_token();
-  auto port = [] { return std::to_string(plrt_test::free_tcp_port()); };
+  auto port = [] { return std::to_string(plrt_test::free_tcp_ports(1)); };
   static const std::vector<Engine> all = {
       {"mpirun",
        "mpirun",
@@ -57,7 +57,7 @@ const std::vector<Engine>& engines() {
       {"torchrun",
        "torchrun",
        [=](const TempDir& dir, const std::vector<std::string>& p) {
-         return torchrun(dir / "torchrun-logs", plrt_test::free_tcp_port(), p);
+         return torchrun(dir / "torchrun-logs", plrt_test::free_tcp_ports(2), p);
        },
        {}},
       // Issue 14: the token exported must not make the job look like plrun's (whose store would
@@ -65,7 +65,7 @@ const std::vector<Engine>& engines() {
       {"torchrun_job_token",
        "torchrun",
        [=](const TempDir& dir, const std::vector<std::string>& p) {
-         return torchrun(dir / "torchrun-logs", plrt_test::free_tcp_port(), p);
+         return torchrun(dir / "torchrun-logs", plrt_test::free_tcp_ports(2), p);
        },
        {{"PL_JOB_TOKEN", token}}},
   };
