@@ -19,6 +19,8 @@ packages=(
   libopenblas-dev          # the cpu accelerator's gemm (cblas_sgemm/dgemm, openblas_set_num_threads)
   iproute2                 # ip netns, tc: scripts/netem-cluster and the multi-node tests (tests/cluster)
   python3                  # scripts/netem-cluster, bench/*.py
+  openmpi-bin              # mpirun: tests/engines runs plrt-mlp under Open MPI (issue 14)
+  python3-torch            # torchrun: tests/engines runs plrt-mlp under torchrun; torch_load_check.py
 )
 
 missing=()

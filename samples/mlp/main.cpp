@@ -72,6 +72,10 @@ int main(int argc, char** argv) {
   app.add_option("--weight-decay", weight_decay, "Weight decay (default: the optimizer's, 0; AdamW 0.01)")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--seed", seed, "seed_everything's seed")->capture_default_str();
+  double timeout_s = 0;
+  app.add_option("--timeout", timeout_s, "Seconds the store connection and each collective may take (0: the default)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   app.add_flag("--no-shuffle", no_shuffle, "Keep the training data in order");
   app.add_option("--init", init, "Initial weights (safetensors, layers.<i>.weight/bias)");
   app.add_option("--save", save, "Write the trained weights here (safetensors, PyTorch nn.Linear layout)");
@@ -120,6 +124,7 @@ int main(int argc, char** argv) {
     topt.max_epochs = epochs;
     topt.max_steps = max_steps;
     topt.seed = seed;
+    topt.timeout = std::chrono::milliseconds(static_cast<long long>(timeout_s * 1000));
     topt.enable_checkpointing = !no_checkpoint;
     if (batch_size < 1)
       throw pl::Error(PL_ERR_INVALID_ARGUMENT, "--batch-size " + std::to_string(batch_size) + " must be >= 1");

@@ -1,16 +1,11 @@
 // pl::ClusterEnv::detect: where this process stands in its job, read from its launcher's
-// environment variables, with Lightning's precedence and defaults (its LightningEnvironment /
-// TorchElasticEnvironment, SLURMEnvironment and MPIEnvironment).  Every value is checked: a
+// environment variables, with Lightning's defaults (its LightningEnvironment /
+// TorchElasticEnvironment, SLURMEnvironment and MPIEnvironment) and the innermost launcher first
+// (the header says why).  plrun, torchrun and SLURM here; Open MPI and horovodrun in
+// cluster_env_mpi.cpp.  Every value is checked: a
 // launcher that is misconfigured fails here, naming the variable, rather than hanging later in a
 // rendezvous that can never complete.
-#include <cctype>
-#include <cerrno>
-#include <climits>
-#include <cstdint>
-#include <cstdlib>
-#include <optional>
-#include <plrt/sdk/cluster_env.hpp>
-#include <plrt/sdk/error.hpp>
+#include "cluster_env_vars.hpp"
 
 extern char** environ;
 
@@ -18,83 +13,22 @@ namespace pl {
 
 namespace {
 
-using Env = std::map<std::string, std::string>;
-
-[[noreturn]] void bad(const std::string& name, const std::string& value, const std::string& valid) {
-  throw Error(PL_ERR_INVALID_ARGUMENT, name + "='" + value + "' is not valid: " + valid);
-}
-
-[[noreturn]] void missing(const std::string& name, const std::string& why) {
-  throw Error(PL_ERR_INVALID_ARGUMENT, name + " is not set: " + why);
-}
-
-// A set, non-empty variable (an empty one counts as unset, as Lightning's checks do).
-std::optional<std::string> get(const Env& env, const std::string& name) {
-  auto it = env.find(name);
-  if (it == env.end() || it->second.empty()) return std::nullopt;
-  return it->second;
-}
-
-bool has(const Env& env, const std::string& name) { return get(env, name).has_value(); }
-
-std::optional<long long> parse_integer(const std::string& s) {
-  size_t i = s[0] == '-' || s[0] == '+' ? 1 : 0;
-  if (i == s.size()) return std::nullopt;
-  for (size_t j = i; j < s.size(); ++j)
-    if (!std::isdigit(static_cast<unsigned char>(s[j]))) return std::nullopt;
-  errno = 0;
-  long long v = std::strtoll(s.c_str(), nullptr, 10);
-  if (errno == ERANGE) return std::nullopt;
-  return v;
-}
-
-// `name` as an integer in [lo, hi]; `range` says what is valid in words, e.g. "[0, WORLD_SIZE=4)".
-int int_in(const std::string& name, const std::string& value, long long lo, long long hi, const std::string& range) {
-  auto v = parse_integer(value);
-  if (!v) bad(name, value, "expected an integer in " + range);
-  if (*v < lo || *v > hi) bad(name, value, "it must be in " + range);
-  return static_cast<int>(*v);
-}
-
-int required_int(const Env& env, const std::string& name, long long lo, long long hi, const std::string& range,
-                 const std::string& why) {
-  auto v = get(env, name);
-  if (!v) missing(name, why);
-  return int_in(name, *v, lo, hi, range);
-}
-
-std::string half_open(int lo, const std::string& hi_name, int hi) {
-  return "[" + std::to_string(lo) + ", " + hi_name + "=" + std::to_string(hi) + ")";
-}
-
-int read_port(const Env& env, const std::string& name) { return int_in(name, *get(env, name), 1, 65535, "[1, 65535]"); }
-
-void read_common(const Env& env, ClusterEnv& c) {
-  if (auto t = get(env, "PL_JOB_TOKEN")) c.token = *t;
-  if (auto a = get(env, "PL_USE_AGENT_STORE")) {
-    if (*a != "0" && *a != "1")
-      bad("PL_USE_AGENT_STORE", *a, "use 1 (the launcher serves the store) or 0 (rank 0 serves it)");
-    c.agent_store = *a == "1";
-  }
-}
-
-// The checks every source shares once its fields are read.
-void check_layout(const ClusterEnv& c, const std::string& origin) {
-  if (c.local_world_size > c.world_size)
-    throw Error(PL_ERR_INVALID_ARGUMENT, origin + ": " + std::to_string(c.local_world_size) +
-                                             " processes per node is more than the world size " +
-                                             std::to_string(c.world_size));
-}
+using namespace cluster_env_detail;
 
 // ---- (1) plrun and torchrun ----
 
-ClusterEnv from_launcher(const Env& env) {
+// plrun marks its workers with PL_USE_AGENT_STORE=1 (always) and PL_LAUNCH_MODE (spawn
+// strategies); PL_JOB_TOKEN is only the store's token, which a user may export under any launcher.
+bool plrun_marked(const Env& env) { return has(env, "PL_LAUNCH_MODE") || get(env, "PL_USE_AGENT_STORE") == "1"; }
+
+// RANK, WORLD_SIZE and the rest, from plrun (`plrun` true) or torchrun (or an unmarked launcher).
+ClusterEnv from_launcher(const Env& env, bool plrun) {
   ClusterEnv c;
   read_common(env, c);
   const auto mode = get(env, "PL_LAUNCH_MODE");
   if (mode && *mode != "spawn") bad("PL_LAUNCH_MODE", *mode, "plrun sets it to 'spawn' only");
   const bool torchelastic = has(env, "TORCHELASTIC_RUN_ID");
-  c.source = (mode || has(env, "PL_JOB_TOKEN") || has(env, "PL_USE_AGENT_STORE")) ? "plrun" : "torchrun";
+  c.source = plrun ? "plrun" : "torchrun";
   // A spawn strategy's process has no rank; the workers it starts do (and may inherit the mode).
   c.spawn_parent = mode.has_value() && !has(env, "RANK");
   const std::string who = c.source == "plrun" ? "plrun" : (torchelastic ? "torchrun" : "the launcher");
@@ -133,6 +67,7 @@ ClusterEnv from_launcher(const Env& env) {
     c.node_rank = g;
   }
   if (auto a = get(env, "MASTER_ADDR")) c.master_addr = *a;
+  std::string port_from = "from the environment";
   if (has(env, "MASTER_PORT"))
     c.master_port = read_port(env, "MASTER_PORT");
   else if (c.world_size > 1)
@@ -148,8 +83,12 @@ ClusterEnv from_launcher(const Env& env) {
         bad("MASTER_PORT", std::to_string(c.master_port),
             "plrt needs MASTER_PORT + 1 for its own store under torchrun's agent store");
       c.master_port += 1;
+      port_from = "MASTER_PORT + 1: torchrun's agent store holds MASTER_PORT";
     }
   }
+  if (c.world_size > 1)
+    c.rendezvous_from =
+        rendezvous_text(c, has(env, "MASTER_ADDR") ? "from the environment" : "unset: this node", port_from);
   check_layout(c, who);
   return c;
 }
@@ -208,15 +147,19 @@ ClusterEnv from_slurm(const Env& env) {
             "with " + std::to_string(c.num_nodes) + " nodes the tasks per node are needed (" + why + ")");
   c.local_rank = required_int(env, "SLURM_LOCALID", 0, c.local_world_size - 1,
                               half_open(0, "tasks on this node", c.local_world_size), why);
+  std::string addr_from = "from the environment", port_from = "from the environment";
+  const std::string list_var = has(env, "SLURM_NODELIST") ? "SLURM_NODELIST" : "SLURM_JOB_NODELIST";
   if (auto a = get(env, "MASTER_ADDR")) {
     c.master_addr = *a;
-  } else if (auto list = get(env, "SLURM_NODELIST") ? get(env, "SLURM_NODELIST") : get(env, "SLURM_JOB_NODELIST")) {
+  } else if (auto list = get(env, list_var)) {
+    addr_from = "the first host of " + list_var;
     try {
       c.master_addr = slurm_first_host(*list);
     } catch (const Error& e) {
-      throw Error(e.code(),
-                  std::string(has(env, "SLURM_NODELIST") ? "SLURM_NODELIST" : "SLURM_JOB_NODELIST") + ": " + e.what());
+      throw Error(e.code(), list_var + ": " + e.what());
     }
+  } else {
+    addr_from = "unset: this node";
   }
   if (has(env, "MASTER_PORT")) {
     c.master_port = read_port(env, "MASTER_PORT");
@@ -226,56 +169,54 @@ ClusterEnv from_slurm(const Env& env) {
     if (!n || *n < 0 || !std::isdigit(static_cast<unsigned char>((*id)[0])))
       bad("SLURM_JOB_ID", *id, "expected a job number");
     c.master_port = 15000 + static_cast<int>(std::stoll(id->substr(id->size() > 4 ? id->size() - 4 : 0)));
+    port_from = "15000 + the last digits of SLURM_JOB_ID=" + *id;
   } else {
     c.master_port = 12910;  // Lightning's default without a job id
+    port_from = "Lightning's default without SLURM_JOB_ID";
   }
+  if (c.world_size > 1) c.rendezvous_from = rendezvous_text(c, addr_from, port_from);
   check_layout(c, "SLURM");
   return c;
 }
 
-// ---- (3) Open MPI ----
+// ---- which launcher ----
 
-uint64_t fnv1a(const std::string& s) {  // stable across processes and builds (std::hash is not promised to be)
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char ch : s) {
-    h ^= ch;
-    h *= 1099511628211ull;
-  }
-  return h;
+// An srun task: SLURM_PROCID and SLURM_NTASKS, unless the job is an interactive allocation
+// (salloc's shell, SLURM_JOB_NAME bash or interactive), which Lightning ignores.
+bool srun_task(const Env& env) {
+  if (!has(env, "SLURM_PROCID") || !has(env, "SLURM_NTASKS")) return false;
+  const auto name = get(env, "SLURM_JOB_NAME");
+  return !name || (*name != "bash" && *name != "interactive");
 }
 
-ClusterEnv from_openmpi(const Env& env) {
-  ClusterEnv c;
-  read_common(env, c);
-  c.source = "openmpi";
-  const std::string why = "mpirun sets it for every process";
-  c.world_size = required_int(env, "OMPI_COMM_WORLD_SIZE", 1, INT_MAX, "[1, " + std::to_string(INT_MAX) + "]", why);
-  c.rank = required_int(env, "OMPI_COMM_WORLD_RANK", 0, c.world_size - 1,
-                        half_open(0, "OMPI_COMM_WORLD_SIZE", c.world_size), why);
-  c.local_world_size = required_int(env, "OMPI_COMM_WORLD_LOCAL_SIZE", 1, c.world_size,
-                                    "[1, OMPI_COMM_WORLD_SIZE=" + std::to_string(c.world_size) + "]", why);
-  c.local_rank = required_int(env, "OMPI_COMM_WORLD_LOCAL_RANK", 0, c.local_world_size - 1,
-                              half_open(0, "OMPI_COMM_WORLD_LOCAL_SIZE", c.local_world_size), why);
-  c.node_rank = c.rank / c.local_world_size;
-  c.num_nodes = (c.world_size + c.local_world_size - 1) / c.local_world_size;
-  if (auto a = get(env, "MASTER_ADDR"))
-    c.master_addr = *a;
-  else if (c.num_nodes > 1)
-    missing("MASTER_ADDR", "an Open MPI job on " + std::to_string(c.num_nodes) +
-                               " nodes needs the host name of rank 0's node (e.g. mpirun -x MASTER_ADDR=host)");
-  if (has(env, "MASTER_PORT")) {
-    c.master_port = read_port(env, "MASTER_PORT");
-  } else if (auto id = get(env, "OMPI_MCA_ess_base_jobid") ? get(env, "OMPI_MCA_ess_base_jobid")
-                                                           : get(env, "PMIX_NAMESPACE")) {
-    // Every process of the job sees the same job id, so they all derive the same port.
-    c.master_port = 20000 + static_cast<int>(fnv1a(*id) % 10000);
-  } else if (c.world_size > 1) {
-    missing("MASTER_PORT",
-            "neither OMPI_MCA_ess_base_jobid nor PMIX_NAMESPACE is set to derive it from; pass it "
-            "(e.g. mpirun -x MASTER_PORT=29500)");
+// RANK and WORLD_SIZE that no launcher marked (see the header, 3.): every other per-process rank
+// and size set beside them describes this same process and must agree with them.
+void check_unmarked(const Env& env) {
+  std::vector<std::string> ranks{"RANK", "HOROVOD_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK"};
+  std::vector<std::string> sizes{"WORLD_SIZE", "HOROVOD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE"};
+  if (srun_task(env)) {
+    ranks.push_back("SLURM_PROCID");
+    sizes.push_back("SLURM_NTASKS");
   }
-  check_layout(c, "Open MPI");
-  return c;
+  bool others = false;
+  for (size_t i = 1; i < ranks.size(); ++i) others = others || has(env, ranks[i]) || has(env, sizes[i]);
+  if (!others) return;
+  const std::string why =
+      "RANK and WORLD_SIZE carry no launcher's mark (TORCHELASTIC_RUN_ID: torchrun, PL_USE_AGENT_STORE=1: plrun), so "
+      "both describe this process; unset the wrong one, or set TORCHELASTIC_RUN_ID if a launcher that sets RANK "
+      "started this process inside the other launcher's job";
+  agreed(env, ranks, why);
+  agreed(env, sizes, why);
+}
+
+// Reads with `read`; its errors name the launcher detected and the variables that said so.
+template <class Read>
+ClusterEnv read_as(const std::string& launcher, const std::string& because, Read read) {
+  try {
+    return read();
+  } catch (const Error& e) {
+    throw Error(e.code(), launcher + " (detected from " + because + "): " + e.what());
+  }
 }
 
 }  // namespace
@@ -321,18 +262,30 @@ std::string slurm_first_host(const std::string& nodelist) {
 }
 
 ClusterEnv ClusterEnv::detect(const std::map<std::string, std::string>& env) {
+  // Innermost launcher first (see the header): the ones that mark their workers, then the
+  // per-process variables of horovodrun, mpirun and srun.
+  if (plrun_marked(env))
+    return read_as("plrun", has(env, "PL_LAUNCH_MODE") ? "PL_LAUNCH_MODE" : "PL_USE_AGENT_STORE=1",
+                   [&] { return from_launcher(env, true); });
+  if (auto id = get(env, "TORCHELASTIC_RUN_ID"))
+    return read_as("torchrun", "TORCHELASTIC_RUN_ID=" + *id, [&] { return from_launcher(env, false); });
   const bool rank = has(env, "RANK"), world = has(env, "WORLD_SIZE");
-  if ((rank && world) || has(env, "PL_LAUNCH_MODE") || has(env, "TORCHELASTIC_RUN_ID")) return from_launcher(env);
   if (rank != world)
     missing(rank ? "WORLD_SIZE" : "RANK",
             std::string("a launcher sets RANK and WORLD_SIZE together, but only ") +
                 (rank ? "RANK=" + *get(env, "RANK") : "WORLD_SIZE=" + *get(env, "WORLD_SIZE")) + " is set");
-  if (has(env, "SLURM_PROCID") && has(env, "SLURM_NTASKS")) {
-    // An interactive allocation (salloc's shell) is not a job launched by srun: Lightning ignores it.
-    const auto name = get(env, "SLURM_JOB_NAME");
-    if (!name || (*name != "bash" && *name != "interactive")) return from_slurm(env);
-  }
-  if (has(env, "OMPI_COMM_WORLD_RANK") && has(env, "OMPI_COMM_WORLD_SIZE")) return from_openmpi(env);
+  if (rank)
+    return read_as("an unnamed launcher", "RANK and WORLD_SIZE without TORCHELASTIC_RUN_ID or PL_USE_AGENT_STORE=1",
+                   [&] {
+                     check_unmarked(env);
+                     return from_launcher(env, false);
+                   });
+  if (has(env, "HOROVOD_RANK") || has(env, "HOROVOD_SIZE"))
+    return read_as("horovodrun", has(env, "HOROVOD_RANK") ? "HOROVOD_RANK" : "HOROVOD_SIZE",
+                   [&] { return from_horovod(env); });
+  if (has(env, "OMPI_COMM_WORLD_RANK") && has(env, "OMPI_COMM_WORLD_SIZE"))
+    return read_as("Open MPI", "OMPI_COMM_WORLD_RANK and OMPI_COMM_WORLD_SIZE", [&] { return from_openmpi(env); });
+  if (srun_task(env)) return read_as("SLURM", "SLURM_PROCID and SLURM_NTASKS", [&] { return from_slurm(env); });
   ClusterEnv c;
   read_common(env, c);
   return c;

@@ -326,22 +326,47 @@ std::string random_token() {
   return s;
 }
 
-int free_tcp_port() {
+namespace {
+
+// Binds 127.0.0.1:`port` (0: any) and closes it again: the port bound, or -1 with *err set.
+int bind_loopback(int port, int* err) {
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) throw std::system_error(errno, std::generic_category(), "socket");
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = 0;
+  a.sin_port = htons(static_cast<uint16_t>(port));
   socklen_t len = sizeof a;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
-    int err = errno;
-    ::close(fd);
-    throw std::system_error(err, std::generic_category(), "bind 127.0.0.1:0");
-  }
+  int bound = -1;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
+    bound = ntohs(a.sin_port);
+  else
+    *err = errno;
   ::close(fd);
-  return ntohs(a.sin_port);
+  return bound;
+}
+
+}  // namespace
+
+int free_tcp_port() {
+  int err = 0, port = bind_loopback(0, &err);
+  if (port < 0) throw std::system_error(err, std::generic_category(), "bind 127.0.0.1:0");
+  return port;
+}
+
+int free_tcp_ports(int count) {
+  std::random_device rd;
+  std::uniform_int_distribution<int> first(10000, 20000 - count);
+  int err = 0;
+  for (int attempt = 0; attempt < 200; ++attempt) {
+    const int start = first(rd);
+    bool all = true;
+    for (int p = start; all && p < start + count; ++p) all = bind_loopback(p, &err) == p;
+    if (all) return start;
+  }
+  throw std::system_error(err, std::generic_category(),
+                          "no " + std::to_string(count) + " consecutive free ports in [10000, 20000) on 127.0.0.1");
 }
 
 }  // namespace plrt_test

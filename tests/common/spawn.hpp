@@ -128,4 +128,11 @@ std::string random_token();
 // whose rank 0 serves the store.  Throws std::system_error.
 int free_tcp_port();
 
+// The first of `count` consecutive TCP ports on 127.0.0.1 that were all free a moment ago, chosen
+// at random in [10000, 20000): below the kernel's ephemeral range, so that no concurrent port-0
+// bind (a plrun, another test's free_tcp_port) takes one of them meanwhile.  For launchers that use
+// a port and the next (torchrun's agent store on MASTER_PORT, plrt's store on MASTER_PORT + 1).
+// Throws std::system_error when none is found.
+int free_tcp_ports(int count);
+
 }  // namespace plrt_test

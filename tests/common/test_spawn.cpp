@@ -1,9 +1,14 @@
 // The multi-process launcher used by the process-group and plrun tests: exit codes, captured
 // output (large, from many processes at once), environment, deadline with SIGTERM then SIGKILL.
+#include <arpa/inet.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <csignal>
+#include <cstring>
 #include <system_error>
 
 #include "spawn.hpp"
@@ -173,6 +178,27 @@ TEST(Spawn, FreePort) {
   int p = plrt_test::free_tcp_port();
   EXPECT_GT(p, 0);
   EXPECT_LT(p, 65536);
+}
+
+// Consecutive ports below the ephemeral range, each of which this process can then listen on.
+TEST(Spawn, FreePortRuns) {
+  for (int round = 0; round < 20; ++round) {
+    const int start = plrt_test::free_tcp_ports(3);
+    EXPECT_GE(start, 10000);
+    EXPECT_LE(start, 20000 - 3);
+    std::vector<int> fds;
+    for (int p = start; p < start + 3; ++p) {
+      int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      sockaddr_in a{};
+      a.sin_family = AF_INET;
+      a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      a.sin_port = htons(static_cast<uint16_t>(p));
+      EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0)
+          << "port " << p << ": " << std::strerror(errno);
+      fds.push_back(fd);
+    }
+    for (int fd : fds) ::close(fd);
+  }
 }
 
 TEST(Spawn, RandomTokens) {

@@ -1,47 +1,10 @@
 // pl::ClusterEnv::detect over environment maps: plrun, torchrun, SLURM, Open MPI, none, their
 // precedence, and malformed values (each error names the variable, its value and what is valid).
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
+// Nested and contradicting launchers and horovodrun: test_cluster_env_launchers.cpp.
+#include "cluster_env_fixtures.hpp"
 
-#include <plrt/sdk/cluster_env.hpp>
-#include <plrt/sdk/error.hpp>
-
-#include "unit_support.hpp"
-
-using pl::ClusterEnv;
+using namespace cluster_env_test;
 using ::testing::HasSubstr;
-using Env = std::map<std::string, std::string>;
-
-namespace {
-
-std::string error_of(const Env& env) {
-  return plrt_test::invalid_message([&] { ClusterEnv::detect(env); });
-}
-
-Env plrun_worker() {
-  return {{"RANK", "3"},         {"WORLD_SIZE", "4"},        {"LOCAL_RANK", "1"},      {"LOCAL_WORLD_SIZE", "2"},
-          {"NODE_RANK", "1"},    {"GROUP_RANK", "1"},        {"MASTER_ADDR", "node0"}, {"MASTER_PORT", "29500"},
-          {"PL_JOB_TOKEN", "t"}, {"PL_USE_AGENT_STORE", "1"}};
-}
-
-Env slurm_task() {
-  return {{"SLURM_PROCID", "5"},
-          {"SLURM_NTASKS", "7"},
-          {"SLURM_LOCALID", "1"},
-          {"SLURM_NODEID", "2"},
-          {"SLURM_NNODES", "4"},
-          {"SLURM_TASKS_PER_NODE", "2(x3),1"},
-          {"SLURM_NODELIST", "gpu[007-010]"},
-          {"SLURM_JOB_ID", "1234567"},
-          {"SLURM_JOB_NAME", "train"}};
-}
-
-Env ompi_process() {
-  return {{"OMPI_COMM_WORLD_RANK", "5"},       {"OMPI_COMM_WORLD_SIZE", "8"}, {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
-          {"OMPI_COMM_WORLD_LOCAL_SIZE", "4"}, {"MASTER_ADDR", "head"},       {"OMPI_MCA_ess_base_jobid", "4242"}};
-}
-
-}  // namespace
 
 TEST(ClusterEnv, NoneIsASingleProcess) {
   auto c = ClusterEnv::detect(Env{{"HOME", "/root"}});
@@ -56,13 +19,7 @@ TEST(ClusterEnv, NoneIsASingleProcess) {
 
 TEST(ClusterEnv, PlrunWorker) {
   auto c = ClusterEnv::detect(plrun_worker());
-  EXPECT_EQ(c.source, "plrun");
-  EXPECT_EQ(c.rank, 3);
-  EXPECT_EQ(c.world_size, 4);
-  EXPECT_EQ(c.local_rank, 1);
-  EXPECT_EQ(c.local_world_size, 2);
-  EXPECT_EQ(c.node_rank, 1);
-  EXPECT_EQ(c.num_nodes, 2);
+  expect_layout(c, "plrun", {3, 4, 1, 2, 1, 2});
   EXPECT_EQ(c.master_addr, "node0");
   EXPECT_EQ(c.master_port, 29500);
   EXPECT_EQ(c.token, "t");
@@ -125,14 +82,7 @@ TEST(ClusterEnv, Torchrun) {
 }
 
 TEST(ClusterEnv, LauncherValuesAreChecked) {
-  auto with = [](const std::string& k, const std::string& v) {
-    Env e = plrun_worker();
-    if (v.empty())
-      e.erase(k);
-    else
-      e[k] = v;
-    return e;
-  };
+  auto with = [](const std::string& k, const std::string& v) { return changed(plrun_worker(), k, v); };
   EXPECT_THAT(error_of(with("RANK", "4")), HasSubstr("RANK='4' is not valid: it must be in [0, WORLD_SIZE=4)"));
   EXPECT_THAT(error_of(with("RANK", "three")), HasSubstr("RANK='three' is not valid: expected an integer"));
   EXPECT_THAT(error_of(with("RANK", "1 ")), HasSubstr("RANK='1 '"));
@@ -199,14 +149,7 @@ TEST(ClusterEnv, SlurmInteractiveAllocationIsIgnored) {
 }
 
 TEST(ClusterEnv, SlurmValuesAreChecked) {
-  auto with = [](const std::string& k, const std::string& v) {
-    Env e = slurm_task();
-    if (v.empty())
-      e.erase(k);
-    else
-      e[k] = v;
-    return e;
-  };
+  auto with = [](const std::string& k, const std::string& v) { return changed(slurm_task(), k, v); };
   EXPECT_THAT(error_of(with("SLURM_PROCID", "7")),
               HasSubstr("SLURM_PROCID='7' is not valid: it must be in [0, SLURM_NTASKS=7)"));
   EXPECT_THAT(error_of(with("SLURM_NODEID", "4")), HasSubstr("SLURM_NODEID='4'"));
@@ -242,13 +185,7 @@ TEST(ClusterEnv, SlurmFirstHost) {
 
 TEST(ClusterEnv, OpenMpi) {
   auto c = ClusterEnv::detect(ompi_process());
-  EXPECT_EQ(c.source, "openmpi");
-  EXPECT_EQ(c.rank, 5);
-  EXPECT_EQ(c.world_size, 8);
-  EXPECT_EQ(c.local_rank, 1);
-  EXPECT_EQ(c.local_world_size, 4);
-  EXPECT_EQ(c.node_rank, 1);
-  EXPECT_EQ(c.num_nodes, 2);
+  expect_layout(c, "openmpi", {5, 8, 1, 4, 1, 2});
   EXPECT_EQ(c.master_addr, "head");
   EXPECT_GE(c.master_port, 20000);
   EXPECT_LT(c.master_port, 30000);
@@ -309,7 +246,10 @@ TEST(ClusterEnv, Precedence) {
   EXPECT_EQ(ClusterEnv::detect(all).source, "plrun");
   Env slurm_and_mpi = slurm_task();
   for (const auto& kv : ompi_process()) slurm_and_mpi.insert(kv);
-  EXPECT_EQ(ClusterEnv::detect(slurm_and_mpi).source, "slurm");
+  // mpirun inside an sbatch allocation: mpirun's daemons export OMPI_COMM_WORLD_* (srun never does),
+  // so mpirun started this process; SLURM's variables are the daemon's task's.
+  EXPECT_EQ(ClusterEnv::detect(slurm_and_mpi).source, "openmpi");
+  EXPECT_EQ(ClusterEnv::detect(slurm_and_mpi).world_size, 8);
   // An empty variable counts as unset.
   Env empty = {{"RANK", ""}, {"WORLD_SIZE", ""}};
   EXPECT_EQ(ClusterEnv::detect(empty).source, "none");
