@@ -189,7 +189,12 @@ void Trainer::Impl::prepare(LightningModule& m) {
     so.is_server = rank == 0 && !env.agent_store && !spawned_worker;
     so.token = env.token;
     so.timeout = o.timeout;
-    store = std::make_unique<Store>(*rt, so);
+    try {
+      store = std::make_unique<Store>(*rt, so);
+    } catch (const Error& e) {  // a rank that cannot reach (or serve) the store says where the address came from
+      if (spawned_worker || env.rendezvous_from.empty()) throw;
+      throw Error(e.code(), std::string(e.what()) + " [" + env.rendezvous_from + "]");
+    }
   }
   plrt::sdk::StrategySetup s;
   s.rank = rank, s.world_size = world, s.local_rank = local_rank, s.local_world_size = local_world;

@@ -45,6 +45,9 @@ TEST(OpenMpiErrors, UnservedStoreFailsWithinItsTimeoutNamingTheAddress) {
   EXPECT_TRUE(r.exited && r.exit_code == 1) << r.status() << "\n" << r.output;
   EXPECT_NE(r.output.find("could not connect to the store at 127.0.0.1:" + std::to_string(port)), std::string::npos)
       << r.output;
+  EXPECT_NE(r.output.find("MASTER_PORT=" + std::to_string(port) + " (from the environment) (launcher: openmpi)"),
+            std::string::npos)
+      << r.output;
   EXPECT_LT(r.elapsed.count(), 20000) << "the store timeout was 2 s";
 }
 

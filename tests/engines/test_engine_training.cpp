@@ -14,7 +14,7 @@ using plrt_training::relative_difference;
 using plrt_training::run;
 
 // The strategies every launcher is tested with (horovod joins when its plugin lands).
-const std::vector<std::string> kStrategies = {"ddp"};
+const std::vector<std::string> kStrategies = {"ddp", "horovod"};
 
 // How one launcher starts `program` on two processes; `dir` holds its logs.
 struct Engine {
