@@ -8,6 +8,7 @@
 // Exit codes: 0 success, 2 invalid input (the error on stderr), 1 anything else.
 #include <CLI/CLI.hpp>
 #include <chrono>
+#include <csignal>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -152,6 +153,12 @@ int main(int argc, char** argv) {
     auto t0 = std::chrono::steady_clock::now();
     trainer.fit(model, train, val.get(), resume);
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (trainer.interrupted()) {  // preempted (SIGTERM under SLURM): the checkpoint holds the run
+      if (trainer.is_global_zero())
+        std::printf("plrt-mlp: stopped by SIGTERM after %lld steps; resume with --resume %s/checkpoints/last\n",
+                    static_cast<long long>(trainer.global_step()), trainer.log_dir().c_str());
+      return 128 + SIGTERM;  // as a process the signal ended: the launcher sees a preempted job
+    }
 
     if (trainer.is_global_zero()) {
       const auto& m = trainer.callback_metrics();

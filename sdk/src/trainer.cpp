@@ -90,6 +90,12 @@ void Trainer::Impl::apply_env_overrides() {
   if (const char* v = std::getenv("PL_TRAINER_GRADIENT_CLIP_VAL"); v && *v)
     o.gradient_clip_val = parse_double("PL_TRAINER_GRADIENT_CLIP_VAL", v);
   str("PL_TRAINER_GRADIENT_CLIP_ALGORITHM", o.gradient_clip_algorithm);
+  if (const char* v = std::getenv("PL_TRAINER_CHECKPOINT_ON_SIGTERM"); v && *v) {
+    const std::string t = v;
+    if (t != "0" && t != "1")
+      throw Error(PL_ERR_INVALID_ARGUMENT, "PL_TRAINER_CHECKPOINT_ON_SIGTERM='" + t + "' is not valid: use 0 or 1");
+    o.checkpoint_on_sigterm = t == "1";
+  }
   if (const char* v = std::getenv("PL_TRAINER_SEED"); v && *v)
     o.seed = static_cast<uint64_t>(parse_int("PL_TRAINER_SEED", v, 0));
   // plrun --strategy-option: on top of the program's options, plrun's value winning for a key.
@@ -304,11 +310,17 @@ void Trainer::Impl::fit_here(LightningModule& m, DataLoader& train, DataLoader* 
   int64_t max_epochs = o.max_epochs;
   if (max_epochs < 0) max_epochs = o.max_steps < 0 ? 1000 : INT64_MAX;
   m.on_fit_start();
+  interrupted = false;
+  sigterm_watch.emplace(watch_sigterm());
+  struct EndWatch {
+    std::optional<SigtermWatch>& w;
+    ~EndWatch() { w.reset(); }
+  } end_watch{sigterm_watch};
   while (epoch < max_epochs && !(o.max_steps >= 0 && step >= o.max_steps)) {
     auto t0 = std::chrono::steady_clock::now();
     int64_t steps0 = step;
     train_epoch(train);
-    if (resume_batches > 0) break;  // stopped inside the epoch by max_steps
+    if (resume_batches > 0 || interrupted) break;  // stopped inside the epoch by max_steps or SIGTERM
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     auto values = metrics.reduce_epoch(collectives());
     if (val && (epoch + 1) % o.check_val_every_n_epoch == 0) {
@@ -324,8 +336,11 @@ void Trainer::Impl::fit_here(LightningModule& m, DataLoader& train, DataLoader* 
   }
   strategy.sync_weights();  // ABI 1.6: fit ends with one model on every rank
   m.on_fit_end();
-  if (o.enable_checkpointing && resume_batches > 0)
+  if ((o.enable_checkpointing && resume_batches > 0) || interrupted)
     save_checkpoint(log_dir.empty() ? "" : log_dir + "/checkpoints/last");
+  if (interrupted && rank == 0)
+    warn("SIGTERM: every rank stopped after step " + std::to_string(step) + "; checkpoint written to " + log_dir +
+         "/checkpoints/last (resume from it)");
   csv.flush();
 }
 
@@ -374,6 +389,11 @@ void Trainer::Impl::train_epoch(DataLoader& train) {
       auto values = metrics.take_step_values();
       for (const auto& kv : values) callback[kv.first] = kv.second;
       if (step % o.log_every_n_steps == 0 && !values.empty()) csv.add_row(epoch, step - 1, values);
+      if (sigterm_agreed()) {  // preempted: every rank stops after this same step
+        interrupted = true;
+        resume_batches = b + 1;
+        return;
+      }
     }
   }
   if (!sync_on) strategy.set_grad_sync(true);
@@ -480,6 +500,7 @@ int Trainer::local_rank() const { return impl_->local_rank; }
 int Trainer::node_rank() const { return impl_->node_rank; }
 int64_t Trainer::current_epoch() const { return impl_->epoch; }
 int64_t Trainer::global_step() const { return impl_->step; }
+bool Trainer::interrupted() const { return impl_->interrupted; }
 const TrainerOptions& Trainer::options() const { return impl_->o; }
 const JobConfig& Trainer::job() const { return impl_->job; }
 const ClusterEnv& Trainer::cluster() const { return impl_->env; }

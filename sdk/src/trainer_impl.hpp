@@ -2,7 +2,9 @@
 // and trainer_spawn.cpp (ddp_spawn's forked workers).
 #pragma once
 
+#include <csignal>
 #include <memory>
+#include <optional>
 #include <plrt/sdk/amp.hpp>
 #include <plrt/sdk/store.hpp>
 #include <plrt/sdk/trainer.hpp>
@@ -20,6 +22,21 @@ std::vector<PL_Parameter> parameter_views(pl::Module& m, std::vector<std::string
 }  // namespace plrt::sdk
 
 namespace pl {
+
+// trainer_preempt.cpp: while alive (during fit, when `on`), SIGTERM only sets a flag that
+// Trainer::Impl::sigterm_agreed reads; the previous disposition comes back at destruction.
+class SigtermWatch {
+ public:
+  explicit SigtermWatch(bool on);
+  ~SigtermWatch();
+  SigtermWatch(const SigtermWatch&) = delete;
+  SigtermWatch& operator=(const SigtermWatch&) = delete;
+  bool on() const { return installed_; }
+
+ private:
+  bool installed_ = false;
+  struct sigaction previous_ {};
+};
 
 // The replica whose step the calling thread runs during a multi-replica step (-1 elsewhere):
 // LightningModule::log buffers the values of replicas and the trainer merges them.
@@ -93,6 +110,11 @@ struct Trainer::Impl {
   std::map<std::string, double> callback;
   int64_t epoch = 0, step = 0;
   int64_t resume_batches = 0;  // batches of `epoch` already done (from a checkpoint)
+  // Preemption (trainer_preempt.cpp): the watch during fit, and whether fit stopped for a SIGTERM.
+  std::optional<SigtermWatch> sigterm_watch;
+  bool interrupted = false;
+  bool watch_sigterm() const;  // checkpoint_on_sigterm, by default on under SLURM
+  bool sigterm_agreed();       // after an optimizer step: did any rank get SIGTERM? (a collective)
   bool in_training_step = false;
   std::shared_ptr<Impl*> alive = std::make_shared<Impl*>(this);  // the grad-ready hook's liveness token
   int64_t batch_size = 1;

@@ -4,7 +4,10 @@
 //  - gradient accumulation = a larger batch
 //  - resume from a checkpoint = a run that never stopped
 //  - sync_dist with unequal data per rank gives the true mean, sum, min, max
+//  - SIGTERM (preemption) writes a checkpoint that resumes to the uninterrupted run
+#include <csignal>
 #include <fstream>
+#include <thread>
 
 #include "training_support.hpp"
 
@@ -102,6 +105,47 @@ TEST(Training, ResumeEqualsUninterruptedRun) { resume_matches({}, 1); }
 TEST(Training, DdpResumeEqualsUninterruptedRun) { resume_matches({"ddp"}, 2); }
 // horovod scales the learning rate when the run starts; the resumed run keeps the checkpoint's.
 TEST(Training, HorovodResumeEqualsUninterruptedRun) { resume_matches({"horovod"}, 2); }
+
+// Preemption (SLURM's SIGTERM before the time limit): every rank stops after the same step, the
+// checkpoint is written, the job exits 128 + SIGTERM, and resuming from it ends where a run that
+// was never stopped ends.
+TEST(Training, SigtermWritesACheckpointThatResumesToTheUninterruptedRun) {
+  TempDir dir;
+  const std::vector<std::string> common{"--batch-size", "8", "--epochs", "100", "--max-steps", "1500"};
+  auto with = [&](std::vector<std::string> extra) {
+    extra.insert(extra.begin(), common.begin(), common.end());
+    return plrun("ddp", 2, mlp_args(extra));
+  };
+  auto full = run(with({"--root-dir", dir / "full", "--save", dir / "full.safetensors"}));
+  EXPECT_RAN(full);
+
+  plrt_test::ProcessSpec spec;
+  spec.argv = with({"--root-dir", dir / "part"});
+  spec.env = {{"PL_TRAINER_CHECKPOINT_ON_SIGTERM", "1"}, {"PL_LOG_LEVEL", "warn"}};
+  plrt_test::Job job({spec});
+  // After the first epoch's checkpoint (131 steps) and well before the end, SLURM's signal comes.
+  const std::string ckpt = dir / "part/lightning_logs/version_0/checkpoints/last";
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!fs::exists(ckpt + "/trainer.json") && std::chrono::steady_clock::now() < give_up)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  job.signal(SIGTERM);
+  auto stopped = job.wait().processes.at(0);
+  ASSERT_TRUE(stopped.exited) << stopped.status() << "\n" << stopped.output;
+  EXPECT_EQ(stopped.exit_code, 128 + SIGTERM) << stopped.output;
+  EXPECT_NE(stopped.output.find("every rank stopped after step"), std::string::npos) << stopped.output;
+  std::ifstream in(ckpt + "/trainer.json");
+  auto saved = nlohmann::json::parse(in);
+  const int64_t at = saved.at("global_step").get<int64_t>();
+  EXPECT_GT(at, 0);
+  EXPECT_LT(at, 1500) << "the signal came before the end: the run stopped early";
+  // The checkpoint is the one written at the stop, not the last epoch's.
+  EXPECT_NE(stopped.output.find("stopped after step " + std::to_string(at) + ";"), std::string::npos) << at << "\n"
+                                                                                                      << stopped.output;
+
+  auto rest = run(with({"--root-dir", dir / "part", "--resume", ckpt, "--save", dir / "resumed.safetensors"}));
+  EXPECT_RAN(rest);
+  EXPECT_LE(relative_difference(dir / "resumed.safetensors", dir / "full.safetensors"), 1e-6);
+}
 
 TEST(Training, SyncDistWithUnequalBatchesGivesTrueValues) {
   for (int world : {2, 3}) {

@@ -61,6 +61,12 @@ struct TrainerOptions {
   // Lightning's use_distributed_sampler: shard every loader across ranks with a DistributedSampler.
   // false: each rank iterates its loader as given (e.g. data already split per rank).
   bool use_distributed_sampler = true;
+  // Preemption, as Lightning does under SLURM: a SIGTERM during fit (SLURM's before the time limit,
+  // `sbatch --signal=TERM@60`, scancel) lets every rank finish its step; the ranks agree (one small
+  // collective after every optimizer step while this is on), checkpoints/last is written (also
+  // with enable_checkpointing false) and fit returns with interrupted() true.  Unset: on when SLURM
+  // launched the job.  PL_TRAINER_CHECKPOINT_ON_SIGTERM (0 or 1) overrides it.
+  std::optional<bool> checkpoint_on_sigterm;
 };
 
 class Trainer {
@@ -88,6 +94,8 @@ class Trainer {
   bool is_global_zero() const { return global_rank() == 0; }
   int64_t current_epoch() const;
   int64_t global_step() const;
+  // fit stopped early for a SIGTERM (checkpoint_on_sigterm) after writing checkpoints/last.
+  bool interrupted() const;
   const TrainerOptions& options() const;  // after PL_TRAINER_* overrides
   const JobConfig& job() const;
   const ClusterEnv& cluster() const;
