@@ -19,6 +19,7 @@ packages=(
   libopenblas-dev          # the cpu accelerator's gemm (cblas_sgemm/dgemm, openblas_set_num_threads)
   iproute2                 # ip netns, tc: scripts/netem-cluster and the multi-node tests (tests/cluster)
   python3                  # scripts/netem-cluster, bench/*.py
+  slurm-wlm munge          # tests/slurm: a one-node SLURM cluster (slurmctld, slurmd, srun, sbatch; munged)
 )
 
 missing=()
