@@ -130,6 +130,13 @@ ClusterEnv from_slurm(const Env& env) {
   c.source = "slurm";
   const std::string why = "srun sets it for every task";
   c.world_size = required_int(env, "SLURM_NTASKS", 1, INT_MAX, "[1, " + std::to_string(INT_MAX) + "]", why);
+  // A batch script (or salloc's shell) has the job's SLURM_NTASKS and SLURM_PROCID=0 but is no task:
+  // taken for rank 0 it would wait for ranks that never come.  srun's tasks have a step id.
+  if (c.world_size > 1 && !has(env, "SLURM_STEP_ID") && !has(env, "SLURM_STEPID"))
+    throw Error(PL_ERR_INVALID_ARGUMENT,
+                "SLURM_NTASKS=" + std::to_string(c.world_size) +
+                    " but this process is not an srun task (no SLURM_STEP_ID: a batch script or an salloc shell); "
+                    "start the program with srun (e.g. `srun plrt-mlp ...` in the batch script)");
   c.rank = required_int(env, "SLURM_PROCID", 0, c.world_size - 1, half_open(0, "SLURM_NTASKS", c.world_size), why);
   const std::string nodes_var = has(env, "SLURM_NNODES") ? "SLURM_NNODES" : "SLURM_JOB_NUM_NODES";
   if (!has(env, nodes_var)) missing("SLURM_NNODES (or SLURM_JOB_NUM_NODES)", why);

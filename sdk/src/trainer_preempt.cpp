@@ -40,8 +40,6 @@ bool Trainer::Impl::sigterm_agreed() {
   return flag[0] > 0;
 }
 
-bool Trainer::Impl::watch_sigterm() const {
-  return o.checkpoint_on_sigterm.value_or(env.source == "slurm");
-}
+bool Trainer::Impl::watch_sigterm() const { return o.checkpoint_on_sigterm.value_or(env.source == "slurm"); }
 
 }  // namespace pl

@@ -54,6 +54,7 @@ inline Env slurm_task() {
           {"SLURM_TASKS_PER_NODE", "2(x3),1"},
           {"SLURM_NODELIST", "gpu[007-010]"},
           {"SLURM_JOB_ID", "1234567"},
+          {"SLURM_STEP_ID", "0"},
           {"SLURM_JOB_NAME", "train"}};
 }
 

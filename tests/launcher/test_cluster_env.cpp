@@ -4,6 +4,7 @@
 #include "cluster_env_fixtures.hpp"
 
 using namespace cluster_env_test;
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 TEST(ClusterEnv, NoneIsASingleProcess) {
@@ -146,6 +147,22 @@ TEST(ClusterEnv, SlurmInteractiveAllocationIsIgnored) {
     e["SLURM_JOB_NAME"] = name;
     EXPECT_EQ(ClusterEnv::detect(e).source, "none") << name;
   }
+}
+
+// A batch script's shell has the job's task count but no step: not a task (it would wait as rank 0
+// for ranks that never come).  srun's tasks have SLURM_STEP_ID (older SLURM: SLURM_STEPID).
+TEST(ClusterEnv, SlurmBatchShellIsNotATask) {
+  Env shell = slurm_task();
+  shell.erase("SLURM_STEP_ID");
+  EXPECT_THAT(error_of(shell), AllOf(HasSubstr("SLURM_NTASKS=7 but this process is not an srun task"),
+                                     HasSubstr("start the program with srun")));
+  Env old_name = shell;
+  old_name["SLURM_STEPID"] = "0";
+  EXPECT_EQ(ClusterEnv::detect(old_name).rank, 5);
+  Env one = changed(changed(shell, "SLURM_NTASKS", "1"), "SLURM_PROCID", "0");  // one task: nothing to wait for
+  one = changed(changed(one, "SLURM_NNODES", "1"), "SLURM_NODEID", "0");
+  one = changed(changed(one, "SLURM_TASKS_PER_NODE", "1"), "SLURM_LOCALID", "0");
+  EXPECT_EQ(ClusterEnv::detect(one).world_size, 1);
 }
 
 TEST(ClusterEnv, SlurmValuesAreChecked) {

@@ -4,7 +4,9 @@
 //    each task's pl::ClusterEnv reads its rank, world, node and the job's port from SLURM;
 //  - sbatch --wait of a batch script with srun inside does the same;
 //  - SIGTERM reaches every task of an srun step: from scancel --signal=TERM at once, and from
-//    --signal=TERM@N before the job's time limit (the job then ends COMPLETED, not TIMEOUT).
+//    --signal=TERM@N before the job's time limit (the job then ends COMPLETED, not TIMEOUT);
+//  - the Trainer's preemption, on by default under SLURM: scancel --signal=TERM on a training job
+//    makes every rank stop after the same step and write checkpoints/last at that step.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -194,6 +196,39 @@ TEST_F(Slurm, SignalOptionSendsTermToEveryTaskBeforeTheTimeLimit) {
         << r.output;
   const auto j = nlohmann::json::parse(read_text(dir / "task-0.json"));
   EXPECT_EQ(c.job_field(j["env"]["SLURM_JOB_ID"], "JobState"), "COMPLETED");
+}
+
+// Lightning's SLURM behaviour: the signal SLURM sends before the time limit makes the Trainer write a
+// checkpoint at the step every rank stopped after, and the tasks exit 128 + SIGTERM.
+TEST_F(Slurm, SigtermFromSlurmMakesTheTrainerCheckpointAndStop) {
+  TempDir dir;
+  std::vector<std::string> srun{"--kill-on-bad-exit=1"};
+  const auto program = mlp_args({"--accelerator", "cpu", "--strategy", "ddp", "--devices", "2", "--batch-size", "8",
+                                 "--epochs", "1000", "--root-dir", dir / "root"});
+  srun.insert(srun.end(), program.begin(), program.end());
+  const std::string script = batch_script(dir, "long.sh", srun);
+  auto sub = c.client({"sbatch", "--parsable", "-N1", "-n2", "-t", "2", "-o", dir / "long.out", script}, 30s,
+                      {{"PL_LOG_LEVEL", "warn"}});
+  ASSERT_TRUE(sub.ok()) << sub.status() << "\n" << sub.output;
+  const std::string job = sub.output.substr(0, sub.output.find_first_of(";\n"));
+  // Once the first epoch's checkpoint exists, training is under way on both ranks.
+  const std::string ckpt = dir / "root/lightning_logs/version_0/checkpoints/last";
+  const auto until = std::chrono::steady_clock::now() + 60s;
+  while (!std::filesystem::exists(ckpt + "/trainer.json") && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(50ms);
+  ASSERT_TRUE(std::filesystem::exists(ckpt + "/trainer.json")) << read_text(dir / "long.out") << c.logs();
+
+  auto cancel = c.client({"scancel", "--signal=TERM", job});
+  ASSERT_TRUE(cancel.ok()) << cancel.status() << "\n" << cancel.output;
+  const std::string state = c.wait_for_job(job, 30s);
+  const std::string out = read_text(dir / "long.out");
+  EXPECT_EQ(state, "FAILED") << "srun returns the tasks' 143, so the batch script fails\n" << out;
+  const auto saved = nlohmann::json::parse(read_text(ckpt + "/trainer.json"));
+  const int64_t step = saved.at("global_step").get<int64_t>();
+  EXPECT_NE(out.find("every rank stopped after step " + std::to_string(step) + ";"), std::string::npos)
+      << "the checkpoint is the one written at the stop (step " << step << ")\n"
+      << out;
+  EXPECT_NE(out.find("stopped by SIGTERM after " + std::to_string(step) + " steps"), std::string::npos) << out;
 }
 
 }  // namespace
