@@ -263,6 +263,17 @@ void Fusion::cycles() {
   reap(true);
 }
 
+int64_t Fusion::lay_out(const std::vector<size_t>& members, std::vector<PL_Tensor>& parts,
+                        std::vector<int64_t>& offsets) const {
+  int64_t numel = 0;
+  for (size_t k : members) {
+    parts.push_back(entries_[k].grad);
+    offsets.push_back(numel);
+    numel += entries_[k].grad.numel;
+  }
+  return numel;
+}
+
 std::string Fusion::describe(const std::vector<size_t>& members) const {
   std::string s = std::to_string(members.size()) + " gradient(s): ";
   for (size_t j = 0; j < members.size() && j < 3; ++j)
@@ -310,12 +321,7 @@ void Fusion::flush(Open& o, int open_index) {
   f.members = std::move(o.members);
   std::vector<PL_Tensor> parts;
   std::vector<int64_t> offsets;
-  int64_t numel = 0;
-  for (size_t k : f.members) {
-    parts.push_back(entries_[k].grad);
-    offsets.push_back(numel);
-    numel += entries_[k].grad.numel;
-  }
+  const int64_t numel = lay_out(f.members, parts, offsets);
   PL_Tensor base = entries_[f.members.front()].grad;
   base.data = o.slots[static_cast<size_t>(slot)].get();
   base.device = dev_.device;
@@ -360,12 +366,7 @@ void Fusion::complete(Flight& f) {
   Open& o = opens_[static_cast<size_t>(f.open)];
   std::vector<PL_Tensor> parts;
   std::vector<int64_t> offsets;
-  int64_t numel = 0;
-  for (size_t k : f.members) {
-    parts.push_back(entries_[k].grad);
-    offsets.push_back(numel);
-    numel += entries_[k].grad.numel;
-  }
+  lay_out(f.members, parts, offsets);
   reducer::unpack_parts(dev_, f.flat, offsets, parts, what + ": unpacking");
   o.busy[static_cast<size_t>(f.slot)] = 0;
 }

@@ -119,6 +119,10 @@ class Fusion {
   void complete(Flight& f);  // waits, post-scales, unpacks, frees the slot
   void reap(bool all);       // completes the finished flights (all: every one, in order)
   std::string describe(const std::vector<size_t>& members) const;
+  // members' gradients, end to end in a flat buffer: their descriptors and element offsets; returns
+  // the elements in all.
+  int64_t lay_out(const std::vector<size_t>& members, std::vector<PL_Tensor>& parts,
+                  std::vector<int64_t>& offsets) const;
 
   FusionConfig cfg_;
   const strategy::DeviceContext& dev_;
