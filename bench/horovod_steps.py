@@ -15,11 +15,9 @@ the gradients each allreduce carried, and the milliseconds after_backward waited
 so only its default is run there: the row measures the strategy's fixed cost against ddp's.
 plrt's time is the whole of fit (set-up included), PyTorch's excludes its warm-up (mlp_steps.py).
 """
-import argparse
 import statistics
-import sys
 
-from mlp_steps import has_torch, plrt_report, run_torch
+from mlp_steps import parse_args, plrt_report, run_torch
 
 SIDES = [("ddp", "ddp", []), ("horovod", "horovod", []),
          ("horovod fusion=0", "horovod", ["--strategy-option", "fusion_threshold_mb=0"]),
@@ -44,17 +42,7 @@ def ratio(a, b):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--build", default="build/release")
-    ap.add_argument("--steps", type=int, default=1000)
-    ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--worlds", default="1,2")
-    ap.add_argument("--hidden", default="256")
-    ap.add_argument("--python", default="/usr/bin/python3", help="a Python with torch (Debian's python3-torch)")
-    a = ap.parse_args()
-    torch_ok = has_torch(a.python)
-    if not torch_ok:
-        print(f"note: {a.python} cannot import torch (apt-get install python3-torch); plrt only", file=sys.stderr)
+    a, torch_ok = parse_args(__doc__, 1000)
     print("| W | side | steps/s | vs plrt ddp | vs PyTorch DDP | cycles/step | allreduces/step | grads/allreduce "
           "| exposed ms/step |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
