@@ -22,17 +22,23 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def run_plrt(build, world, steps, hidden):
+def plrt_report(build, world, steps, hidden, strategy="ddp", plrun_flags=()):
+    """plrt-mlp on `world` cpu ranks under plrun --strategy `strategy` `plrun_flags`: its --report."""
     with tempfile.TemporaryDirectory() as tmp:
         report = os.path.join(tmp, "report.json")
-        cmd = [os.path.join(build, "bin", "plrun"), "--accelerator", "cpu", "--strategy", "ddp", "--devices", str(world),
-               "--", os.path.join(build, "bin", "plrt-mlp"), "--features", "784", "--hidden", hidden, "--classes", "10",
-               "--batch-size", "64", "--optimizer", "sgd", "--samples", str(64 * world * 200), "--heldout", "0", "--no-checkpoint",
-               "--max-steps", str(steps), "--epochs", "100000", "--root-dir", tmp, "--report", report]
+        cmd = [os.path.join(build, "bin", "plrun"), "--accelerator", "cpu", "--strategy", strategy, "--devices",
+               str(world), *plrun_flags, "--", os.path.join(build, "bin", "plrt-mlp"), "--features", "784", "--hidden",
+               hidden, "--classes", "10", "--batch-size", "64", "--optimizer", "sgd", "--samples", str(64 * world * 200),
+               "--heldout", "0", "--no-checkpoint", "--max-steps", str(steps), "--epochs", "100000", "--root-dir", tmp,
+               "--report", report]
         env = dict(os.environ, PL_LOG_LEVEL="warn", OPENBLAS_NUM_THREADS="1")
         subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL)
         with open(report) as f:
-            r = json.load(f)
+            return json.load(f)
+
+
+def run_plrt(build, world, steps, hidden):
+    r = plrt_report(build, world, steps, hidden)
     st = r.get("strategy_stats", {})
     hidden_share = None
     if st.get("allreduce_ms"):
@@ -52,10 +58,11 @@ def has_torch(python):
     return subprocess.run([python, "-c", "import torch"], capture_output=True).returncode == 0
 
 
-def main():
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def parse_args(doc, steps):
+    """The command line mlp_steps.py and horovod_steps.py share; also says whether torch imports."""
+    p = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--build", default=os.path.join(HERE, "..", "build", "release"))
-    p.add_argument("--steps", type=int, default=2000)
+    p.add_argument("--steps", type=int, default=steps)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--worlds", default="1,2")
     p.add_argument("--hidden", default="256")
@@ -64,6 +71,11 @@ def main():
     torch_ok = has_torch(a.python)
     if not torch_ok:
         print(f"note: {a.python} cannot import torch (apt-get install python3-torch); plrt only", file=sys.stderr)
+    return a, torch_ok
+
+
+def main():
+    a, torch_ok = parse_args(__doc__, 2000)
     print(f"{'ranks':>5} {'plrt steps/s':>13} {'torch steps/s':>14} {'ratio':>6} {'allreduce hidden':>17}")
     for world in [int(w) for w in a.worlds.split(",")]:
         plrt, torch, hidden = [], [], []

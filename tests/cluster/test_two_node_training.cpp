@@ -2,7 +2,8 @@
 // network namespaces joined by a shaped veth link (scripts/netem-cluster job: plrun --num-nodes 2,
 // node 0's address as --master-addr, one PL_JOB_TOKEN).  Its trained weights must equal one node's
 // two-process ddp run's, and the gradients must have crossed the link (both sides' tbf counters).
-// bagua's gradient_allreduce equals ddp there too, and bytegrad runs (and sends less).
+// bagua's gradient_allreduce equals ddp there too, and bytegrad runs (and sends less); ddp and
+// horovod with one and two processes per node equal one node's run of as many processes.
 #include "netem_cluster.hpp"
 #include "training_support.hpp"
 
@@ -115,6 +116,29 @@ TEST(TwoNodes, BaguaHierarchicalOnTwoNodesOfTwoProcesses) {
 
   ASSERT_NO_FATAL_FAILURE(train_on_two_nodes(c, flags("bagua_low_precision_decentralized", "true"), dir, "lpd"));
   EXPECT_TRUE(std::filesystem::exists(dir / "lpd.safetensors"));
+}
+
+// ddp and horovod (docs/horovod.md) on two nodes of one and of two processes each: every run equals
+// one node's run of the same strategy, flags and world size (2 and 4), and its gradients crossed the
+// link.  horovod scales the learning rate by the world size (scale_lr=true), so its weights differ
+// from ddp's: the four comparisons are between four distinct trainings.
+TEST(TwoNodes, DdpAndHorovodWithOneAndTwoProcessesPerNodeEqualOneNode) {
+  NETEM_CLUSTER(c, "1gbit", "0.1ms");
+  TempDir dir;
+  const long long grads = 669LL * 4 * kSteps;  // the model's gradient, every step
+  for (const auto& [strategy, tolerance] : {std::pair<std::string, double>{"ddp", 1e-6}, {"horovod", 1e-5}})
+    for (int per_node : {1, 2}) {
+      const std::string tag = strategy + std::to_string(per_node);
+      SCOPED_TRACE(tag + ": " + std::to_string(per_node) + " process(es) per node");
+      ASSERT_NO_FATAL_FAILURE(train_on_one_node(strategy, 2 * per_node, dir, tag + "_one"));
+      long long link = 0;
+      ASSERT_NO_FATAL_FAILURE(train_on_two_nodes(
+          c, {"--accelerator", "cpu", "--strategy", strategy, "--devices", std::to_string(per_node)}, dir, tag, &link));
+      EXPECT_LE(relative_difference(dir / (tag + ".safetensors"), dir / (tag + "_one.safetensors")), tolerance);
+      EXPECT_GE(link, grads) << "the link carried " << link << " bytes";
+    }
+  EXPECT_GT(relative_difference(dir / "horovod1.safetensors", dir / "ddp1.safetensors"), 1e-3)
+      << "horovod's scale_lr changed nothing";
 }
 
 }  // namespace

@@ -4,8 +4,8 @@
 //  - accumulate_grad_batches: one synchronisation and one optimizer step per window
 //  - tensor fusion: threshold 0 (option or HOROVOD_FUSION_THRESHOLD) sends each gradient alone; a
 //    threshold that holds every gradient and a long cycle send one collective per step; a
-//    threshold of two layers' gradients splits them; gradient_predivide_factor and op=sum keep the
-//    arithmetic
+//    threshold of two layers' gradients splits them (and a backward shorter than the cycle takes one
+//    negotiation); gradient_predivide_factor and op=sum keep the arithmetic
 //  - bad options and bad HOROVOD_* variables exit 2 before any work, naming them
 #include <algorithm>
 #include <tuple>
@@ -144,6 +144,27 @@ TEST(Horovod, TensorFusionFollowsThresholdAndCycleTime) {
             30);
   for (const char* name : {"alone", "alone_env", "one", "one_env", "split"})
     EXPECT_LE(relative_difference(dir / (std::string(name) + ".safetensors"), dir / "ref.safetensors"), 1e-6) << name;
+}
+
+// A backward shorter than the cycle takes one negotiation per step: the step's first cycle comes a
+// cycle_time_ms after its first gradient, or at the end of backward, not at once (a cycle there
+// found little ready and cost every step one more control allreduce, beside backward).  The model
+// is wider than the sample's so that backward lasts milliseconds: time enough for such a cycle.
+TEST(Horovod, ABackwardShorterThanTheCycleTakesOneNegotiationPerStep) {
+  TempDir dir;
+  auto h = run(horovod(2,
+                       job(dir, "wide",
+                           {{"--features", "784"},
+                            {"--hidden", "1024,1024"},
+                            {"--batch-size", "64"},
+                            {"--max-steps", "10"},
+                            {"--report", dir / "wide.json"}}),
+                       {"cycle_time_ms=2000"}));
+  EXPECT_RAN(h);
+  auto r = report(dir / "wide.json")["strategy_stats"];
+  EXPECT_EQ(r["synced_steps"], 10) << r.dump(2);
+  EXPECT_EQ(r["allreduces"], 10) << r.dump(2);
+  EXPECT_EQ(r["cycles"], 10) << "one negotiation per step\n" << r.dump(2);
 }
 
 TEST(Horovod, BadOptionsAndVariablesExitTwoBeforeAnyWork) {

@@ -218,7 +218,9 @@ void Fusion::cycles() {
   verdict.device = PL_Device{PL_DEVICE_CPU, 0};
   verdict.numel = verdict.shape[0] = static_cast<int64_t>(n + 1);
   verdict.ndim = 1;
-  auto next = Clock::now();
+  // The step's first cycle waits a period too (or the end of backward): at the first gradient
+  // little is ready, and a cycle there is one more control allreduce per step, beside backward.
+  auto next = Clock::now() + period;
   for (uint64_t cycle = 1;; ++cycle) {
     {
       std::unique_lock<std::mutex> lock(m_);

@@ -10,9 +10,10 @@
 // thread per rank runs CYCLES: each cycle is one small allreduce (MIN) of this rank's ready flags
 // (one int32 per trainable parameter, and one "backward is over" flag) on a CONTROL group of its
 // own, so the verdict is the same on every rank; the gradients it newly finds ready everywhere
-// enter the fusion buffers, in reverse registration order.  The cycles are collectives, so the
-// ranks' threads run them in lockstep; a rank that is late only makes the others' next cycle wait
-// (in the thread, never in backward).
+// enter the fusion buffers, in reverse registration order.  A step's first cycle comes
+// cycle_time_ms after its first gradient, or at the end of backward if that is sooner.  The cycles are collectives, so
+// the ranks' threads run them in lockstep; a rank that is late only makes the others' next cycle wait (in the thread,
+// never in backward).
 //
 // THE RULE, decided from the verdicts alone (so identically on every rank).  At cycle c:
 //   1. every fusion buffer that already held gradients before cycle c is allreduced (its first
@@ -28,7 +29,8 @@
 //
 // COST.  One allreduce of 4 * (parameters + 1) bytes per cycle on the control group (gloo in host
 // memory, whatever the data backend: Horovod's controller), and the cycle's wait: a step's cycles
-// are about backward's length / cycle_time_ms.  The control group is one more set of connections.
+// are about backward's length / cycle_time_ms, and one for a backward shorter than a cycle.  The control group is one
+// more set of connections.
 //
 // Errors: a failure in the thread (a collective's error or timeout) aborts both groups, so that the
 // other ranks fail at once instead of waiting out their timeout, and every later call fails with it.
