@@ -25,6 +25,9 @@
  *                   option fail_save_rank=<r> makes rank r's save_state fail once run_steps
  *                   passes fail_save_after=<n> (a rank that cannot save: the previous checkpoint
  *                   must stay whole).
+ * ABI 1.7: the option lr_scale=<x> makes bind_optimizer ask the host for the learning rate times x
+ * (PL_OptimizerInfo.lr_scale, written only when the host's struct is that long: a 1.6 host is
+ * refused with an error naming the option); without it bind_optimizer asks nothing.
  * get_stat counts what was called: run_steps, optimizer_steps, ranges_stepped, agree_skip_calls,
  * skips, reduce_calls, all_gather_calls, restored (1 after load_state).
  *
@@ -132,9 +135,19 @@ static PL_Error* ic_create(const PL_Host* host, const PL_StrategyConfig* config,
         s->fail_save_rank = (int32_t)v;
       else
         s->fail_save_after = (int64_t)v;
+    } else if (strcmp(o->key, "lr_scale") == 0) {
+      char* end = NULL;
+      s->lr_scale = strtod(o->value, &end);
+      if (end == o->value || *end != '\0' || !(s->lr_scale > 0)) {
+        snprintf(msg, sizeof msg, IC_NAME ": lr_scale='%s' is not valid (a number > 0)", o->value);
+        free(s);
+        return host->error_new(PL_ERR_INVALID_ARGUMENT, msg);
+      }
     } else if (strcmp(o->key, "launch") != 0) {
       snprintf(msg, sizeof msg,
-               IC_NAME ": unknown option '%s' (valid: grad_scale, launch, step, skip, fail_save_rank, fail_save_after)",
+               IC_NAME
+               ": unknown option '%s' (valid: grad_scale, launch, step, skip, fail_save_rank, fail_save_after, "
+               "lr_scale)",
                o->key);
       free(s);
       return host->error_new(PL_ERR_INVALID_ARGUMENT, msg);
@@ -343,7 +356,20 @@ static PL_Error* ic_load_state(PL_Strategy* s, const char* dir, int32_t saved_wo
   return NULL;
 }
 
+/* ABI 1.7: the learning rate times the option lr_scale, asked of the host (which owns the
+ * optimizer).  The reason is a static string: valid while the plugin is loaded. */
+static PL_Error* ic_bind_optimizer(PL_Strategy* s, PL_OptimizerInfo* info) {
+  if (info == NULL) return ic_fail(s, PL_ERR_INVALID_ARGUMENT, IC_NAME ": bind_optimizer: info is NULL");
+  if (s->lr_scale == 0) return NULL;
+  if (!PL_HAS_FIELD(PL_OptimizerInfo, info, lr_scale_reason))
+    return ic_fail(s, PL_ERR_UNSUPPORTED, IC_NAME ": option lr_scale needs a host of ABI 1.7 or later");
+  info->lr_scale = s->lr_scale;
+  info->lr_scale_reason = "independent_c's option lr_scale";
+  return NULL;
+}
+
 #define IC_ABI_MINOR PL_ABI_MINOR
+#define IC_BIND_OPTIMIZER ic_bind_optimizer
 #define IC_TABLE_SIZE sizeof(PL_StrategyApi)
 #define IC_14_ENTRIES \
   ic_optimizer_step, ic_agree_skip, ic_reduce, ic_all_gather, ic_state_info, ic_save_state, ic_load_state
@@ -380,6 +406,7 @@ static PL_Error* never_load_state(PL_Strategy* s, const char* d, int32_t w) {
 }
 
 #define IC_ABI_MINOR 3
+#define IC_BIND_OPTIMIZER NULL /* past the 1.3 table's size */
 #define IC_TABLE_SIZE PL_STRUCT_SIZE(PL_StrategyApi, setup_replica)
 #define IC_14_ENTRIES                                                                                         \
   never_optimizer_step, never_agree_skip, never_reduce, never_all_gather, never_state_info, never_save_state, \
@@ -405,7 +432,7 @@ static const PL_StrategyApi kApi = {IC_TABLE_SIZE,
                                     NULL,
                                     IC_14_ENTRIES,
                                     NULL /* owned_ranges (1.5): no sharding */,
-                                    NULL /* bind_optimizer (1.6) */,
+                                    IC_BIND_OPTIMIZER /* bind_optimizer (1.6; lr_scale: 1.7) */,
                                     NULL /* sync_weights (1.6): the ranks' weights never drift */};
 
 static const PL_Option kHalf[] = {{sizeof(PL_Option), "grad_scale", "0.5"}};

@@ -29,6 +29,7 @@ enum {
 struct PL_Strategy {
   const PL_Host* host;
   double grad_scale;
+  double lr_scale; /* option lr_scale: asked of the host in bind_optimizer (ABI 1.7); 0 = nothing */
   int32_t sync_enabled;
   int32_t rank, world_size;
   PL_Store* store; /* borrowed from create; NULL alone */

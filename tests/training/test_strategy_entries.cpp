@@ -87,6 +87,17 @@ Trained train(const std::string& strategy, std::vector<std::pair<std::string, st
 
 // ---- optimizer_step and PL_Parameter.kind ----
 
+// ABI 1.7 from a C plugin: bind_optimizer's lr_scale multiplies the host's learning rate when the
+// run starts.  For momentum SGD, lr x 2 is the gradient x 2 (grad_scale=2), exactly.
+TEST(StrategyEntries, ACStrategysLrScaleMultipliesTheHostsLearningRate) {
+  Trained scaled = train("independent_c", {{"lr_scale", "2"}});
+  Trained doubled = train("independent_c", {{"grad_scale", "2"}});
+  Trained plain = train("independent_c");
+  EXPECT_EQ(scaled.final, doubled.final);
+  EXPECT_NE(scaled.final, plain.final);
+  EXPECT_THAT(error_of([] { train("independent_c", {{"lr_scale", "0"}}); }), HasSubstr("lr_scale='0' is not valid"));
+}
+
 TEST(StrategyEntries, WholeStepsAreBitIdenticalThroughEveryPathAndFrozenParametersStay) {
   ModelConfig frozen;
   frozen.freeze_l1_bias = true;
