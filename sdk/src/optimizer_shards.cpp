@@ -275,19 +275,28 @@ OptimizerFile read_one(const std::string& dir, const std::string& name, const st
                                                  std::to_string(rank) + " of " + std::to_string(world) +
                                                  " (a file from another checkpoint?)");
   OptimizerFile out;
-  for (const auto& [k, v] : file.metadata) {
-    if (k == kOptimizerNameKey || k == kShardRankKey || k == kShardWorldKey) continue;
-    double x = 0;
-    auto res = std::from_chars(v.data(), v.data() + v.size(), x);
-    if (v.empty() || res.ec != std::errc() || res.ptr != v.data() + v.size())
-      throw pl::Error(PL_ERR_INVALID_ARGUMENT, in + " is damaged: its scalar '" + k + "' is '" + v + "', not a number");
+  for (const auto& [k, x] : optimizer_scalars(file.metadata, in))
     (k.rfind("state.", 0) == 0 ? out.ranged : out.global)[k] = x;
-  }
   out.tensors = std::move(file.tensors);
   return out;
 }
 
 }  // namespace
+
+std::map<std::string, double> optimizer_scalars(const std::map<std::string, std::string>& metadata,
+                                                const std::string& source) {
+  std::map<std::string, double> out;
+  for (const auto& [k, v] : metadata) {
+    if (k == kOptimizerNameKey || k == kShardRankKey || k == kShardWorldKey) continue;
+    double x = 0;
+    auto res = std::from_chars(v.data(), v.data() + v.size(), x);
+    if (v.empty() || res.ec != std::errc() || res.ptr != v.data() + v.size())
+      throw pl::Error(PL_ERR_INVALID_ARGUMENT,
+                      source + " is damaged: its scalar '" + k + "' is '" + v + "', not a number");
+    out[k] = x;
+  }
+  return out;
+}
 
 OptimizerState read_optimizer_file(const std::string& dir, const std::string& file, const std::string& optimizer_name) {
   OptimizerFile f = read_one(dir, file, optimizer_name, -1, 0);

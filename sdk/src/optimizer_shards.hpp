@@ -103,6 +103,11 @@ inline constexpr const char* kOptimizerNameKey = "optimizer";
 inline constexpr const char* kShardRankKey = "shard_rank";
 inline constexpr const char* kShardWorldKey = "shard_world_size";
 
+// An optimizer file's scalars (every metadata value but the keys above, as a number).  A value
+// that is not a number throws PL_ERR_INVALID_ARGUMENT: "<source> is damaged: its scalar ...".
+std::map<std::string, double> optimizer_scalars(const std::map<std::string, std::string>& metadata,
+                                                const std::string& source);
+
 // Reads `files` of checkpoint folder `dir` one at a time into an OptimizerShards (the first
 // file's global scalars), checking that each exists, parses (scalars included), was written by
 // `optimizer_name` and, for a rank file (files[r] == optimizer_rank_file(r)), names rank r of

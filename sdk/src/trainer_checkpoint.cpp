@@ -19,7 +19,6 @@
 // whichever files hold them (optimizer_shards.hpp), and every check comes before any state
 // changes (the strategy's load_state first of the changes).
 #include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -289,16 +288,7 @@ void Trainer::Impl::broadcast_optimizer_state() {
     throw Error(PL_ERR_INVALID_ARGUMENT, "rank 0's optimizer is " + name + " but this rank's (" + std::to_string(rank) +
                                              ") is " + optimizer->name() +
                                              ": configure_optimizers must make the same optimizer on every rank");
-  std::map<std::string, double> scalars;
-  for (const auto& [k, v] : f.metadata) {
-    if (k == plrt::sdk::kOptimizerNameKey) continue;
-    char* end = nullptr;
-    const double x = std::strtod(v.c_str(), &end);
-    if (v.empty() || *end != '\0')
-      throw Error(PL_ERR_RUNTIME, "rank 0's optimizer state has the scalar '" + k + "' = '" + v + "', not a number");
-    scalars[k] = x;
-  }
-  optimizer->load_state(f.tensors, scalars);
+  optimizer->load_state(f.tensors, plrt::sdk::optimizer_scalars(f.metadata, "rank 0's optimizer state"));
 }
 
 }  // namespace pl
