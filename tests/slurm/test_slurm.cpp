@@ -106,6 +106,15 @@ std::vector<std::string> worker(const TempDir& dir, long sleep_ms) {
   return {SLURM_WORKER_PATH, "--out-dir", dir.path.string(), "--sleep-ms", std::to_string(sleep_ms)};
 }
 
+// `srun -N1 -n2 <flags>` running the worker on both tasks.
+std::vector<std::string> srun_worker(const TempDir& dir, const std::vector<std::string>& flags, long sleep_ms) {
+  std::vector<std::string> argv{"srun", "-N1", "-n2"};
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  const auto w = worker(dir, sleep_ms);
+  argv.insert(argv.end(), w.begin(), w.end());
+  return argv;
+}
+
 TEST_F(Slurm, SrunDdpTrainsTheWeightsPlrunDoes) {
   TempDir dir;
   ASSERT_NO_FATAL_FAILURE(train_with_plrun(dir));
@@ -121,10 +130,7 @@ TEST_F(Slurm, SrunDdpTrainsTheWeightsPlrunDoes) {
 // node, rank 0's host (the node) and the port Lightning derives from the job id.
 TEST_F(Slurm, EachTaskReadsItsPlaceAndTheJobsPortFromSlurm) {
   TempDir dir;
-  std::vector<std::string> argv{"srun", "-N1", "-n2", "--kill-on-bad-exit=1", "-t", "1"};
-  const auto w = worker(dir, 0);
-  argv.insert(argv.end(), w.begin(), w.end());
-  auto r = c.client(argv, 60s);
+  auto r = c.client(srun_worker(dir, {"--kill-on-bad-exit=1", "-t", "1"}, 0), 60s);
   ASSERT_TRUE(r.ok()) << r.status() << "\n" << r.output << "\n" << c.logs();
   for (int task : {0, 1}) {
     const auto j = nlohmann::json::parse(read_text(dir / ("task-" + std::to_string(task) + ".json")));
@@ -183,10 +189,7 @@ TEST_F(Slurm, ScancelSignalTermReachesEveryTaskOfTheStep) {
 // well before its limit (a job killed at its limit ends TIMEOUT).
 TEST_F(Slurm, SignalOptionSendsTermToEveryTaskBeforeTheTimeLimit) {
   TempDir dir;
-  std::vector<std::string> argv{"srun", "-N1", "-n2", "-t", "1", "--signal=TERM@27"};
-  const auto w = worker(dir, 58000);
-  argv.insert(argv.end(), w.begin(), w.end());
-  auto r = c.client(argv, 50s);
+  auto r = c.client(srun_worker(dir, {"-t", "1", "--signal=TERM@27"}, 58000), 50s);
   EXPECT_TRUE(r.ok()) << r.status() << " (a time-out here: the tasks got no SIGTERM before the limit)\n"
                       << r.output << "\n"
                       << c.logs();
