@@ -48,6 +48,13 @@ void validate(const LaunchOptions& o) {
   if (!(o.grace_period_s >= 0 && o.grace_period_s <= kMaxGracePeriod))  // also catches NaN
     invalid("--grace-period " + format_seconds(o.grace_period_s) + " is not valid: it must be in [0, " +
             format_seconds(kMaxGracePeriod) + "] seconds");
+  if (o.max_restarts < 0 || o.max_restarts > kMaxRestarts)
+    invalid("--max-restarts " + std::to_string(o.max_restarts) + " is not valid: it must be in [0, " +
+            std::to_string(kMaxRestarts) + "] (0: a failed worker ends the job)");
+  if (o.run_id.empty() || o.run_id.size() > 128 ||
+      o.run_id.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") !=
+          std::string::npos)
+    invalid("--run-id '" + o.run_id + "' is not valid: use 1 to 128 letters, digits, '.', '_' or '-'");
   if (!(o.exit_barrier_timeout_s > 0 && o.exit_barrier_timeout_s <= kMaxExitBarrier))
     invalid("--exit-barrier-timeout " + format_seconds(o.exit_barrier_timeout_s) + " is not valid: it must be in (0, " +
             format_seconds(kMaxExitBarrier) + "] seconds");
@@ -77,7 +84,8 @@ Rendezvous plan_rendezvous(const LaunchOptions& o, const std::optional<std::stri
   return r;
 }
 
-std::vector<WorkerSpec> plan_workers(const pl::JobConfig& c, const LaunchOptions& o, const Rendezvous& r) {
+std::vector<WorkerSpec> plan_workers(const pl::JobConfig& c, const LaunchOptions& o, const Rendezvous& r,
+                                     const Attempt& a) {
   if (c.num_nodes != o.num_nodes)
     invalid("the job resolved to " + std::to_string(c.num_nodes) + " nodes but --num-nodes is " +
             std::to_string(o.num_nodes));
@@ -99,6 +107,13 @@ std::vector<WorkerSpec> plan_workers(const pl::JobConfig& c, const LaunchOptions
       {"PL_JOB_TOKEN", r.token},
       // plrun serves the store for the whole job: rank 0 must not serve it (it may exit first).
       {"PL_USE_AGENT_STORE", "1"},
+      // Each round of workers (a restart) has its own keys in that store.
+      {"PL_STORE_PREFIX", a.store_prefix},
+      {"PL_RESTART_COUNT", std::to_string(a.restarts)},
+      // torchrun's names, for programs written for it.
+      {"TORCHELASTIC_RESTART_COUNT", std::to_string(a.restarts)},
+      {"TORCHELASTIC_MAX_RESTARTS", std::to_string(o.max_restarts)},
+      {"TORCHELASTIC_RUN_ID", o.run_id},
   };
   for (const auto& [name, value] : o.trainer_flags) {
     // devices="usable[:N]" was resolved once, here: the workers get the list.  Probing again, each
@@ -158,6 +173,11 @@ const std::vector<std::string>& managed_variables() {
                                                  "MASTER_PORT",
                                                  "PL_JOB_TOKEN",
                                                  "PL_USE_AGENT_STORE",
+                                                 "PL_STORE_PREFIX",
+                                                 "PL_RESTART_COUNT",
+                                                 "TORCHELASTIC_RESTART_COUNT",
+                                                 "TORCHELASTIC_MAX_RESTARTS",
+                                                 "TORCHELASTIC_RUN_ID",
                                                  "PL_LAUNCH_MODE",
                                                  "PL_TRAINER_ACCELERATOR",
                                                  "PL_TRAINER_DEVICES",

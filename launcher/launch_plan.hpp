@@ -22,6 +22,8 @@ struct LaunchOptions {
   std::optional<int> master_port;          // default: 0 = a free port (single node), 29500 otherwise
   double grace_period_s = 3.0;             // SIGTERM -> SIGKILL, in [0, kMaxGracePeriod]
   double exit_barrier_timeout_s = 300;     // several nodes: how long node 0 waits for the others (torchrun's)
+  int max_restarts = 0;                    // restarts of every worker after a failure, counted job-wide
+  std::string run_id = "none";             // TORCHELASTIC_RUN_ID (torchrun's --rdzv-id default)
   // The trainer flags given on the command line, as given: {"DEVICES", "2"} becomes
   // PL_TRAINER_DEVICES=2.  Flags not given are not passed, so that a program's defaults apply.
   // DEVICES "usable[:N]" is the exception: the workers get the resolved list ("[1, 3]").
@@ -32,7 +34,8 @@ struct LaunchOptions {
   std::string plugin_path;
 };
 
-constexpr double kMaxGracePeriod = 5.0;       // so that stopping a job completes within 5 s
+constexpr double kMaxGracePeriod = 5.0;  // so that stopping a job completes within 5 s
+constexpr int kMaxRestarts = 1000000;
 constexpr int kDefaultMultiNodePort = 29500;  // torchrun's
 
 // Where the job's rendezvous store lives and who serves it.
@@ -63,9 +66,17 @@ void validate(const LaunchOptions& options);
 Rendezvous plan_rendezvous(const LaunchOptions& options, const std::optional<std::string>& env_token,
                            const std::function<std::string()>& make_token);
 
+// Which round of workers of the job (see job_rounds.hpp) a plan is for.
+struct Attempt {
+  int round = 0;                               // 0, 1, ...: one per restart
+  int restarts = 0;                            // PL_RESTART_COUNT, TORCHELASTIC_RESTART_COUNT
+  std::string store_prefix = "plrt/round_0/";  // PL_STORE_PREFIX: the round's own store keys
+};
+
 // The processes to start on this node and their environment.  `rdv.master_port` must be the real
 // port by now (node 0 reads it back from its store).
-std::vector<WorkerSpec> plan_workers(const pl::JobConfig& config, const LaunchOptions& options, const Rendezvous& rdv);
+std::vector<WorkerSpec> plan_workers(const pl::JobConfig& config, const LaunchOptions& options, const Rendezvous& rdv,
+                                     const Attempt& attempt = {});
 
 // The variables plrun sets or clears in every worker's environment: an inherited RANK (plrun run
 // inside another launcher) or PL_TRAINER_* must not leak into the job.

@@ -1,10 +1,13 @@
 #include "launcher.hpp"
 
+#include <poll.h>
+
+#include <cerrno>
 #include <cstdlib>
 #include <optional>
 #include <plrt/sdk/store.hpp>
 
-#include "exit_barrier.hpp"
+#include "job_rounds.hpp"
 #include "supervisor.hpp"
 #include "worker_process.hpp"
 
@@ -17,6 +20,37 @@ namespace {
 std::optional<std::string> env(const char* name) {
   const char* v = std::getenv(name);
   return v ? std::optional<std::string>(v) : std::nullopt;
+}
+
+// Another node: connects to node 0's store, which may come up later than this node (up to
+// kConnectTimeout), trying a second at a time so that a signal ends the wait.  Returns the signal,
+// or 0 with `store` connected.  A refused token is final.
+constexpr std::chrono::seconds kConnectTimeout{300};
+
+int connect_to_node_zero(const pl::Runtime& rt, const Rendezvous& rdv, SignalChannel& signals,
+                         std::optional<pl::Store>& store) {
+  pl::StoreOptions so;
+  so.host = rdv.master_addr;
+  so.port = rdv.master_port;
+  so.token = rdv.token;
+  so.key_prefix = "";
+  const auto until = std::chrono::steady_clock::now() + kConnectTimeout;
+  for (;;) {
+    if (int sig = signals.take()) return sig;
+    try {
+      so.timeout = std::chrono::milliseconds(1000);
+      { pl::Store probe(rt, so); }
+      so.timeout = std::chrono::milliseconds(30'000);  // each request from now on
+      store.emplace(rt, so);
+      return 0;
+    } catch (const pl::Error& e) {
+      const std::string what = e.what();
+      if (what.find("refused the job token") != std::string::npos || std::chrono::steady_clock::now() >= until)
+        throw pl::Error(PL_ERR_RUNTIME, "cannot reach the job's store, which node 0's plrun serves at " +
+                                            rdv.master_addr + ":" + std::to_string(rdv.master_port) +
+                                            " (--master-addr, --master-port): " + what);
+    }
+  }
 }
 
 }  // namespace
@@ -41,7 +75,8 @@ int launch(const LaunchRequest& req) {
   const pl::JobConfig config = rt.resolve(job);
 
   // Node 0 serves the store for the whole job, so that it outlives every worker (rank 0 may end
-  // first); the workers learn so from PL_USE_AGENT_STORE=1.  Destroyed after the workers ended.
+  // first) and every round of workers; the workers learn so from PL_USE_AGENT_STORE=1.  The other
+  // nodes' plrun use it too, to agree on the rounds.  Destroyed after the workers ended.
   std::optional<pl::Store> store;
   if (rdv.serve_store) {
     pl::StoreOptions so;
@@ -49,6 +84,7 @@ int launch(const LaunchRequest& req) {
     so.port = rdv.master_port;
     so.is_server = true;
     so.token = rdv.token;
+    so.key_prefix = "";
     try {
       store.emplace(rt, so);
     } catch (const pl::Error& e) {
@@ -56,27 +92,46 @@ int launch(const LaunchRequest& req) {
                                     std::to_string(rdv.master_port) + " (--master-addr, --master-port): " + e.what());
     }
     rdv.master_port = store->port();
+  } else {
+    int sig = connect_to_node_zero(rt, rdv, signals, store);
+    if (sig) return 128 + sig;
   }
 
-  std::vector<Launch> launches;
-  for (auto& spec : plan_workers(config, req.options, rdv)) {
-    ExecImage image{program, req.command, worker_environment(environ, spec.env)};
-    launches.push_back({std::move(spec), std::move(image)});
-  }
-  rt.log(PL_LOG_INFO, "plrun: node " + std::to_string(req.options.node_rank) + " of " +
-                          std::to_string(config.num_nodes) + ": starting " + std::to_string(launches.size()) +
-                          " process(es) of a world of " + std::to_string(config.world_size) + " (strategy " +
-                          config.strategy + ", launch " + pl::launch_mode_name(config.launch_mode) + ", store " +
-                          rdv.master_addr + ":" + std::to_string(rdv.master_port) + ")");
+  RoundsOptions rounds_options;
+  rounds_options.node_rank = req.options.node_rank;
+  rounds_options.num_nodes = config.num_nodes;
+  rounds_options.max_restarts = req.options.max_restarts;
+  rounds_options.exit_barrier =
+      std::chrono::milliseconds(static_cast<long long>(req.options.exit_barrier_timeout_s * 1000));
+  JobRounds rounds(*store, rounds_options);
 
   SupervisorOptions so;
   so.grace = std::chrono::milliseconds(static_cast<long long>(req.options.grace_period_s * 1000));
-  int code = supervise(std::move(launches), signals, so);
-  if (code != 0 || config.num_nodes == 1) return code;
-  // Every node's workers succeeded here: keep node 0's store up until the others are done too.
-  const auto barrier = std::chrono::milliseconds(static_cast<long long>(req.options.exit_barrier_timeout_s * 1000));
-  if (store) return exit_barrier_serve(*store, config.num_nodes, signals, barrier);
-  return exit_barrier_report(rt, rdv, signals, std::min(barrier, std::chrono::milliseconds(5000)));
+  so.on_event = [&rounds](const WorkerEvent& ev, bool stopping) { rounds.on_worker_event(ev, stopping); };
+  so.stop_fd = rounds.stop_fd();
+  for (;;) {
+    Attempt attempt{rounds.round(), rounds.restarts(), rounds.worker_prefix()};
+    std::vector<Launch> launches;
+    for (auto& spec : plan_workers(config, req.options, rdv, attempt)) {
+      ExecImage image{program, req.command, worker_environment(environ, spec.env)};
+      launches.push_back({std::move(spec), std::move(image)});
+    }
+    std::string round_text;
+    if (req.options.max_restarts > 0)
+      round_text = ", round " + std::to_string(attempt.round) + ", restarts " + std::to_string(attempt.restarts) +
+                   " of " + std::to_string(req.options.max_restarts);
+    rt.log(PL_LOG_INFO, "plrun: node " + std::to_string(req.options.node_rank) + " of " +
+                            std::to_string(config.num_nodes) + ": starting " + std::to_string(launches.size()) +
+                            " process(es) of a world of " + std::to_string(config.world_size) + " (strategy " +
+                            config.strategy + ", launch " + pl::launch_mode_name(config.launch_mode) + ", store " +
+                            rdv.master_addr + ":" + std::to_string(rdv.master_port) + round_text + ")");
+    rounds.begin_round();
+    const SuperviseResult result = supervise_round(std::move(launches), signals, so);
+    const RoundOutcome next = rounds.finish_round(result, signals);
+    if (next.next == RoundOutcome::Next::restart) continue;
+    if (next.next == RoundOutcome::Next::finished) return result.code;
+    return next.code;
+  }
 }
 
 }  // namespace plrt::launcher

@@ -171,6 +171,12 @@ int main(int argc, char** argv) {
                  "Several nodes: seconds node 0 keeps serving the store after its workers succeeded, until "
                  "every node's have")
       ->capture_default_str();
+  app.add_option("--max-restarts", launch.max_restarts,
+                 "Restart every worker of the job, on every node, when one fails, up to N times in all (counted "
+                 "job-wide in node 0's store)")
+      ->capture_default_str();
+  app.add_option("--run-id", launch.run_id, "The job's name, the same on every node (TORCHELASTIC_RUN_ID)")
+      ->capture_default_str();
   app.add_option("command", command, "The program to launch and its arguments (after --)");
 
   try {

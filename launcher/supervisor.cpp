@@ -87,13 +87,14 @@ class Supervisor {
     for (auto& l : launches) workers_.emplace_back(std::move(l));
   }
 
-  int run() {
+  SuperviseResult run() {
     start_all();
     loop();
     for (auto& w : workers_)
       for (int k = 0; k < 2; ++k) close_stream(w, k);
     for (auto& s : sinks_) s.flush(2000);
-    return exit_code_.value_or(0);
+    result_.code = exit_code_.value_or(0);
+    return result_;
   }
 
  private:
@@ -118,6 +119,12 @@ class Supervisor {
         say("cannot execute '" + w.image.argv[0] + "' (" + w.image.path + ") for " + w.spec.label + ": " +
             std::strerror(s.exec_errno) + "; stopping the job");
         exit_code_ = 127;  // as a shell does
+        WorkerEvent ev;
+        ev.index = static_cast<size_t>(&w - workers_.data());
+        ev.label = w.spec.label;
+        ev.code = 127;
+        ev.how = std::string("could not be executed (") + std::strerror(s.exec_errno) + ")";
+        result_.failure = ev;
         begin_stop(SIGTERM);
         return;
       }
@@ -172,6 +179,12 @@ class Supervisor {
     std::vector<pollfd> fds = {
         {signals_.fd(), POLLIN, 0}, {sinks_[0].fd(), sinks_[0].events(), 0}, {sinks_[1].fd(), sinks_[1].events(), 0}};
     std::vector<std::pair<Worker*, int>> owners;
+    stop_index_.reset();
+    if (o_.stop_fd >= 0 && !stopping_) {
+      stop_index_ = fds.size();
+      fds.push_back({o_.stop_fd, POLLIN, 0});
+    }
+    const size_t first_stream = fds.size();
     for (auto& w : workers_)
       for (int k = 0; k < 2; ++k)
         // A sink that is far behind stops the reading: the workers then wait on their pipes
@@ -194,8 +207,12 @@ class Supervisor {
     if (n <= 0) return;
     if (fds[0].revents)
       while (int sig = signals_.take()) on_signal(sig);
-    for (size_t i = 3; i < fds.size(); ++i)
-      if (fds[i].revents) read_stream(*owners[i - 3].first, owners[i - 3].second);
+    if (stop_index_ && fds[*stop_index_].revents && !stopping_) {
+      result_.stop_requested = true;
+      begin_stop(SIGTERM);
+    }
+    for (size_t i = first_stream; i < fds.size(); ++i)
+      if (fds[i].revents) read_stream(*owners[i - first_stream].first, owners[i - first_stream].second);
     for (int k = 0; k < 2; ++k)
       if (fds[k + 1].revents) sinks_[k].on_ready(fds[k + 1].revents);
   }
@@ -242,20 +259,27 @@ class Supervisor {
   }
 
   void on_exit(const Worker& w, int status) {
-    if (stopping_) return;  // the job is being stopped: its first cause is what counts
-    int code = 0;
-    std::string how;
+    WorkerEvent ev;
+    ev.index = static_cast<size_t>(&w - workers_.data());
+    ev.label = w.spec.label;
+    ev.pid = w.pid;
     if (WIFEXITED(status)) {
-      code = WEXITSTATUS(status);
-      how = "exited with code " + std::to_string(code);
+      ev.code = WEXITSTATUS(status);
+      ev.how = "exited with code " + std::to_string(ev.code);
     } else if (WIFSIGNALED(status)) {
       int sig = WTERMSIG(status);
-      code = 128 + sig;
-      how = "was killed by signal " + std::to_string(sig) + " (" + signal_name(sig) + ")";
+      ev.kind = WorkerEvent::Kind::killed;
+      ev.code = 128 + sig;
+      ev.how = "was killed by signal " + std::to_string(sig) + " (" + signal_name(sig) + ")";
     } else {
       return;
     }
+    if (o_.on_event) o_.on_event(ev, stopping_);
+    if (stopping_) return;  // the job is being stopped: its first cause is what counts
+    const int code = ev.code;
+    const std::string& how = ev.how;
     if (code == 0) return;
+    result_.failure = ev;
     size_t others = static_cast<size_t>(
         std::count_if(workers_.begin(), workers_.end(), [](const Worker& x) { return x.running(); }));
     say(w.spec.label + " (pid " + std::to_string(w.pid) + ") " + how +
@@ -271,6 +295,7 @@ class Supervisor {
       say("got " + signal_name(sig) + "; passing it to " + plural(running, "worker") + " (SIGKILL after " +
           std::to_string(o_.grace.count()) + " ms)");
       if (!exit_code_) exit_code_ = 128 + sig;
+      if (!result_.failure && !result_.stop_requested) result_.signal = sig;
       begin_stop(sig);
     } else if (!give_up_at_) {
       say("got " + signal_name(sig) + " again; killing the workers now");
@@ -314,13 +339,20 @@ class Supervisor {
   bool stopping_ = false;
   std::optional<Clock::time_point> kill_at_, give_up_at_;
   std::optional<int> exit_code_;
+  SuperviseResult result_;
+  std::optional<size_t> stop_index_;  // stop_fd's place in this turn's poll set
 };
 
 }  // namespace
 
-int supervise(std::vector<Launch> launches, SignalChannel& signals, const SupervisorOptions& options) {
+SuperviseResult supervise_round(std::vector<Launch> launches, SignalChannel& signals,
+                                const SupervisorOptions& options) {
   Supervisor s(std::move(launches), signals, options);
   return s.run();
+}
+
+int supervise(std::vector<Launch> launches, SignalChannel& signals, const SupervisorOptions& options) {
+  return supervise_round(std::move(launches), signals, options).code;
 }
 
 }  // namespace plrt::launcher

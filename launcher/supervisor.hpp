@@ -4,6 +4,9 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "launch_plan.hpp"
@@ -36,16 +39,45 @@ struct Launch {
   ExecImage image;
 };
 
+// One worker's end (or stop), as the supervisor saw it.
+struct WorkerEvent {
+  size_t index = 0;   // its position in the launches given to supervise()
+  std::string label;  // WorkerSpec::label, e.g. "rank 1"
+  pid_t pid = -1;
+  enum class Kind {
+    exited,
+    killed,
+    stopped
+  } kind = Kind::exited;
+  int code = 0;     // exited: its exit code; killed: 128 + signal; stopped: 128 + the stop signal
+  std::string how;  // "exited with code 0", "was killed by signal 9 (SIGKILL)", ...
+};
+
 struct SupervisorOptions {
   std::chrono::milliseconds grace{3000};       // SIGTERM (or the forwarded signal), then SIGKILL
   std::chrono::milliseconds after_kill{2000};  // how long to wait for SIGKILLed workers to end
   std::chrono::milliseconds drain{500};        // reading the pipes once every worker has ended
   int out_fd = 1, err_fd = 2;
+  // Called on the supervisor's thread for every worker that ends or stops (success included), as
+  // soon as it is seen and before the supervisor acts on it; `stopping`: the job was being stopped.
+  std::function<void(const WorkerEvent&, bool stopping)> on_event;
+  // When this fd becomes readable, stop the workers (SIGTERM, grace period, SIGKILL) as for a
+  // failure; supervise_round then returns with stop_requested.  -1: none.  Not read here.
+  int stop_fd = -1;
+};
+
+struct SuperviseResult {
+  int code = 0;                        // what supervise() returns
+  std::optional<WorkerEvent> failure;  // the first worker that failed (non-zero exit, signal, stop)
+  int signal = 0;                      // plrun got this stop signal (SIGINT, SIGTERM, SIGHUP) first
+  bool stop_requested = false;         // stop_fd ended the job first
 };
 
 // Runs the job on this node and returns plrun's exit code: 0 when every worker exited 0; else the
 // code of the first worker that failed (128 + signal for one killed by a signal, 127 for a program
 // that could not be executed); 128 + signal when plrun got SIGINT, SIGTERM or SIGHUP first.
 int supervise(std::vector<Launch> launches, SignalChannel& signals, const SupervisorOptions& options);
+// The same, telling why the round ended.  The SignalChannel may serve several rounds.
+SuperviseResult supervise_round(std::vector<Launch> launches, SignalChannel& signals, const SupervisorOptions& options);
 
 }  // namespace plrt::launcher

@@ -14,6 +14,15 @@ extern "C" {
 
 typedef struct PL_Store PL_Store; /* opaque; owned by the runtime */
 
+/* A key with a meaning for the whole job: the launcher (plrun) sets it, in the store of a round of
+ * the job, when one of the round's processes has ended (whatever its code) or stopped, e.g.
+ * "rank 1 (pid 4242, node 0) exited with code 0".  It is set once, by the first such event.  A
+ * process still waiting on a peer once it exists waits for nothing: the runtime's get and wait
+ * fail with its text after at most a second, and a process group should fail a collective still
+ * running (plrt's gloo and nccl read it when they probe a slow operation, about once a second).
+ * Plugins read it, never set it. */
+#define PL_STORE_JOB_ENDED_KEY "plrt/job_ended"
+
 typedef struct PL_Bytes {
   size_t struct_size;
   void* data; /* owned by the host: free with PL_StoreApi.bytes_free */

@@ -50,7 +50,12 @@ const char* const kReported[] = {"RANK",
                                  "PL_TRAINER_NUM_NODES",
                                  "PL_TRAINER_PRECISION",
                                  "PL_TRAINER_PROCESS_GROUP_BACKEND",
-                                 "PL_TRAINER_STRATEGY_OPTIONS"};
+                                 "PL_TRAINER_STRATEGY_OPTIONS",
+                                 "PL_STORE_PREFIX",
+                                 "PL_RESTART_COUNT",
+                                 "TORCHELASTIC_RESTART_COUNT",
+                                 "TORCHELASTIC_MAX_RESTARTS",
+                                 "TORCHELASTIC_RUN_ID"};
 
 struct Args {
   std::string out_dir, partial;
@@ -58,6 +63,8 @@ struct Args {
   int flood = 0;
   bool store_check = false, record_signals = false, ignore_sigterm = false;
   int fail_rank = -1, exit_code = -1, kill_signal = 0;
+  int fail_until_restart = -1;  // --fail-rank fails only while PL_RESTART_COUNT is below it (-1: always)
+  int exit_early_rank = -1;     // this rank exits 0 right after its report, before --store-check
   int delay_ms = 0, sleep_ms = 0;
 };
 
@@ -97,6 +104,10 @@ Args parse(int argc, char** argv) {
       a.ignore_sigterm = true;
     else if (f == "--fail-rank")
       a.fail_rank = number();
+    else if (f == "--fail-until-restart")
+      a.fail_until_restart = number();
+    else if (f == "--exit-early-rank")
+      a.exit_early_rank = number();
     else if (f == "--exit-code")
       a.exit_code = number();
     else if (f == "--kill-signal")
@@ -205,6 +216,9 @@ int main(int argc, char** argv) {
   for (int i = 0; i < a.flood; ++i) std::cerr << "flood " << i << " " << std::string(40, 'x') << "\n";
   std::cerr.flush();
 
+  if (has_rank && rank == a.exit_early_rank) return 0;
+  if (a.fail_until_restart >= 0 && std::stoi(env_or("PL_RESTART_COUNT", "0")) >= a.fail_until_restart)
+    a.fail_rank = -1;  // this round succeeds
   try {
     if (a.store_check && store_check(rank) != 0) return 1;
   } catch (const std::exception& e) {

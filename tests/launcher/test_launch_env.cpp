@@ -148,14 +148,20 @@ TEST(Launch, SpawnStrategyStartsOneProcessPerNodeWithoutRank) {
 TEST(Launch, SecondNodeOfTwoPointsItsWorkersAtNodeZero) {
   ScratchDir dir;
   // Node 1 serves nothing: its workers get node 0's address, the given port and the shared token.
-  // With no node 0 to report to, its exit barrier gives up after the timeout: a warning only.
-  auto p = run_plrun(ppd_job(2,
-                             {"--num-nodes", "2", "--node-rank", "1", "--master-addr", "127.0.0.1", "--master-port",
-                              "29517", "--exit-barrier-timeout", "0.5"},
-                             {"--out-dir", dir.str()}),
-                     {{"PL_JOB_TOKEN", "shared-by-both-nodes"}});
-  ASSERT_EQ(p.exit_code, 0) << p.output;
-  EXPECT_THAT(p.output, HasSubstr("could not tell node 0 that this node is done"));
+  const std::string port = std::to_string(plrt_test::free_tcp_port());
+  auto node = [&](int rank) {
+    auto s = plrun_spec(ppd_job(2,
+                                {"--num-nodes", "2", "--node-rank", std::to_string(rank), "--master-addr", "127.0.0.1",
+                                 "--master-port", port},
+                                {"--out-dir", dir.str()}),
+                        {{"PL_JOB_TOKEN", "shared-by-both-nodes"}});
+    s.label = "node " + std::to_string(rank);
+    return s;
+  };
+  plrt_test::WaitOptions w;
+  w.deadline = std::chrono::seconds(30);
+  auto r = plrt_test::run_job({node(1), node(0)}, w);  // node 1 first: it waits for node 0's store
+  ASSERT_TRUE(r.all_ok()) << r.report();
   for (int local = 0; local < 2; ++local) {
     auto j = report(dir, "rank-" + std::to_string(2 + local));
     EXPECT_EQ(env_of(j, "RANK"), std::to_string(2 + local));
@@ -165,11 +171,34 @@ TEST(Launch, SecondNodeOfTwoPointsItsWorkersAtNodeZero) {
     EXPECT_EQ(env_of(j, "NODE_RANK"), "1");
     EXPECT_EQ(env_of(j, "GROUP_RANK"), "1");
     EXPECT_EQ(env_of(j, "MASTER_ADDR"), "127.0.0.1");
-    EXPECT_EQ(env_of(j, "MASTER_PORT"), "29517");
+    EXPECT_EQ(env_of(j, "MASTER_PORT"), port);
     EXPECT_EQ(env_of(j, "PL_JOB_TOKEN"), "shared-by-both-nodes");
     EXPECT_EQ(env_of(j, "PL_TRAINER_NUM_NODES"), "2");
+    EXPECT_EQ(env_of(j, "PL_STORE_PREFIX"), "plrt/round_0/");
+    EXPECT_EQ(env_of(j, "PL_RESTART_COUNT"), "0");
+    EXPECT_EQ(env_of(j, "TORCHELASTIC_RESTART_COUNT"), "0");
+    EXPECT_EQ(env_of(j, "TORCHELASTIC_MAX_RESTARTS"), "0");
+    EXPECT_EQ(env_of(j, "TORCHELASTIC_RUN_ID"), "none");
   }
-  EXPECT_FALSE(std::filesystem::exists(dir.path() / "rank-0.json"));
+}
+
+TEST(Launch, SecondNodeWithoutNodeZeroEndsOnASignal) {
+  // Node 1 waits for node 0's store before it starts anything (the nodes agree on every round
+  // there); a signal ends that wait at once.
+  ScratchDir dir;
+  plrt_test::Job job({plrun_spec(ppd_job(1,
+                                         {"--num-nodes", "2", "--node-rank", "1", "--master-addr", "127.0.0.1",
+                                          "--master-port", std::to_string(plrt_test::free_tcp_port())},
+                                         {"--out-dir", dir.str()}),
+                                 {{"PL_JOB_TOKEN", "t"}})});
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  EXPECT_FALSE(fs::exists(dir.path() / "rank-1.json"));
+  job.signal(SIGTERM);
+  plrt_test::WaitOptions w;
+  w.deadline = std::chrono::seconds(5);
+  auto r = job.wait(w);
+  ASSERT_FALSE(r.timed_out) << r.report();
+  EXPECT_EQ(r.processes.at(0).exit_code, 128 + SIGTERM) << r.report();
 }
 
 TEST(Launch, TheStoreOutlivesRankZero) {

@@ -85,6 +85,36 @@ void expect_mismatch(const std::function<void(Rank&)>& rank0, const std::functio
   }
 }
 
+TEST(GlooJobEnded, AnOpWaitingOnAnEndedProcessFailsWithinSecondsNamingIt) {
+  // plrun records a worker's end in PL_STORE_JOB_ENDED_KEY; a collective still waiting for it fails
+  // at its next probe (about a second), every rank with the same message, not at the timeout.
+  Job job(3);
+  Latch done;
+  std::atomic<int> failed{0};
+  std::vector<Caught> got(3);
+  GroupOptions go;
+  go.timeout = 60s;
+  job.run(
+      [&](Rank& r) {
+        f32_allreduce(r, 5);
+        if (r.rank == 2) {  // "exits": never calls #2; the launcher says so
+          r.store->set(PL_STORE_JOB_ENDED_KEY, "rank 2 (pid 4242, node 0) exited with code 0");
+          EXPECT_TRUE(done.wait(20s));
+          return;
+        }
+        got[r.rank] = expect_error([&] { f32_allreduce(r, 5); });
+        if (failed.fetch_add(1) + 1 == 2) done.open();
+      },
+      go);
+  for (int q = 0; q < 2; ++q) {
+    EXPECT_EQ(got[q].code, PL_ERR_RUNTIME) << "rank " << q;
+    EXPECT_EQ(got[q].message,
+              "gloo allreduce #2 (sum, float32, 5 elements) failed: rank 2 (pid 4242, node 0) exited with code 0")
+        << "rank " << q;
+    EXPECT_LT(got[q].ms, 5000) << "rank " << q;
+  }
+}
+
 TEST(GlooMismatch, AllgatherAgainstAllreduce) {
   expect_mismatch(
       [](Rank& r) {

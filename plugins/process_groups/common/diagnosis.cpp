@@ -74,7 +74,7 @@ Clock::duration GroupCore::watchdog_tick() {
   uint64_t seq = 0;
   int64_t probe_ms = 0;
   bool check_verdict = false;
-  std::string timed_out;
+  std::string timed_out, title;
   {
     std::lock_guard<std::mutex> g(cur_m_);
     if (!cur_.active || broken_.load(std::memory_order_acquire)) return period;
@@ -95,6 +95,7 @@ Clock::duration GroupCore::watchdog_tick() {
         check_verdict = true;
         cur_.next_verdict_check = now + milliseconds(probe_ms);
       }
+      if (to_probe || check_verdict) title = cur_.desc->title(cfg_.backend, cur_.seq);
     }
     if (!cur_.deadline_hit) {
       if (now >= cur_.deadline) {
@@ -113,8 +114,14 @@ Clock::duration GroupCore::watchdog_tick() {
   }
   try {
     if (to_probe) probe(seq, *to_probe, probe_ms);
-    if (check_verdict) {
-      if (auto v = read_verdict()) abort_transport(v->message);
+    if (to_probe || check_verdict) {
+      if (auto v = read_verdict()) {
+        abort_transport(v->message);
+      } else if (auto ended = store_.try_get(PL_STORE_JOB_ENDED_KEY)) {
+        // A process of the job has ended (plrun says which): this op cannot complete.  The verdict
+        // makes every rank of the group report the same message.
+        abort_transport(publish_verdict({PL_ERR_RUNTIME, title + " failed: " + *ended}).message);
+      }
     }
   } catch (const std::exception& e) {
     plugin::logf(cfg_.host, PL_LOG_DEBUG, cfg_.backend.c_str(), "probe failed: %s", e.what());

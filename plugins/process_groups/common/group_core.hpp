@@ -34,7 +34,11 @@
 //   (every min(probe, timeout)/4, 5..250 ms) and reads that record.
 //   Slow ops only: an op still running after probe_ms (option, default 1000 ms, capped at a quarter
 //   of the timeout; 0 disables probing) costs three store requests once (state key, arrival
-//   counter, compare_set of the op key) and one `check` of the verdict key per probe interval.
+//   counter, compare_set of the op key) and two `check`s per probe interval: the verdict key and
+//   PL_STORE_JOB_ENDED_KEY (pl_store.h).  The second makes an op that waits on a process that has
+//   ended (plrun records any worker's end there) fail within a probe interval or two, every rank
+//   with the same message ("gloo allreduce #3 (...) failed: rank 1 (pid 42, node 0) exited with
+//   code 0"), instead of at the group's timeout (30 minutes by default).
 //   Failures only: the diagnosis below (store reads for at most 2 s).
 //   Send/recv are outside all this (no sequence number, no probe); an async one costs a thread
 //   that waits for its transfer, a blocking one waits on the caller's thread.

@@ -157,7 +157,10 @@ PL_RUNTIME_API void pl_job_config_destroy(PL_JobConfig* config);
  * One PL_Store may be used from several threads at once (a thread blocked in get/wait does not
  * hold up the others).  It logs through its runtime's logger: destroy it before the runtime.
  * compare_set on an absent key with a non-empty `expected` sets nothing and returns `expected`,
- * as TCPStore does.  Wire format, limits and the handling of bad input: docs/store-protocol.md. */
+ * as TCPStore does.  A get or wait that is still waiting after a second looks for
+ * PL_STORE_JOB_ENDED_KEY once a second (one small request) and fails with its text once it
+ * exists: a worker whose peer plrun saw exit never waits out its timeout for that peer.  Wire
+ * format, limits and the handling of bad input: docs/store-protocol.md. */
 typedef struct PL_TcpStoreOptions {
   size_t struct_size;
   const char* host;   /* borrowed; the address to serve on or connect to.  NULL: $MASTER_ADDR,
@@ -168,6 +171,11 @@ typedef struct PL_TcpStoreOptions {
   int32_t is_server;  /* nonzero: serve the store in this process (and connect to it) */
   const char* token;  /* borrowed; NULL: $PL_JOB_TOKEN.  Empty or unset: no token, with a warning */
   int64_t timeout_ms; /* connecting (with retries) and each wait; <= 0: 300 000 (5 minutes) */
+  /* Appended after the first release (check with PL_HAS_FIELD; a shorter struct leaves it NULL): */
+  const char* key_prefix; /* borrowed; put before every key of every call (num_keys counts every
+                             key of the store).  NULL: $PL_STORE_PREFIX, else none.  plrun gives
+                             each round of a job its own prefix ("plrt/round_<n>/"), so that a
+                             restarted worker never reads the keys of the workers it replaces. */
 } PL_TcpStoreOptions;
 
 PL_RUNTIME_API PL_Error* pl_store_create_tcp(PL_Runtime* runtime, const PL_TcpStoreOptions* options,

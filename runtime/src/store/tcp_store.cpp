@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -25,6 +26,7 @@ struct PL_Store {
   std::string host;
   uint16_t port = 0;
   int64_t timeout_ms = 0;
+  std::string prefix;                  // before every key (PL_TcpStoreOptions.key_prefix)
   std::unique_ptr<ps::Server> server;  // declared before the client: destroyed after it
   std::unique_ptr<ps::Client> client;
 };
@@ -34,6 +36,9 @@ namespace {
 constexpr int64_t kDefaultTimeoutMs = 300'000;
 constexpr int64_t kAnswerGraceMs = 5'000;  // a get/wait's own deadline: its timeout + this
 constexpr size_t kKeysInMessages = 8;
+// A get or wait longer than this is sent in slices of it, with a look at PL_STORE_JOB_ENDED_KEY
+// between two: one CHECK request a second per waiting call, nothing on the fast path.
+constexpr int64_t kEndedPollMs = 1'000;
 
 std::string in_quotes(const std::string& s) { return "'" + s + "'"; }
 
@@ -78,23 +83,35 @@ PL_Store& store_of(PL_Store* s, const char* fn) {
   return *s;
 }
 
-std::string key_of(const char* key, const char* fn) {
+// The key as sent: the store's prefix, then `key`.
+std::string key_of(const PL_Store& s, const char* key, const char* fn) {
   if (!key) fail(PL_ERR_INVALID_ARGUMENT, std::string("store ") + fn + ": the key is NULL");
-  std::string k = key;
+  std::string k = s.prefix + key;
   if (k.size() > ps::kMaxKeyLength)
-    fail(PL_ERR_INVALID_ARGUMENT, std::string("store ") + fn + ": a key of " + std::to_string(k.size()) +
-                                      " bytes is longer than the limit of " + std::to_string(ps::kMaxKeyLength));
+    fail(PL_ERR_INVALID_ARGUMENT, std::string("store ") + fn + ": a key of " + std::to_string(k.size()) + " bytes" +
+                                      (s.prefix.empty() ? "" : " (with the prefix '" + s.prefix + "')") +
+                                      " is longer than the limit of " + std::to_string(ps::kMaxKeyLength));
   return k;
 }
 
-std::vector<std::string> keys_of(const char* const* keys, size_t n, const char* fn) {
+// `key` as the caller named it, for messages.
+std::string shown(const PL_Store& s, const std::string& key) {
+  return key.compare(0, s.prefix.size(), s.prefix) == 0 ? key.substr(s.prefix.size()) : key;
+}
+std::vector<std::string> shown(const PL_Store& s, const std::vector<std::string>& keys) {
+  std::vector<std::string> out;
+  for (const auto& k : keys) out.push_back(shown(s, k));
+  return out;
+}
+
+std::vector<std::string> keys_of(const PL_Store& s, const char* const* keys, size_t n, const char* fn) {
   if (n > 0 && !keys) fail(PL_ERR_INVALID_ARGUMENT, std::string("store ") + fn + ": keys is NULL");
   if (n > ps::kMaxKeysPerRequest)
     fail(PL_ERR_INVALID_ARGUMENT, std::string("store ") + fn + ": " + std::to_string(n) + " keys exceed the limit of " +
                                       std::to_string(ps::kMaxKeysPerRequest));
   std::vector<std::string> out;
   out.reserve(n);
-  for (size_t i = 0; i < n; ++i) out.push_back(key_of(keys[i], fn));
+  for (size_t i = 0; i < n; ++i) out.push_back(key_of(s, keys[i], fn));
   return out;
 }
 
@@ -123,23 +140,30 @@ void give_bytes(const std::string& value, PL_Bytes* out) {
 
 int64_t timeout_or_default(const PL_Store& s, int64_t timeout_ms) { return timeout_ms > 0 ? timeout_ms : s.timeout_ms; }
 
-// One request and its reply; anything but `expected` (or a timeout, for get/wait) is an error.
-ps::Response call(PL_Store& s, const ps::Request& r, ps::Reply expected, const std::string& what) {
+// How long to wait for the reply to `r`.
+int64_t answer_ms(const PL_Store& s, const ps::Request& r) {
   bool timed = r.op == ps::Op::Get || r.op == ps::Op::Wait;
-  int64_t answer_ms = !timed                                  ? s.timeout_ms
-                      : r.number > INT64_MAX - kAnswerGraceMs ? INT64_MAX
-                                                              : r.number + kAnswerGraceMs;
-  ps::Response reply = s.client->call(r, answer_ms, what);
+  return !timed ? s.timeout_ms : r.number > INT64_MAX - kAnswerGraceMs ? INT64_MAX : r.number + kAnswerGraceMs;
+}
+
+// The reply to `r`: anything but `expected` (or a timeout, for get/wait) is an error.
+ps::Response judge(PL_Store& s, const ps::Request& r, ps::Response reply, ps::Reply expected, const std::string& what) {
+  bool timed = r.op == ps::Op::Get || r.op == ps::Op::Wait;
   if (reply.kind == expected) return reply;
   if (reply.kind == ps::Reply::Timeout && timed) {
     std::string msg =
         "store " + what + " timed out after " + std::to_string(r.number) + " ms (store " + s.client->where() + ")";
-    if (r.keys.size() > 1) msg += "; still missing: " + key_list(reply.keys);
+    if (r.keys.size() > 1) msg += "; still missing: " + key_list(shown(s, reply.keys));
     fail(PL_ERR_TIMEOUT, msg);
   }
   if (reply.kind == ps::Reply::Error) fail(PL_ERR_RUNTIME, "store " + what + " failed: " + reply.text);
   fail(PL_ERR_RUNTIME, "store " + what + ": the store at " + s.client->where() + " sent an unexpected '" +
                            ps::reply_name(reply.kind) + "' reply");
+}
+
+// One request and its reply, judged.
+ps::Response call(PL_Store& s, const ps::Request& r, ps::Reply expected, const std::string& what) {
+  return judge(s, r, s.client->call(r, answer_ms(s, r), what), expected, what);
 }
 
 ps::Request request(ps::Op op, std::string key = {}) {
@@ -149,33 +173,67 @@ ps::Request request(ps::Op op, std::string key = {}) {
   return r;
 }
 
+// A get or wait (r.number: its timeout in ms).  Past kEndedPollMs it goes in slices, and between
+// two it fails with the launcher's text once PL_STORE_JOB_ENDED_KEY exists: the peer it waits for
+// has ended, and waiting out the timeout would only hide that.
+ps::Response waiting_call(PL_Store& s, ps::Request r, ps::Reply expected, const std::string& what) {
+  const int64_t total = r.number;
+  if (total <= kEndedPollMs) return call(s, r, expected, what);
+  using Clock = std::chrono::steady_clock;
+  // A timeout beyond any real wait (INT64_MAX ms) must not overflow the clock.
+  const auto now = Clock::now();
+  const auto end =
+      total >= std::chrono::duration_cast<std::chrono::milliseconds>(Clock::time_point::max() - now).count()
+          ? Clock::time_point::max()
+          : now + std::chrono::milliseconds(total);
+  const std::string ended_key = s.prefix + PL_STORE_JOB_ENDED_KEY;
+  for (;;) {
+    const int64_t left = std::chrono::duration_cast<std::chrono::milliseconds>(end - Clock::now()).count();
+    const bool last = left <= kEndedPollMs;  // the last slice ends at the call's own deadline
+    r.number = last ? std::max<int64_t>(left, 1) : kEndedPollMs;
+    ps::Response reply = s.client->call(r, answer_ms(s, r), what);
+    if (last || reply.kind != ps::Reply::Timeout) {
+      r.number = total;  // a timeout names the call's whole timeout
+      return judge(s, r, std::move(reply), expected, what);
+    }
+    auto check = request(ps::Op::Check);
+    check.keys = {ended_key};
+    if (s.client->call(check, s.timeout_ms, "check of '" PL_STORE_JOB_ENDED_KEY "'").number == 0) continue;
+    auto get = request(ps::Op::Get, ended_key);
+    get.number = kEndedPollMs;
+    const std::string why = s.client->call(get, kEndedPollMs + kAnswerGraceMs, "get for the job's end").text;
+    fail(PL_ERR_RUNTIME, "store " + what + " stopped waiting: " + why + " (recorded by the launcher in '" +
+                             PL_STORE_JOB_ENDED_KEY + "'; store " + s.client->where() + ")");
+  }
+}
+
 // ---- the table ----
 PL_Error* store_set(PL_Store* store, const char* key, const void* value, size_t size) {
   return guarded([&] {
     PL_Store& s = store_of(store, "set");
-    auto r = request(ps::Op::Set, key_of(key, "set"));
+    auto r = request(ps::Op::Set, key_of(s, key, "set"));
     r.value = bytes_of(value, size, "store set: the value");
-    call(s, r, ps::Reply::Ok, "set for " + in_quotes(r.key));
+    call(s, r, ps::Reply::Ok, "set for " + in_quotes(shown(s, r.key)));
   });
 }
 
 PL_Error* store_get(PL_Store* store, const char* key, int64_t timeout_ms, PL_Bytes* out) {
   return guarded([&] {
     PL_Store& s = store_of(store, "get");
-    auto r = request(ps::Op::Get, key_of(key, "get"));
+    auto r = request(ps::Op::Get, key_of(s, key, "get"));
     check_out(out, "get");
     r.number = timeout_or_default(s, timeout_ms);
-    give_bytes(call(s, r, ps::Reply::Value, "get for " + in_quotes(r.key)).text, out);
+    give_bytes(waiting_call(s, r, ps::Reply::Value, "get for " + in_quotes(shown(s, r.key))).text, out);
   });
 }
 
 PL_Error* store_add(PL_Store* store, const char* key, int64_t delta, int64_t* out_value) {
   return guarded([&] {
     PL_Store& s = store_of(store, "add");
-    auto r = request(ps::Op::Add, key_of(key, "add"));
+    auto r = request(ps::Op::Add, key_of(s, key, "add"));
     if (!out_value) fail(PL_ERR_INVALID_ARGUMENT, "store add: out_value is NULL");
     r.number = delta;
-    *out_value = call(s, r, ps::Reply::Int, "add to " + in_quotes(r.key)).number;
+    *out_value = call(s, r, ps::Reply::Int, "add to " + in_quotes(shown(s, r.key))).number;
   });
 }
 
@@ -183,19 +241,19 @@ PL_Error* store_compare_set(PL_Store* store, const char* key, const void* expect
                             const void* desired, size_t desired_size, PL_Bytes* out_current) {
   return guarded([&] {
     PL_Store& s = store_of(store, "compare_set");
-    auto r = request(ps::Op::CompareSet, key_of(key, "compare_set"));
+    auto r = request(ps::Op::CompareSet, key_of(s, key, "compare_set"));
     check_out(out_current, "compare_set");
     r.value = bytes_of(expected, expected_size, "store compare_set: expected");
     r.desired = bytes_of(desired, desired_size, "store compare_set: desired");
-    give_bytes(call(s, r, ps::Reply::Value, "compare_set for " + in_quotes(r.key)).text, out_current);
+    give_bytes(call(s, r, ps::Reply::Value, "compare_set for " + in_quotes(shown(s, r.key))).text, out_current);
   });
 }
 
 PL_Error* store_remove(PL_Store* store, const char* key, int32_t* out_removed) {
   return guarded([&] {
     PL_Store& s = store_of(store, "remove");
-    auto r = request(ps::Op::Remove, key_of(key, "remove"));
-    int64_t removed = call(s, r, ps::Reply::Bool, "remove of " + in_quotes(r.key)).number;
+    auto r = request(ps::Op::Remove, key_of(s, key, "remove"));
+    int64_t removed = call(s, r, ps::Reply::Bool, "remove of " + in_quotes(shown(s, r.key))).number;
     if (out_removed) *out_removed = static_cast<int32_t>(removed);
   });
 }
@@ -204,9 +262,9 @@ PL_Error* store_check(PL_Store* store, const char* const* keys, size_t num_keys,
   return guarded([&] {
     PL_Store& s = store_of(store, "check");
     auto r = request(ps::Op::Check);
-    r.keys = keys_of(keys, num_keys, "check");
+    r.keys = keys_of(s, keys, num_keys, "check");
     if (!out_all_exist) fail(PL_ERR_INVALID_ARGUMENT, "store check: out_all_exist is NULL");
-    *out_all_exist = static_cast<int32_t>(call(s, r, ps::Reply::Bool, "check of " + key_list(r.keys)).number);
+    *out_all_exist = static_cast<int32_t>(call(s, r, ps::Reply::Bool, "check of " + key_list(shown(s, r.keys))).number);
   });
 }
 
@@ -214,9 +272,9 @@ PL_Error* store_wait(PL_Store* store, const char* const* keys, size_t num_keys, 
   return guarded([&] {
     PL_Store& s = store_of(store, "wait");
     auto r = request(ps::Op::Wait);
-    r.keys = keys_of(keys, num_keys, "wait");
+    r.keys = keys_of(s, keys, num_keys, "wait");
     r.number = timeout_or_default(s, timeout_ms);
-    call(s, r, ps::Reply::Ok, "wait for " + key_list(r.keys));
+    waiting_call(s, r, ps::Reply::Ok, "wait for " + key_list(shown(s, r.keys)));
   });
 }
 
@@ -280,6 +338,17 @@ PL_EXPORT PL_Error* pl_store_create_tcp(PL_Runtime* runtime, const PL_TcpStoreOp
            std::string("the job token (") + (o.token ? "PL_TcpStoreOptions.token" : "PL_JOB_TOKEN") + ") has " +
                std::to_string(token.size()) + " bytes; the limit is " + std::to_string(ps::kMaxTokenLength));
     s->timeout_ms = o.timeout_ms > 0 ? o.timeout_ms : kDefaultTimeoutMs;
+    const bool has_prefix_field = options && PL_HAS_FIELD(PL_TcpStoreOptions, options, key_prefix);
+    if (has_prefix_field && o.key_prefix) {
+      s->prefix = o.key_prefix;
+    } else if (const char* env = std::getenv("PL_STORE_PREFIX")) {
+      s->prefix = env;
+    }
+    if (s->prefix.size() > ps::kMaxKeyLength / 2)
+      fail(PL_ERR_INVALID_ARGUMENT,
+           std::string("the store's key prefix (") +
+               (has_prefix_field && o.key_prefix ? "PL_TcpStoreOptions.key_prefix" : "PL_STORE_PREFIX") + ") has " +
+               std::to_string(s->prefix.size()) + " bytes; the limit is " + std::to_string(ps::kMaxKeyLength / 2));
 
     std::string connect_host = s->host;
     if (o.is_server) {

@@ -14,11 +14,12 @@
 namespace pl {
 
 struct StoreOptions {
-  std::optional<std::string> host;       // default: $MASTER_ADDR, else 127.0.0.1
-  int port = -1;                         // -1: $MASTER_PORT; 0 with is_server: a free port
-  bool is_server = false;                // serve the store in this process (and connect to it)
-  std::optional<std::string> token;      // default: $PL_JOB_TOKEN
-  std::chrono::milliseconds timeout{0};  // connecting and each wait; 0: 5 minutes
+  std::optional<std::string> host;        // default: $MASTER_ADDR, else 127.0.0.1
+  int port = -1;                          // -1: $MASTER_PORT; 0 with is_server: a free port
+  bool is_server = false;                 // serve the store in this process (and connect to it)
+  std::optional<std::string> token;       // default: $PL_JOB_TOKEN
+  std::chrono::milliseconds timeout{0};   // connecting and each wait; 0: 5 minutes
+  std::optional<std::string> key_prefix;  // before every key; default: $PL_STORE_PREFIX (plrun's round)
 };
 
 class Store {
@@ -31,6 +32,7 @@ class Store {
     o.is_server = options.is_server ? 1 : 0;
     o.token = options.token ? options.token->c_str() : nullptr;
     o.timeout_ms = options.timeout.count();
+    o.key_prefix = options.key_prefix ? options.key_prefix->c_str() : nullptr;
     PL_Store* s = nullptr;
     check(pl_store_create_tcp(runtime.get(), &o, &s));
     store_.reset(s);

@@ -1,0 +1,212 @@
+#include "job_rounds.hpp"
+
+#include <plrt/pl_store.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+#include <iostream>
+#include <sstream>
+
+namespace plrt::launcher {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+constexpr milliseconds kPoll{50};         // how often a node looks at a counter it waits on
+constexpr milliseconds kWatchSlice{500};  // one store wait of the watcher
+
+void say(const std::string& line) { std::cerr << "plrun: " + line + "\n" << std::flush; }
+
+// Waits up to `ms` for a stop signal; returns it, or 0.
+int wait_for_signal(SignalChannel& signals, milliseconds ms) {
+  pollfd p{signals.fd(), POLLIN, 0};
+  int n;
+  do n = ::poll(&p, 1, static_cast<int>(ms.count()));
+  while (n < 0 && errno == EINTR);
+  return n > 0 ? signals.take() : 0;
+}
+
+struct End {
+  std::string kind;  // "failed" or "signal"
+  int code = 1;
+  std::string text;
+};
+
+End parse_end(const std::string& v) {
+  End e;
+  const size_t a = v.find('|'), b = a == std::string::npos ? a : v.find('|', a + 1);
+  if (b == std::string::npos) return {"failed", 1, v};
+  e.kind = v.substr(0, a);
+  e.code = std::atoi(v.substr(a + 1, b - a - 1).c_str());
+  e.text = v.substr(b + 1);
+  return e;
+}
+
+std::string seconds(milliseconds ms) {
+  std::ostringstream o;
+  o << ms.count() / 1000.0;
+  return o.str();
+}
+
+std::string plural(int n, const std::string& word) { return std::to_string(n) + " " + word + (n == 1 ? "" : "s"); }
+
+}  // namespace
+
+JobRounds::JobRounds(const pl::Store& store, RoundsOptions options) : store_(store), o_(options) {
+  stop_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (stop_fd_ < 0) throw pl::Error(PL_ERR_RESOURCE, std::string("plrun: eventfd: ") + std::strerror(errno));
+}
+
+JobRounds::~JobRounds() {
+  stop_watching();
+  if (stop_fd_ >= 0) ::close(stop_fd_);
+}
+
+std::string JobRounds::worker_prefix() const { return "plrt/round_" + std::to_string(round_) + "/"; }
+
+std::string JobRounds::key(const std::string& name) const {
+  return "plrun/round/" + std::to_string(round_) + "/" + name;
+}
+
+void JobRounds::begin_round() {
+  stop_watching();
+  uint64_t drained;
+  while (::read(stop_fd_, &drained, sizeof drained) > 0) {
+  }
+  watching_ = true;
+  const std::string end_key = key("end");
+  watcher_ = std::thread([this, end_key] {
+    while (watching_) {
+      try {
+        store_.wait({end_key}, kWatchSlice);
+      } catch (const pl::Error& e) {
+        if (e.code() == PL_ERR_TIMEOUT) continue;
+        if (watching_) say("lost the job's store (" + std::string(e.what()) + "); stopping this node's workers");
+      }
+      break;
+    }
+    if (!watching_) return;
+    const uint64_t one = 1;
+    (void)!::write(stop_fd_, &one, sizeof one);
+  });
+}
+
+void JobRounds::stop_watching() {
+  watching_ = false;
+  if (watcher_.joinable()) watcher_.join();  // within one watch slice
+}
+
+bool JobRounds::claim_end(const std::string& kind, int code, const std::string& text) {
+  const std::string mine = kind + "|" + std::to_string(code) + "|" + text;
+  return store_.compare_set(key("end"), "", mine) == mine;
+}
+
+void JobRounds::on_worker_event(const WorkerEvent& ev, bool stopping) {
+  if (stopping) return;  // the round is ending already: its first cause is recorded
+  const std::string text =
+      ev.label + " (pid " + std::to_string(ev.pid) + ", node " + std::to_string(o_.node_rank) + ") " + ev.how;
+  try {
+    // First, for the peers of that worker: whatever they still wait on will not come.
+    store_.compare_set(worker_prefix() + PL_STORE_JOB_ENDED_KEY, "", text);
+    if (ev.code != 0) claim_end("failed", ev.code, text);
+  } catch (const pl::Error& e) {
+    say("warning: could not record in the job's store that " + text + ": " + e.what());
+  }
+}
+
+RoundOutcome JobRounds::finish_round(const SuperviseResult& res, SignalChannel& signals) {
+  stop_watching();
+  const bool local_success = res.code == 0 && !res.failure && !res.signal && !res.stop_requested;
+  try {
+    if (res.signal) {
+      claim_end("signal", 128 + res.signal, "node " + std::to_string(o_.node_rank) + "'s plrun got a stop signal");
+    } else if (res.failure) {
+      const auto& f = *res.failure;
+      claim_end("failed", f.code,
+                f.label + " (pid " + std::to_string(f.pid) + ", node " + std::to_string(o_.node_rank) + ") " + f.how);
+    } else if (!local_success && !res.stop_requested) {
+      claim_end("failed", res.code, "node " + std::to_string(o_.node_rank) + "'s workers failed");
+    }
+    return local_success ? after_success(signals) : after_failure(signals);
+  } catch (const pl::Error& e) {
+    const int code = res.code != 0 ? res.code : 1;
+    say("lost the job's store, which node 0's plrun serves (" + std::string(e.what()) +
+        "); this node cannot go on: exiting with code " + std::to_string(code));
+    return {RoundOutcome::Next::stop, code};
+  }
+}
+
+RoundOutcome JobRounds::after_success(SignalChannel& signals) {
+  if (o_.num_nodes == 1 && o_.max_restarts == 0) return {};
+  int64_t done = store_.add(key("done"), 1);
+  const auto until = Clock::now() + o_.exit_barrier;
+  bool told = false;
+  while (done < o_.num_nodes) {
+    if (store_.check_keys({key("end")})) return after_failure(signals);  // another node's round failed
+    if (!told && o_.node_rank == 0) {
+      say("this node's workers are done; serving the store until the other nodes' are too (at most " +
+          seconds(o_.exit_barrier) + " s)");
+      told = true;
+    }
+    if (Clock::now() >= until) {
+      say("warning: " + std::to_string(done) + " of " + std::to_string(o_.num_nodes) + " nodes reported done within " +
+          seconds(o_.exit_barrier) + " s (--exit-barrier-timeout); stopping anyway");
+      return {};
+    }
+    if (int sig = wait_for_signal(signals, kPoll)) return {RoundOutcome::Next::stop, 128 + sig};
+    done = store_.add(key("done"), 0);
+  }
+  // Every node is done.  Node 0 serves the store until the others have seen it (briefly).
+  int64_t left = store_.add(key("left"), 1);
+  for (const auto until_left = Clock::now() + milliseconds(5000);
+       o_.node_rank == 0 && left < o_.num_nodes && Clock::now() < until_left;) {
+    if (int sig = wait_for_signal(signals, kPoll)) return {RoundOutcome::Next::stop, 128 + sig};
+    left = store_.add(key("left"), 0);
+  }
+  return {};
+}
+
+RoundOutcome JobRounds::after_failure(SignalChannel& signals) {
+  store_.add(key("stopped"), 1);
+  const End end = parse_end(store_.get(key("end"), o_.stop_timeout));
+  if (store_.add(key("decided"), 1) == 1) {
+    std::string next = "stop|" + std::to_string(end.code);
+    if (end.kind == "failed" && o_.max_restarts > 0) {
+      const int64_t count = store_.add("plrun/restarts", 1);
+      if (count <= o_.max_restarts) next = "restart|" + std::to_string(count);
+    }
+    store_.set(key("next"), next);
+  }
+  const End next = parse_end(store_.get(key("next"), o_.stop_timeout) + "|");
+  // Every node's workers must be gone before any node starts the next round's.
+  const auto until = Clock::now() + o_.stop_timeout;
+  for (int64_t stopped = store_.add(key("stopped"), 0); stopped < o_.num_nodes;
+       stopped = store_.add(key("stopped"), 0)) {
+    if (Clock::now() >= until) {
+      say("only " + std::to_string(stopped) + " of " + plural(o_.num_nodes, "node") + " stopped their workers within " +
+          seconds(o_.stop_timeout) + " s after round " + std::to_string(round_) + " ended (" + end.text +
+          "); a node is gone: exiting with code " + std::to_string(end.code));
+      return {RoundOutcome::Next::stop, end.code};
+    }
+    if (int sig = wait_for_signal(signals, kPoll)) return {RoundOutcome::Next::stop, 128 + sig};
+  }
+  if (next.kind == "restart") {
+    restarts_ = next.code;
+    say("round " + std::to_string(round_) + " ended: " + end.text + "; restart " + std::to_string(restarts_) + " of " +
+        std::to_string(o_.max_restarts) + " (round " + std::to_string(round_ + 1) + ")");
+    ++round_;
+    return {RoundOutcome::Next::restart, 0};
+  }
+  if (end.kind == "failed" && o_.max_restarts > 0)
+    say(end.text + "; the " + plural(o_.max_restarts, "restart") + " allowed (--max-restarts " +
+        std::to_string(o_.max_restarts) + ") are used up: exiting with its code " + std::to_string(end.code));
+  return {RoundOutcome::Next::stop, end.code};
+}
+
+}  // namespace plrt::launcher

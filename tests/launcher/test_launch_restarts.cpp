@@ -1,0 +1,141 @@
+// plrun's rounds: --max-restarts restarts every worker of the job (on every node) after a failure,
+// counted job-wide; the count and the round reach the workers; exhausted restarts end the job with
+// the failing worker's code; a worker that ends early makes its peers' store waits fail within
+// seconds, naming it.
+#include <gmock/gmock.h>
+
+#include "launcher_support.hpp"
+
+using namespace launcher_test;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+namespace {
+
+std::string env_of(const nlohmann::json& j, const std::string& name) {
+  return j.contains("env") && j["env"].contains(name) ? j["env"][name].get<std::string>() : "<unset>";
+}
+
+}  // namespace
+
+TEST(LaunchRestarts, AFailedRoundRestartsEveryWorkerUntilOneSucceeds) {
+  ScratchDir dir;
+  // Rank 1 fails with code 3 in rounds 0 and 1; round 2 succeeds.
+  auto p = run_plrun(ppd_job(2, {"--max-restarts", "3", "--grace-period", "1", "--run-id", "job-7"},
+                             {"--out-dir", dir.str(), "--fail-rank", "1", "--exit-code", "3", "--fail-until-restart",
+                              "2", "--sleep-ms", "200"}));
+  ASSERT_EQ(p.exit_code, 0) << p.output;
+  EXPECT_THAT(p.output, HasSubstr("round 0 ended: rank 1 (pid "));
+  EXPECT_THAT(p.output, HasSubstr("exited with code 3; restart 1 of 3 (round 1)"));
+  EXPECT_THAT(p.output, HasSubstr("exited with code 3; restart 2 of 3 (round 2)"));
+  EXPECT_EQ(count_of(p.output, "; restart "), 2u) << p.output;
+  for (const char* who : {"rank-0", "rank-1"}) {
+    auto j = report(dir, who);  // the last round's
+    EXPECT_EQ(env_of(j, "PL_RESTART_COUNT"), "2") << who;
+    EXPECT_EQ(env_of(j, "TORCHELASTIC_RESTART_COUNT"), "2") << who;
+    EXPECT_EQ(env_of(j, "TORCHELASTIC_MAX_RESTARTS"), "3") << who;
+    EXPECT_EQ(env_of(j, "TORCHELASTIC_RUN_ID"), "job-7") << who;
+    EXPECT_EQ(env_of(j, "PL_STORE_PREFIX"), "plrt/round_2/") << who;
+  }
+  expect_all_gone(dir, ranks(0, 2));
+}
+
+TEST(LaunchRestarts, ExhaustedRestartsExitWithTheFailingWorkersCodeAndSaySo) {
+  ScratchDir dir;
+  auto p = run_plrun(ppd_job(2, {"--max-restarts", "2", "--grace-period", "1"},
+                             {"--out-dir", dir.str(), "--fail-rank", "1", "--exit-code", "7", "--sleep-ms", "200"}));
+  EXPECT_EQ(p.exit_code, 7) << p.output;
+  EXPECT_EQ(count_of(p.output, "; restart "), 2u) << p.output;
+  EXPECT_THAT(p.output, HasSubstr("exited with code 7; the 2 restarts allowed (--max-restarts 2) are used up: "
+                                  "exiting with its code 7"));
+  EXPECT_EQ(env_of(report(dir, "rank-0"), "PL_RESTART_COUNT"), "2");
+  expect_all_gone(dir, ranks(0, 2));
+}
+
+TEST(LaunchRestarts, WithoutMaxRestartsAFailureEndsTheJob) {
+  ScratchDir dir;
+  auto p =
+      run_plrun(ppd_job(2, {}, {"--out-dir", dir.str(), "--fail-rank", "0", "--exit-code", "5", "--sleep-ms", "2000"}));
+  EXPECT_EQ(p.exit_code, 5) << p.output;
+  EXPECT_THAT(p.output, Not(HasSubstr("restart")));
+  EXPECT_EQ(env_of(report(dir, "rank-1"), "PL_RESTART_COUNT"), "0");
+}
+
+TEST(LaunchRestarts, TwoNodesRestartTogetherAndCountOnce) {
+  ScratchDir dir;
+  const std::string port = std::to_string(plrt_test::free_tcp_port());
+  // Rank 1 (node 1) fails in round 0: node 0's worker is restarted too, and the job-wide count is
+  // 1 (with --max-restarts 1, a count per node would let a second failure through).
+  auto node = [&](int rank) {
+    auto s = plrun_spec(ppd_job(1,
+                                {"--num-nodes", "2", "--node-rank", std::to_string(rank), "--master-addr", "127.0.0.1",
+                                 "--master-port", port, "--max-restarts", "1", "--grace-period", "1"},
+                                {"--out-dir", dir.str(), "--fail-rank", "1", "--exit-code", "4", "--fail-until-restart",
+                                 "1", "--sleep-ms", "300"}),
+                        {{"PL_JOB_TOKEN", "two-node-restarts"}});
+    s.label = "node " + std::to_string(rank);
+    return s;
+  };
+  plrt_test::WaitOptions w;
+  w.deadline = std::chrono::seconds(40);
+  auto r = plrt_test::run_job({node(0), node(1)}, w);
+  ASSERT_TRUE(r.all_ok()) << r.report();
+  for (const auto& p : r.processes) EXPECT_THAT(p.output, HasSubstr("restart 1 of 1 (round 1)")) << r.report();
+  EXPECT_EQ(env_of(report(dir, "rank-0"), "PL_RESTART_COUNT"), "1");
+  EXPECT_EQ(env_of(report(dir, "rank-1"), "PL_RESTART_COUNT"), "1");
+}
+
+TEST(LaunchRestarts, TwoNodesFailWhenTheJobWideCountIsUsedUp) {
+  ScratchDir dir;
+  const std::string port = std::to_string(plrt_test::free_tcp_port());
+  auto node = [&](int rank) {
+    auto s = plrun_spec(ppd_job(1,
+                                {"--num-nodes", "2", "--node-rank", std::to_string(rank), "--master-addr", "127.0.0.1",
+                                 "--master-port", port, "--max-restarts", "1", "--grace-period", "1"},
+                                {"--out-dir", dir.str(), "--fail-rank", "1", "--exit-code", "4", "--sleep-ms", "300"}),
+                        {{"PL_JOB_TOKEN", "two-node-restarts"}});
+    s.label = "node " + std::to_string(rank);
+    return s;
+  };
+  plrt_test::WaitOptions w;
+  w.deadline = std::chrono::seconds(40);
+  auto r = plrt_test::run_job({node(0), node(1)}, w);
+  ASSERT_FALSE(r.timed_out) << r.report();
+  for (const auto& p : r.processes) {
+    EXPECT_EQ(p.exit_code, 4) << r.report();
+    EXPECT_EQ(count_of(p.output, "; restart "), 1u) << r.report();
+  }
+}
+
+TEST(LaunchRestarts, ARankThatEndsEarlyFailsItsPeersWaitWithinSeconds) {
+  ScratchDir dir;
+  // Rank 1 exits 0 before meeting the others: rank 0's store wait (20 s) fails at once, naming it.
+  const auto start = Clock::now();
+  auto p = run_plrun(ppd_job(2, {}, {"--out-dir", dir.str(), "--store-check", "--exit-early-rank", "1"}));
+  const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
+  EXPECT_EQ(p.exit_code, 1) << p.output;
+  EXPECT_LT(took.count(), 8000) << p.output;
+  EXPECT_THAT(p.output, HasSubstr("[rank 0] store check failed: store wait for 'rank/0', 'rank/1' stopped waiting: "
+                                  "rank 1 (pid "));
+  EXPECT_THAT(p.output, HasSubstr(", node 0) exited with code 0 (recorded by the launcher"));
+}
+
+TEST(LaunchRestarts, BadRestartFlagsExitTwoBeforeAnythingStarts) {
+  ScratchDir dir;
+  struct Case {
+    std::vector<std::string> flags;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {{"--max-restarts", "-1"}, "--max-restarts -1 is not valid: it must be in [0, 1000000]"},
+      {{"--max-restarts", "x"}, "--max-restarts"},
+      {{"--run-id", "a b"}, "--run-id 'a b' is not valid: use 1 to 128 letters, digits, '.', '_' or '-'"},
+      {{"--run-id", ""}, "--run-id '' is not valid"},
+  };
+  for (const auto& c : cases) {
+    auto p = run_plrun(ppd_job(2, c.flags, {"--out-dir", dir.str()}));
+    EXPECT_EQ(p.exit_code, 2) << p.output;
+    EXPECT_THAT(p.output, HasSubstr(c.message));
+    EXPECT_FALSE(std::filesystem::exists(dir.path() / "rank-0.json")) << p.output;
+  }
+}
