@@ -162,7 +162,9 @@ struct Trainer::Impl {
   // Unhooks the adopted module from this trainer (its trainer pointer, and the grad-ready hook when
   // this trainer set it): a module that outlives its trainer must not call into freed memory.
   void detach_module();
+  // trainer_options.cpp
   void apply_env_overrides();
+  void check_options() const;
   void resolve_job();
   void prepare(LightningModule& m);  // accelerator, store, strategy, module placement (once)
   void attach(LightningModule& m);
