@@ -7,6 +7,7 @@
 //  - a resume at world size 2 from a checkpoint of 3 (and 3 from 2) trains every sample of the
 //    epoch exactly once (the rows recorded, and samples_trained); padding is not counted
 //  - leftovers of killed saves are removed when the next run starts; live ones are kept
+//  - ddp_spawn's workers resume "last" too; an older checkpoint (no samples_done) resumes by batches
 //  - bad values of the cadences, PL_RESTART_COUNT and --resume exit 2 naming the value
 #include <signal.h>
 #include <sys/wait.h>
@@ -55,9 +56,9 @@ size_t count_of(const std::string& text, const std::string& what) {
 // run's weights, in the same version folder.
 TEST(ElasticResume, StepCadenceCheckpointThenRestartEqualsUninterruptedRun) {
   TempDir dir;
-  // 2100 training samples in batches of 4 on 2 ranks: 262 steps an epoch.
+  // 2100 training samples in batches of 2 on 2 ranks: 525 steps an epoch (the kill comes well before).
   auto with = [&](std::vector<std::string> extra) {
-    std::vector<std::string> a{"--batch-size", "4", "--epochs", "100", "--max-steps", "600", "--optimizer", "adam"};
+    std::vector<std::string> a{"--batch-size", "2", "--epochs", "100", "--max-steps", "600", "--optimizer", "adam"};
     a.insert(a.end(), extra.begin(), extra.end());
     return plrun("ddp", 2, mlp_args(a));
   };
@@ -79,7 +80,7 @@ TEST(ElasticResume, StepCadenceCheckpointThenRestartEqualsUninterruptedRun) {
   const int64_t at = saved.at("global_step").get<int64_t>();
   EXPECT_EQ(at % 25, 0) << "a cadence checkpoint, not an epoch's: " << saved.dump();
   EXPECT_GT(saved.at("samples_done").get<int64_t>(), 0) << "mid-epoch: " << saved.dump();
-  EXPECT_EQ(saved.at("samples_trained").get<int64_t>(), at * 8) << saved.dump();
+  EXPECT_EQ(saved.at("samples_trained").get<int64_t>(), at * 4) << saved.dump();
 
   auto rest = run(with({"--root-dir", dir / "part", "--save", dir / "resumed.safetensors", "--report",
                         dir / "report.json"}),
@@ -90,8 +91,7 @@ TEST(ElasticResume, StepCadenceCheckpointThenRestartEqualsUninterruptedRun) {
   EXPECT_EQ(relative_difference(dir / "resumed.safetensors", dir / "full.safetensors"), 0.0);
   EXPECT_EQ(versions(dir / "part"), std::vector<std::string>{"version_0"}) << "the restart logs where the job did";
   auto r = report(dir / "report.json");
-  // 1050 samples a rank: 263 steps an epoch (the last of 2 x 2 rows), 74 steps of 8 in epoch 2
-  EXPECT_EQ(r.at("samples_trained").get<int64_t>(), 2 * 2100 + (600 - 2 * 263) * 8);
+  EXPECT_EQ(r.at("samples_trained").get<int64_t>(), 2100 + (600 - 525) * 4);
   EXPECT_EQ(r.at("restart_count").get<int64_t>(), 1);
 }
 
@@ -147,6 +147,53 @@ TEST(ElasticResume, ResumeLastPicksTheHighestStepAndContinuesItsFolder) {
   auto straight = run(mlp({"--max-steps", "200", "--save", dir / "s.safetensors"}, "straight"));
   EXPECT_RAN(straight);
   EXPECT_LE(relative_difference(dir / "last.safetensors", dir / "s.safetensors"), 1e-6);
+}
+
+// ddp_spawn: the forked workers resolve "last" (a restart) and the parent's trainer reports what
+// rank 0's worker trained.
+TEST(ElasticResume, DdpSpawnRestartResumesLastAndReportsTheWorkersCounts) {
+  TempDir dir;
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> a{"--strategy", "ddp_spawn", "--accelerator", "cpu", "--devices", "2",
+                               "--batch-size", "8", "--epochs", "100"};
+    a.insert(a.end(), extra.begin(), extra.end());
+    return mlp_args(a);
+  };
+  EXPECT_RAN(run(with({"--max-steps", "40", "--root-dir", dir / "full", "--save", dir / "full.safetensors"})));
+  EXPECT_RAN(run(with({"--max-steps", "20", "--root-dir", dir / "part", "--checkpoint-every-steps", "7"})));
+  auto rest = run(with({"--max-steps", "40", "--root-dir", dir / "part", "--report", dir / "r.json", "--save",
+                        dir / "resumed.safetensors"}),
+                  {{"PL_RESTART_COUNT", "2"}});
+  EXPECT_RAN(rest);
+  auto r = report(dir / "r.json");
+  EXPECT_EQ(r.at("resumed_from").get<std::string>(), dir / "part/lightning_logs/version_0/checkpoints/last");
+  EXPECT_EQ(r.at("samples_trained").get<int64_t>(), 40 * 16);
+  EXPECT_EQ(r.at("restart_count").get<int64_t>(), 2);
+  EXPECT_EQ(versions(dir / "part"), std::vector<std::string>{"version_0"});
+  EXPECT_EQ(relative_difference(dir / "resumed.safetensors", dir / "full.safetensors"), 0.0);
+}
+
+// A checkpoint of an older plrt (batches_done but no samples_done / samples_trained) resumes at its
+// world size's position: batches_done x batch x world size.
+TEST(ElasticResume, OlderCheckpointWithoutSamplesDoneResumesByBatches) {
+  TempDir dir;
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> a{"--batch-size", "8", "--epochs", "100", "--optimizer", "adam"};
+    a.insert(a.end(), extra.begin(), extra.end());
+    return plrun("ddp", 2, mlp_args(a));
+  };
+  EXPECT_RAN(run(with({"--max-steps", "70", "--root-dir", dir / "full", "--save", dir / "full.safetensors"})));
+  EXPECT_RAN(run(with({"--max-steps", "45", "--root-dir", dir / "part"})));
+  const std::string ckpt = dir / "part/lightning_logs/version_0/checkpoints/last";
+  auto j = trainer_json(ckpt);
+  EXPECT_EQ(j.at("batches_done").get<int64_t>(), 45);
+  j.erase("samples_done");
+  j.erase("samples_trained");
+  j.erase("step_batch_size");
+  std::ofstream(ckpt + "/trainer.json") << j.dump(2);
+  EXPECT_RAN(run(with({"--max-steps", "70", "--root-dir", dir / "part", "--resume", ckpt, "--save",
+                       dir / "resumed.safetensors"})));
+  EXPECT_EQ(relative_difference(dir / "resumed.safetensors", dir / "full.safetensors"), 0.0);
 }
 
 // Every row each process trained, as (epoch, index) pairs, from elastic_worker's records.
