@@ -25,7 +25,7 @@ std::vector<PL_Parameter> parameter_views(pl::Module& m, std::vector<std::string
 namespace pl {
 
 // trainer_preempt.cpp: while alive (during fit, when `on`), SIGTERM only sets a flag that
-// Trainer::Impl::sigterm_agreed reads; the previous disposition comes back at destruction.
+// Trainer::Impl::agree_after_step reads; the previous disposition comes back at destruction.
 class SigtermWatch {
  public:
   explicit SigtermWatch(bool on);
