@@ -4,6 +4,7 @@
 //   plrt-mlp --strategy ddp_spawn --devices 2 --data mnist.safetensors --save mlp.safetensors
 //   plrt-mlp --strategy dp --devices 2 --precision bf16-mixed
 //   plrun --strategy ddp --devices 2 -- plrt-mlp --strategy-option bucket_cap_mb=0.5
+//   plrun --max-restarts 3 ... -- plrt-mlp --checkpoint-every-steps 100   (a restart resumes from 'last')
 //
 // Exit codes: 0 success, 2 invalid input (the error on stderr), 1 anything else.
 #include <CLI/CLI.hpp>
@@ -80,7 +81,9 @@ int main(int argc, char** argv) {
   app.add_flag("--no-shuffle", no_shuffle, "Keep the training data in order");
   app.add_option("--init", init, "Initial weights (safetensors, layers.<i>.weight/bias)");
   app.add_option("--save", save, "Write the trained weights here (safetensors, PyTorch nn.Linear layout)");
-  app.add_option("--resume", resume, "Resume from a checkpoint folder");
+  app.add_option("--resume", resume,
+                 "Resume from a checkpoint folder, or 'last': the newest under <root-dir>/lightning_logs (a "
+                 "restarted worker, PL_RESTART_COUNT > 0, resumes from 'last' without it)");
   app.add_option("--heldout", heldout, "Fraction of the data held out for validation")->capture_default_str();
   app.add_option("--samples", synth.samples, "Synthetic data: samples")->capture_default_str();
   app.add_option("--features", synth.features, "Synthetic data: features")->capture_default_str();
@@ -109,6 +112,13 @@ int main(int argc, char** argv) {
   app.add_option("--root-dir", topt.default_root_dir, "Where lightning_logs/ goes")->capture_default_str();
   bool no_checkpoint = false;
   app.add_flag("--no-checkpoint", no_checkpoint, "Write no checkpoint (by default checkpoints/last after every epoch)");
+  app.add_option("--checkpoint-every-steps", topt.checkpoint_every_n_steps,
+                 "Also write checkpoints/last every N optimizer steps (0: off)")
+      ->capture_default_str();
+  std::string every_seconds = "0";
+  app.add_option("--checkpoint-every-seconds", every_seconds,
+                 "Also write checkpoints/last once T seconds passed since the last one (0: off)")
+      ->capture_default_str();
   app.add_option("--report", report, "Write a JSON summary here (rank 0): metrics, steps/s, strategy statistics");
   try {
     app.parse(argc, argv);
@@ -127,6 +137,12 @@ int main(int argc, char** argv) {
     topt.seed = seed;
     topt.timeout = std::chrono::milliseconds(static_cast<long long>(timeout_s * 1000));
     topt.enable_checkpointing = !no_checkpoint;
+    {
+      char* end = nullptr;
+      topt.checkpoint_every_seconds = std::strtod(every_seconds.c_str(), &end);
+      if (every_seconds.empty() || *end != '\0')
+        throw pl::Error(PL_ERR_INVALID_ARGUMENT, "--checkpoint-every-seconds '" + every_seconds + "' is not a number");
+    }
     if (batch_size < 1)
       throw pl::Error(PL_ERR_INVALID_ARGUMENT, "--batch-size " + std::to_string(batch_size) + " must be >= 1");
     if (!(lr > 0)) throw pl::Error(PL_ERR_INVALID_ARGUMENT, "--lr " + std::to_string(lr) + " must be > 0");
@@ -173,6 +189,10 @@ int main(int argc, char** argv) {
       if (!report.empty()) {
         nlohmann::json j;
         j["steps"] = trainer.global_step();
+        j["samples_trained"] = trainer.samples_trained();
+        j["epoch"] = trainer.current_epoch();
+        j["restart_count"] = trainer.restart_count();
+        j["resumed_from"] = trainer.resumed_from();
         j["seconds"] = secs;
         j["world_size"] = trainer.world_size();
         j["strategy"] = trainer.job().strategy;

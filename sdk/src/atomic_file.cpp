@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <plrt/sdk/atomic_file.hpp>
 #include <plrt/sdk/error.hpp>
+#include <set>
 #include <system_error>
 #include <vector>
 
@@ -100,6 +101,31 @@ pid_t leading_pid(const std::string& rest, bool allow_suffix) {
 }
 
 bool process_gone(pid_t pid) { return ::kill(pid, 0) != 0 && errno == ESRCH; }
+
+// The target's name of a leftover ("last" of "last.tmp-12-3"), or "" when `name` is none.
+std::string leftover_base(const std::string& name) {
+  for (const char* marker : {".tmp-", ".old-"}) {
+    const size_t at = name.rfind(marker);
+    if (at == std::string::npos || at == 0) continue;
+    const std::string rest = name.substr(at + 5);
+    const bool tmp = marker[1] == 't';  // write_file_atomic's "<pid>-<counter>"
+    if (leading_pid(rest, tmp) == 0) continue;
+    const size_t dash = rest.find('-');
+    if (dash != std::string::npos &&
+        (dash + 1 == rest.size() || rest.find_first_not_of("0123456789", dash + 1) != std::string::npos))
+      continue;
+    return name.substr(0, at);
+  }
+  return "";
+}
+
+size_t count_leftovers(const std::string& folder) {
+  size_t n = 0;
+  std::error_code ec;
+  for (fs::directory_iterator it(folder, ec), end; !ec && it != end; it.increment(ec))
+    if (!leftover_base(it->path().filename().string()).empty()) ++n;
+  return n;
+}
 
 }  // namespace
 
@@ -234,6 +260,25 @@ void clean_atomic_leftovers(const std::string& path_in) {
     }
   }
   if (renamed_back) fsync_dir(parent);
+}
+
+bool is_atomic_leftover_name(const std::string& name) { return !leftover_base(name).empty(); }
+
+int clean_atomic_leftovers_in(const std::string& folder) {
+  std::error_code ec;
+  std::set<std::string> bases;
+  fs::directory_iterator it(folder, ec);
+  if (ec) {
+    if (ec == std::errc::no_such_file_or_directory) return 0;
+    throw Error(PL_ERR_RUNTIME, "clean_atomic_leftovers_in: cannot list '" + folder + "': " + ec.message());
+  }
+  for (const auto& entry : it) {
+    const std::string base = leftover_base(entry.path().filename().string());
+    if (!base.empty()) bases.insert(base);
+  }
+  const size_t before = count_leftovers(folder);
+  for (const auto& base : bases) clean_atomic_leftovers((fs::path(folder) / base).string());
+  return static_cast<int>(before - std::min(before, count_leftovers(folder)));
 }
 
 }  // namespace pl

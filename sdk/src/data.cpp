@@ -100,24 +100,40 @@ DistributedSampler::DistributedSampler(int64_t dataset_size, int num_replicas, i
   if (dataset_size < 0)
     throw Error(PL_ERR_INVALID_ARGUMENT,
                 "DistributedSampler: dataset size " + std::to_string(dataset_size) + " must be non-negative");
-  const int64_t w = num_replicas;
-  // torch: ceil((N - W) / W) when drop_last and N % W != 0, else ceil(N / W).  For N % W != 0
-  // the former equals floor(N / W) (and is 0 for N < W, as math.ceil of a value in (-1, 0)).
-  if (drop_last && n_ % w != 0)
-    num_samples_ = n_ / w;
-  else
-    num_samples_ = (n_ + w - 1) / w;
+  count_samples();
 }
 
-int64_t DistributedSampler::padding() const { return drop_last_ ? 0 : total_size() - n_; }
+// torch: ceil((N - W) / W) when drop_last and N % W != 0, else ceil(N / W).  For N % W != 0 the
+// former equals floor(N / W) (and is 0 for N < W, as math.ceil of a value in (-1, 0)); from a
+// start S the same over the R = N - S remaining positions.
+void DistributedSampler::count_samples() {
+  const int64_t w = num_replicas_, r = n_ - start_;
+  num_samples_ = drop_last_ ? r / w : (r + w - 1) / w;
+}
+
+void DistributedSampler::set_start(int64_t start) {
+  if (start < 0 || start > n_)
+    throw Error(PL_ERR_INVALID_ARGUMENT, "DistributedSampler: start " + std::to_string(start) + " is outside [0, " +
+                                             std::to_string(n_) + "] (the dataset's size " + std::to_string(n_) + ")");
+  start_ = start;
+  count_samples();
+}
+
+int64_t DistributedSampler::padding() const { return drop_last_ ? 0 : total_size() - (n_ - start_); }
+
+int64_t DistributedSampler::real_samples(int64_t first, int64_t count) const {
+  const int64_t lo = start_ + first * num_replicas_, hi = start_ + (first + count) * num_replicas_;
+  return std::max<int64_t>(0, std::min(hi, n_) - lo);
+}
 
 std::vector<int64_t> DistributedSampler::indices() const {
   std::vector<int64_t> all = shuffle_ ? permutation(n_, seed_ + static_cast<uint64_t>(epoch_)) : iota(n_);
   // Padding by wrap-around, several times over when it exceeds N (torch repeats the list), or
-  // the tail cut with drop_last: either way position i of the total list is all[i % N].
+  // the tail cut with drop_last: either way position i of the total list is all[i % N].  From a
+  // start S the positions are S + rank, S + rank + W, ...
   std::vector<int64_t> mine;
   mine.reserve(static_cast<size_t>(num_samples_));
-  for (int64_t pos = rank_; pos < total_size(); pos += num_replicas_)
+  for (int64_t pos = start_ + rank_; pos < start_ + total_size(); pos += num_replicas_)
     mine.push_back(all[static_cast<size_t>(pos % n_)]);
   return mine;
 }
@@ -136,6 +152,7 @@ void DataLoader::distribute(int num_replicas, int rank) {
   auto s =
       std::make_unique<DistributedSampler>(dataset_->size(), num_replicas, rank, o_.shuffle, o_.seed, o_.drop_last);
   s->set_epoch(epoch_);
+  s->set_start(start_);
   sampler_ = std::move(s);
   cache_valid_ = false;
 }
@@ -149,11 +166,40 @@ void DataLoader::set_seed(uint64_t seed) {
 void DataLoader::set_epoch(int64_t epoch) {
   if (epoch == epoch_) return;
   epoch_ = epoch;
-  if (sampler_) sampler_->set_epoch(epoch);
+  start_ = 0;
+  if (sampler_) sampler_->set_epoch(epoch), sampler_->set_start(0);
   cache_valid_ = false;
 }
 
-int64_t DataLoader::num_samples() const { return sampler_ ? sampler_->num_samples() : dataset_->size(); }
+void DataLoader::set_start(int64_t start) {
+  if (start < 0 || start > dataset_->size())
+    throw Error(PL_ERR_INVALID_ARGUMENT, "DataLoader::set_start(" + std::to_string(start) + "): valid starts are [0, " +
+                                             std::to_string(dataset_->size()) + "] (the dataset's size)");
+  if (start == start_) return;
+  start_ = start;
+  if (sampler_) sampler_->set_start(start);
+  cache_valid_ = false;
+}
+
+int64_t DataLoader::num_samples() const { return sampler_ ? sampler_->num_samples() : dataset_->size() - start_; }
+
+int64_t DataLoader::real_samples(int64_t i) const {
+  const int64_t nb = num_batches();
+  if (i < 0 || i >= nb)
+    throw Error(PL_ERR_INVALID_ARGUMENT, "DataLoader::real_samples(" + std::to_string(i) + "): valid batches are [0, " +
+                                             std::to_string(nb) + ")");
+  const int64_t rows = std::min(o_.batch_size, num_samples() - i * o_.batch_size);
+  return sampler_ ? sampler_->real_samples(i * o_.batch_size, rows) : rows;
+}
+
+int64_t DataLoader::position_after(int64_t k) const {
+  const int64_t nb = num_batches();
+  if (k < 0 || k > nb)
+    throw Error(PL_ERR_INVALID_ARGUMENT, "DataLoader::position_after(" + std::to_string(k) + "): valid counts are [0, " +
+                                             std::to_string(nb) + "]");
+  if (k == nb) return dataset_->size();
+  return start_ + k * o_.batch_size * (sampler_ ? sampler_->num_replicas() : 1);
+}
 
 int64_t DataLoader::num_batches() const {
   const int64_t n = num_samples(), b = o_.batch_size;
@@ -168,6 +214,7 @@ const std::vector<int64_t>& DataLoader::indices() const {
       cached_ = permutation(dataset_->size(), o_.seed + static_cast<uint64_t>(epoch_));
     else
       cached_ = iota(dataset_->size());
+    if (!sampler_ && start_ > 0) cached_.erase(cached_.begin(), cached_.begin() + static_cast<std::ptrdiff_t>(start_));
     cache_valid_ = true;
   }
   return cached_;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <plrt/sdk/atomic_file.hpp>
 #include <plrt/sdk/error.hpp>
 #include <set>
@@ -224,6 +225,31 @@ void CsvLog::add_row(int64_t epoch, int64_t step, const std::map<std::string, do
   row["epoch"] = static_cast<double>(epoch);
   row["step"] = static_cast<double>(step);
   rows_.push_back(std::move(row));
+}
+
+void CsvLog::open_existing(const std::string& path, int64_t before_step) {
+  path_ = path;
+  rows_.clear();
+  std::string text;
+  try {
+    text = pl::read_file(path);
+  } catch (const Error& e) {
+    if (e.code() == PL_ERR_NOT_FOUND) return;
+    throw;
+  }
+  std::istringstream in(text);
+  std::string line, cell;
+  std::vector<std::string> cols;
+  if (!std::getline(in, line)) return;
+  for (std::istringstream h(line); std::getline(h, cell, ',');) cols.push_back(cell);
+  while (std::getline(in, line)) {
+    std::map<std::string, double> row;
+    std::istringstream r(line);
+    for (size_t i = 0; i < cols.size() && std::getline(r, cell, ','); ++i)
+      if (!cell.empty()) row[cols[i]] = std::strtod(cell.c_str(), nullptr);
+    auto st = row.find("step");
+    if (st != row.end() && st->second < static_cast<double>(before_step)) rows_.push_back(std::move(row));
+  }
 }
 
 void CsvLog::flush() const {

@@ -78,6 +78,9 @@ class MetricLog {
 class CsvLog {
  public:
   void open(const std::string& path) { path_ = path; }
+  // Continues the file at `path`: its rows whose step is before `before_step` are kept (a resumed
+  // run logs the later ones again); a missing file is a fresh start.
+  void open_existing(const std::string& path, int64_t before_step);
   void add_row(int64_t epoch, int64_t step, const std::map<std::string, double>& values);
   void flush() const;  // no-op when not opened
 

@@ -3,8 +3,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
-#include <filesystem>
-#include <plrt/sdk/options.hpp>
 #include <plrt/sdk/random.hpp>
 #include <plrt/sdk/staging.hpp>
 #include <sstream>
@@ -16,23 +14,6 @@ namespace pl {
 
 namespace {
 
-int64_t parse_int(const std::string& var, const std::string& text, int64_t lo) {
-  char* end = nullptr;
-  long long v = std::strtoll(text.c_str(), &end, 10);
-  if (text.empty() || *end != '\0' || v < lo)
-    throw Error(PL_ERR_INVALID_ARGUMENT,
-                var + "='" + text + "' is not valid: it must be an integer >= " + std::to_string(lo));
-  return v;
-}
-
-double parse_double(const std::string& var, const std::string& text) {
-  char* end = nullptr;
-  const double v = std::strtod(text.c_str(), &end);
-  if (text.empty() || *end != '\0')
-    throw Error(PL_ERR_INVALID_ARGUMENT, var + "='" + text + "' is not valid: it must be a number");
-  return v;
-}
-
 std::string fmt(double v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.4g", v);
@@ -43,65 +24,13 @@ std::string fmt(double v) {
 
 Trainer::Impl::Impl(TrainerOptions options, const RuntimeOptions& ro) : o(std::move(options)) {
   if (o.read_env) apply_env_overrides();
-  auto need = [](bool ok, const std::string& what) {
-    if (!ok) throw Error(PL_ERR_INVALID_ARGUMENT, what);
-  };
-  need(o.max_epochs >= -1, "max_epochs=" + std::to_string(o.max_epochs) + " is not valid: use -1 (no limit) or >= 0");
-  need(o.max_steps >= -1, "max_steps=" + std::to_string(o.max_steps) + " is not valid: use -1 (no limit) or >= 0");
-  need(o.accumulate_grad_batches >= 1,
-       "accumulate_grad_batches=" + std::to_string(o.accumulate_grad_batches) + " is not valid: it must be >= 1");
-  need(o.check_val_every_n_epoch >= 1,
-       "check_val_every_n_epoch=" + std::to_string(o.check_val_every_n_epoch) + " is not valid: it must be >= 1");
-  need(o.log_every_n_steps >= 1,
-       "log_every_n_steps=" + std::to_string(o.log_every_n_steps) + " is not valid: it must be >= 1");
-  need(std::isfinite(o.gradient_clip_val) && o.gradient_clip_val >= 0,
-       "gradient_clip_val=" + plrt::sdk::num(o.gradient_clip_val) +
-           " is not valid: it must be a finite number >= 0 (0: no clipping)");
-  need(o.gradient_clip_algorithm == "norm" || o.gradient_clip_algorithm == "value",
-       "gradient_clip_algorithm='" + o.gradient_clip_algorithm + "' is not valid; valid: norm, value");
+  check_options();
   env = ClusterEnv::detect();
   RuntimeOptions r = ro;
   if (r.rank < 0 && env.source != "none" && !env.spawn_parent) r.rank = env.rank;
   rt = std::make_shared<Runtime>(r);
   if (o.seed) seed_everything(*o.seed);
   resolve_job();
-}
-
-// PL_TRAINER_<FLAG> overrides the program's value, as Lightning's env defaults do: plrun sets the
-// flags given on its command line.
-void Trainer::Impl::apply_env_overrides() {
-  auto str = [](const char* var, std::string& field) {
-    if (const char* v = std::getenv(var); v && *v) field = v;
-  };
-  auto i64 = [](const char* var, auto& field, int64_t lo) {
-    if (const char* v = std::getenv(var); v && *v)
-      field = static_cast<std::decay_t<decltype(field)>>(parse_int(var, v, lo));
-  };
-  str("PL_TRAINER_ACCELERATOR", o.accelerator);
-  if (const char* v = std::getenv("PL_TRAINER_DEVICES"); v && *v) o.devices = Devices::from_text(v);
-  str("PL_TRAINER_STRATEGY", o.strategy);
-  i64("PL_TRAINER_NUM_NODES", o.num_nodes, 1);
-  str("PL_TRAINER_PRECISION", o.precision);
-  str("PL_TRAINER_PROCESS_GROUP_BACKEND", o.process_group_backend);
-  i64("PL_TRAINER_MAX_EPOCHS", o.max_epochs, -1);
-  i64("PL_TRAINER_MAX_STEPS", o.max_steps, -1);
-  i64("PL_TRAINER_ACCUMULATE_GRAD_BATCHES", o.accumulate_grad_batches, 1);
-  i64("PL_TRAINER_CHECK_VAL_EVERY_N_EPOCH", o.check_val_every_n_epoch, 1);
-  if (const char* v = std::getenv("PL_TRAINER_GRADIENT_CLIP_VAL"); v && *v)
-    o.gradient_clip_val = parse_double("PL_TRAINER_GRADIENT_CLIP_VAL", v);
-  str("PL_TRAINER_GRADIENT_CLIP_ALGORITHM", o.gradient_clip_algorithm);
-  if (const char* v = std::getenv("PL_TRAINER_CHECKPOINT_ON_SIGTERM"); v && *v) {
-    const std::string t = v;
-    if (t != "0" && t != "1")
-      throw Error(PL_ERR_INVALID_ARGUMENT, "PL_TRAINER_CHECKPOINT_ON_SIGTERM='" + t + "' is not valid: use 0 or 1");
-    o.checkpoint_on_sigterm = t == "1";
-  }
-  if (const char* v = std::getenv("PL_TRAINER_SEED"); v && *v)
-    o.seed = static_cast<uint64_t>(parse_int("PL_TRAINER_SEED", v, 0));
-  // plrun --strategy-option: on top of the program's options, plrun's value winning for a key.
-  if (const char* v = std::getenv(kStrategyOptionsVariable); v && *v)
-    for (const auto& [key, value] : decode_options(kStrategyOptionsVariable, v))
-      set_option(o.strategy_options, key, value);
 }
 
 void Trainer::Impl::resolve_job() {
@@ -218,25 +147,7 @@ void Trainer::Impl::prepare(LightningModule& m) {
   strategy.create(*rt, job.strategy, acc, s);
   set_seed_rank(rank);
   attach(m);
-  if (rank == 0) {  // logs (and checkpoints) are written by rank 0
-    namespace fs = std::filesystem;
-    fs::path base = fs::path(o.default_root_dir) / "lightning_logs";
-    int version = 0;
-    std::error_code ec;
-    if (fs::exists(base, ec))
-      for (const auto& e : fs::directory_iterator(base, ec)) {
-        std::string n = e.path().filename().string();
-        if (n.rfind("version_", 0) == 0) version = std::max(version, std::atoi(n.c_str() + 8) + 1);
-      }
-    log_dir = (base / ("version_" + std::to_string(version))).string();
-    fs::create_directories(log_dir, ec);
-    if (ec) throw Error(PL_ERR_RUNTIME, "cannot create the log folder " + log_dir + ": " + ec.message());
-    csv.open(log_dir + "/metrics.csv");
-  }
   prepared = true;
-  rt->log(rank == 0 ? PL_LOG_INFO : PL_LOG_DEBUG,
-          "trainer: " + job.strategy + " on " + job.accelerator + ", " + std::to_string(world) + " process(es), rank " +
-              std::to_string(rank) + (log_dir.empty() ? "" : ", logs in " + log_dir));
 }
 
 // Places the module on the device, hands its parameters to the strategy (ddp broadcasts rank 0's
@@ -301,12 +212,17 @@ plrt::sdk::Collectives Trainer::Impl::collectives() {
 
 void Trainer::Impl::fit_here(LightningModule& m, DataLoader& train, DataLoader* val, const std::string& ckpt) {
   prepare(m);
+  const std::string from = resolve_resume(ckpt);  // "last": rank 0 decides, the others are told
+  clean_leftovers(from);
   use_optimizer(m.configure_optimizers());
-  if (!ckpt.empty()) load_checkpoint(ckpt);
+  if (!from.empty()) load_checkpoint(from);
   bind_optimizer();
   distribute(train, "train");
   if (val) distribute(*val, "validation");
+  resume_position(train);
   report_effective_batch(train);
+  report_resume();
+  last_checkpoint = std::chrono::steady_clock::now();
   int64_t max_epochs = o.max_epochs;
   if (max_epochs < 0) max_epochs = o.max_steps < 0 ? 1000 : INT64_MAX;
   m.on_fit_start();
@@ -320,7 +236,7 @@ void Trainer::Impl::fit_here(LightningModule& m, DataLoader& train, DataLoader* 
     auto t0 = std::chrono::steady_clock::now();
     int64_t steps0 = step;
     train_epoch(train);
-    if (resume_batches > 0 || interrupted) break;  // stopped inside the epoch by max_steps or SIGTERM
+    if (stopped_in_epoch || interrupted) break;  // stopped inside the epoch by max_steps or SIGTERM
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     auto values = metrics.reduce_epoch(collectives());
     if (val && (epoch + 1) % o.check_val_every_n_epoch == 0) {
@@ -332,51 +248,62 @@ void Trainer::Impl::fit_here(LightningModule& m, DataLoader& train, DataLoader* 
     values.insert(late.begin(), late.end());
     end_epoch_log(values, secs > 0 ? static_cast<double>(step - steps0) / secs : 0);
     ++epoch;
-    if (o.enable_checkpointing) save_checkpoint(log_dir.empty() ? "" : log_dir + "/checkpoints/last");
+    epoch_samples = epoch_batches = 0;
+    if (o.enable_checkpointing) save_last();
   }
   strategy.sync_weights();  // ABI 1.6: fit ends with one model on every rank
   m.on_fit_end();
-  if ((o.enable_checkpointing && resume_batches > 0) || interrupted)
-    save_checkpoint(log_dir.empty() ? "" : log_dir + "/checkpoints/last");
+  if ((o.enable_checkpointing && stopped_in_epoch) || interrupted) save_last();
   if (interrupted && rank == 0)
     warn("SIGTERM: every rank stopped after step " + std::to_string(step) + "; checkpoint written to " + log_dir +
          "/checkpoints/last (resume from it)");
   csv.flush();
 }
 
+// One epoch from the position the trainer is at (epoch_samples: a resumed checkpoint's, else 0).
+// Batch j of the loader is the epoch's batch `base + j` for training_step (base: the batches this
+// world size would have taken to reach the position); accumulation windows count from the start,
+// which is always an optimizer-step boundary.
 void Trainer::Impl::train_epoch(DataLoader& train) {
   LightningModule& m = *module;
   train.set_epoch(epoch);
-  m.train();
+  const int64_t start = epoch_samples;
+  train.set_start(std::min(start, train.dataset().size()));
+  stopped_in_epoch = false;
   const int64_t n = train.num_batches();
-  const int64_t start = resume_batches;
-  resume_batches = 0;
+  const int64_t per_batch = train.options().batch_size * (train.distributed() ? train.sampler()->num_replicas() : 1);
+  const int64_t base = start / per_batch;
+  // samples_trained: a loader this trainer did not shard holds this rank's data only
+  const int64_t others = !train.distributed() && world > 1 ? world : 1;
   if (start == 0) m.on_train_epoch_start();
   const int acc_n = o.accumulate_grad_batches;
   bool sync_on = true;
+  int64_t window_samples = 0;
   // On an asynchronous device (cuda) the next batches are copied ahead on a copy stream, through
   // pinned memory, while this one computes; on the cpu batches are simply read in turn.
   std::unique_ptr<StagingLoader> staging;
   if (!acc.synchronous() && device.type != PL_DEVICE_CPU) {
     staging = std::make_unique<StagingLoader>(train, acc, device, 2);
-    staging->start(start);
+    staging->start(0);
   }
-  for (int64_t b = start; b < n; ++b) {
+  for (int64_t j = 0; j < n; ++j) {
+    const int64_t b = base + j;
     if (o.max_steps >= 0 && step >= o.max_steps) {
-      resume_batches = b;
+      stopped_in_epoch = epoch_samples > 0;  // at j == 0 the epoch has not begun: it ends as before
       return;
     }
     Batch batch;
     if (!staging) {
-      batch = to_device(train.batch(b));
+      batch = to_device(train.batch(j));
     } else if (!staging->next(batch)) {
       throw Error(PL_ERR_INTERNAL,
-                  "the staging loader ended at batch " + std::to_string(b) + " of " + std::to_string(n));
+                  "the staging loader ended at batch " + std::to_string(j) + " of " + std::to_string(n));
     }
     batch_size = batch.empty() || batch[0].dim() == 0 ? 1 : batch[0].size(0);
-    bool boundary = (b + 1) % acc_n == 0 || b + 1 == n;
+    bool boundary = (j + 1) % acc_n == 0 || j + 1 == n;
     if (boundary != sync_on) strategy.set_grad_sync(sync_on = boundary);
     boundary_now = boundary;
+    window_samples += train.real_samples(j) * others;
     const double loss = training_step(batch, b);
     form_remaining();
     strategy.after_backward();
@@ -386,14 +313,21 @@ void Trainer::Impl::train_epoch(DataLoader& train) {
     if (boundary) {
       optimizer_step();
       ++step;
+      samples_trained += window_samples;
+      window_samples = 0;
+      epoch_samples = train.position_after(j + 1);
+      epoch_batches = b + 1;
       auto values = metrics.take_step_values();
       for (const auto& kv : values) callback[kv.first] = kv.second;
       if (step % o.log_every_n_steps == 0 && !values.empty()) csv.add_row(epoch, step - 1, values);
-      if (sigterm_agreed()) {  // preempted: every rank stops after this same step
+      const StepAgreement next = agree_after_step();
+      if (next.stop) {  // preempted: every rank stops after this same step
         interrupted = true;
-        resume_batches = b + 1;
         return;
       }
+      // Not at the epoch's end (its checkpoint follows) nor at max_steps (fit's last one follows).
+      const bool more = j + 1 < n && !(o.max_steps >= 0 && step >= o.max_steps);
+      if (more && (next.save || checkpoint_due_by_steps())) save_last();
     }
   }
   if (!sync_on) strategy.set_grad_sync(true);
@@ -465,8 +399,11 @@ void Trainer::Impl::detach_module() {
 }
 
 void Trainer::fit(LightningModule& module, DataLoader& train, DataLoader* val, const std::string& ckpt_path) {
-  if (impl_->job.launch_mode == PL_LAUNCH_SPAWN && !impl_->spawned_worker && impl_->world > 1)
+  if (impl_->job.launch_mode == PL_LAUNCH_SPAWN && !impl_->spawned_worker && impl_->world > 1) {
+    Impl::check_resume_path(ckpt_path);
     return impl_->fit_spawn(module, train, val, ckpt_path);
+  }
+  Impl::check_resume_path(ckpt_path);
   impl_->adopt(module);
   impl_->fit_here(module, train, val, ckpt_path);
 }
@@ -478,6 +415,7 @@ std::map<std::string, double> Trainer::validate(LightningModule& module, DataLoa
                 "under plrun for distributed validation");
   impl_->adopt(module);
   impl_->prepare(module);
+  impl_->open_log_dir("");
   impl_->distribute(loader, "validation");
   return impl_->eval_loop(loader, false);
 }
@@ -489,6 +427,7 @@ std::map<std::string, double> Trainer::test(LightningModule& module, DataLoader&
                 "under plrun for distributed testing");
   impl_->adopt(module);
   impl_->prepare(module);
+  impl_->open_log_dir("");
   impl_->distribute(loader, "test");
   return impl_->eval_loop(loader, true);
 }
@@ -501,6 +440,9 @@ int Trainer::node_rank() const { return impl_->node_rank; }
 int64_t Trainer::current_epoch() const { return impl_->epoch; }
 int64_t Trainer::global_step() const { return impl_->step; }
 bool Trainer::interrupted() const { return impl_->interrupted; }
+int64_t Trainer::samples_trained() const { return impl_->samples_trained; }
+int64_t Trainer::restart_count() const { return impl_->restart_count; }
+std::string Trainer::resumed_from() const { return impl_->resumed_from; }
 const TrainerOptions& Trainer::options() const { return impl_->o; }
 const JobConfig& Trainer::job() const { return impl_->job; }
 const ClusterEnv& Trainer::cluster() const { return impl_->env; }

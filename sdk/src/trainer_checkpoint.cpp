@@ -5,7 +5,10 @@
 //   optimizer.rank<r>.safetensors  instead, when the strategy shards the optimizer state (ABI 1.5
 //                          owned_ranges): each rank's own ranges' state, written by that rank; no
 //                          rank ever gathers another's
-//   trainer.json           epoch, batches done in it, global step, world size, every rank's RNG
+//   trainer.json           epoch, where in it (samples_done: positions of the epoch's global order
+//                          consumed, see DataLoader::position_after; batches_done: each rank's
+//                          batches), global step, samples_trained, world size, the samples of
+//                          one optimizer step (step_batch_size), every rank's RNG
 //                          states, metrics, precision, the 16-mixed loss scaler's state, the
 //                          strategy's state_info and which optimizer files there are
 //                          ("optimizer_files": "single" or "per_rank", one per rank of world_size)
@@ -132,9 +135,12 @@ void Trainer::Impl::save_checkpoint(const std::string& path) {
   j["format"] = kFormat;
   j["version"] = kVersion;
   j["epoch"] = epoch;
-  j["batches_done"] = resume_batches;
+  j["batches_done"] = epoch_batches;
+  j["samples_done"] = epoch_samples;
   j["global_step"] = step;
+  j["samples_trained"] = samples_trained;
   j["world_size"] = world;
+  j["step_batch_size"] = effective_batch * o.accumulate_grad_batches;
   j["strategy"] = job.strategy;
   j["optimizer"] = optimizer->name();
   j["rng"] = nlohmann::json::array();
@@ -157,7 +163,8 @@ void Trainer::Impl::save_checkpoint(const std::string& path) {
                safetensors::serialize(optimizer->state_tensors(), optimizer_metadata(*optimizer)));
   dir->write("trainer.json", j.dump(2) + "\n");
   dir->commit();
-  rt->log(PL_LOG_DEBUG, "checkpoint saved: " + path);
+  rt->log(PL_LOG_DEBUG, "checkpoint saved: " + path + " (epoch " + std::to_string(epoch) + ", step " +
+                            std::to_string(step) + ", samples_done " + std::to_string(epoch_samples) + ")");
 }
 
 void Trainer::Impl::load_checkpoint(const std::string& path) {
@@ -173,7 +180,7 @@ void Trainer::Impl::load_checkpoint(const std::string& path) {
                                              j.value("format", "") + "', version " +
                                              std::to_string(j.value("version", 0)) + ")");
   // Everything trainer.json says, read before anything changes.
-  int64_t saved_epoch = 0, saved_batches = 0, saved_step = 0;
+  int64_t saved_epoch = 0, saved_batches = 0, saved_step = 0, saved_samples = -1, saved_trained = 0, saved_step_batch = 0;
   int saved_world = 0;
   std::string global_rng, rank_rng, layout;
   bool same_world = false, saved_state = false;
@@ -184,6 +191,12 @@ void Trainer::Impl::load_checkpoint(const std::string& path) {
     saved_batches = j.at("batches_done").get<int64_t>();
     saved_step = j.at("global_step").get<int64_t>();
     saved_world = j.at("world_size").get<int>();
+    if (j.contains("samples_done")) {  // older checkpoints: absent
+      saved_samples = j.at("samples_done").get<int64_t>();
+      if (saved_samples < 0) saved_batches = -1;  // named below
+    }
+    saved_trained = j.value("samples_trained", int64_t{0});
+    saved_step_batch = j.value("step_batch_size", int64_t{0});
     const auto& rng = j.at("rng");
     same_world = saved_world == world && rng.size() == static_cast<size_t>(world);
     const auto& mine = rng.at(same_world ? static_cast<size_t>(rank) : 0);
@@ -204,6 +217,12 @@ void Trainer::Impl::load_checkpoint(const std::string& path) {
                                              "'; valid: single (optimizer.safetensors), per_rank "
                                              "(optimizer.rank<r>.safetensors for r < world_size), local (each "
                                              "rank's whole state in optimizer.rank<r>.safetensors)");
+  if (saved_batches < 0 || saved_step < 0 || saved_trained < 0)
+    throw Error(PL_ERR_INVALID_ARGUMENT, "checkpoint " + path + "/trainer.json has a negative batches_done (" +
+                                             std::to_string(j.value("batches_done", int64_t{0})) + "), samples_done (" +
+                                             std::to_string(saved_samples) + "), global_step (" +
+                                             std::to_string(saved_step) + ") or samples_trained (" +
+                                             std::to_string(saved_trained) + ")");
   if (layout != "single" && saved_world < 1)
     throw Error(PL_ERR_INVALID_ARGUMENT, "checkpoint " + path + "/trainer.json has world_size " +
                                              std::to_string(saved_world) + "; per_rank optimizer files need >= 1");
@@ -252,8 +271,14 @@ void Trainer::Impl::load_checkpoint(const std::string& path) {
   optimizer->load_state(opt.tensors, opt.scalars);  // copies onto the parameters' devices
 
   epoch = saved_epoch;
-  resume_batches = saved_batches;
+  epoch_batches = saved_batches;
+  epoch_samples = std::max<int64_t>(saved_samples, 0);
+  legacy_batches = saved_samples < 0 ? saved_batches : -1;  // resume_position converts it
+  legacy_world = saved_world;
   step = saved_step;
+  samples_trained = saved_trained;
+  resumed_world = saved_world;
+  resumed_step_batch = saved_step_batch;
   global_generator().set_state(global_rng);
   if (same_world) {
     rank_generator().set_state(rank_rng);

@@ -2,6 +2,7 @@
 // and trainer_spawn.cpp (ddp_spawn's forked workers).
 #pragma once
 
+#include <chrono>
 #include <csignal>
 #include <memory>
 #include <optional>
@@ -24,7 +25,7 @@ std::vector<PL_Parameter> parameter_views(pl::Module& m, std::vector<std::string
 namespace pl {
 
 // trainer_preempt.cpp: while alive (during fit, when `on`), SIGTERM only sets a flag that
-// Trainer::Impl::sigterm_agreed reads; the previous disposition comes back at destruction.
+// Trainer::Impl::agree_after_step reads; the previous disposition comes back at destruction.
 class SigtermWatch {
  public:
   explicit SigtermWatch(bool on);
@@ -109,16 +110,37 @@ struct Trainer::Impl {
   plrt::sdk::CsvLog csv;
   std::map<std::string, double> callback;
   int64_t epoch = 0, step = 0;
-  int64_t resume_batches = 0;  // batches of `epoch` already done (from a checkpoint)
+  // Where the trainer is inside `epoch` (saved in trainer.json, set by a checkpoint's load):
+  // epoch_samples, the positions of the epoch's order consumed (global across the ranks with a
+  // DistributedSampler, this rank's own loader's otherwise; DataLoader::position_after), and
+  // epoch_batches, this rank's batches done.  Both 0 at an epoch's start.  legacy_batches >= 0: a
+  // checkpoint without samples_done (its batches_done, turned into a position once the loader is known).
+  int64_t epoch_samples = 0, epoch_batches = 0, legacy_batches = -1;
+  int legacy_world = 0;
+  bool stopped_in_epoch = false;  // train_epoch returned early for max_steps
+  int64_t samples_trained = 0;    // see Trainer::samples_trained
+  int64_t restart_count = 0;      // PL_RESTART_COUNT
+  // trainer_resume.cpp: the checkpoint fit resumed from, and what it said about its job (the
+  // world-size change log line).
+  std::string resumed_from;
+  int resumed_world = 0;
+  int64_t resumed_step_batch = 0;  // samples per optimizer step across the job when it was saved (0: unknown)
+  std::chrono::steady_clock::time_point last_checkpoint;  // fit's last checkpoint (or its start)
   // Preemption (trainer_preempt.cpp): the watch during fit, and whether fit stopped for a SIGTERM.
   std::optional<SigtermWatch> sigterm_watch;
   bool interrupted = false;
   bool watch_sigterm() const;  // checkpoint_on_sigterm, by default on under SLURM
-  bool sigterm_agreed();       // after an optimizer step: did any rank get SIGTERM? (a collective)
+  // After an optimizer step, what every rank does next, agreed in one collective when needed: stop
+  // (any rank got SIGTERM) and save (rank 0's clock says checkpoint_every_seconds have passed).
+  struct StepAgreement {
+    bool stop = false, save = false;
+  };
+  StepAgreement agree_after_step();
   bool in_training_step = false;
   std::shared_ptr<Impl*> alive = std::make_shared<Impl*>(this);  // the grad-ready hook's liveness token
   int64_t batch_size = 1;
   std::string log_dir;
+  bool log_ready = false;  // open_log_dir ran
 
   void bind_optimizer();             // after use_optimizer and a checkpoint's load
   void broadcast_optimizer_state();  // ABI 1.7: every rank's optimizer state becomes rank 0's
@@ -140,7 +162,9 @@ struct Trainer::Impl {
   // Unhooks the adopted module from this trainer (its trainer pointer, and the grad-ready hook when
   // this trainer set it): a module that outlives its trainer must not call into freed memory.
   void detach_module();
+  // trainer_options.cpp
   void apply_env_overrides();
+  void check_options() const;
   void resolve_job();
   void prepare(LightningModule& m);  // accelerator, store, strategy, module placement (once)
   void attach(LightningModule& m);
@@ -169,6 +193,24 @@ struct Trainer::Impl {
   // trainer_checkpoint.cpp
   void save_checkpoint(const std::string& path);
   void load_checkpoint(const std::string& path);
+  // trainer_resume.cpp
+  // fit's checkpoint: "" and "last" (or "" after a restart) resolved; rank 0 decides, the others are
+  // told (a collective when "last").  check_resume_path: an explicit path's error, before any work.
+  static void check_resume_path(const std::string& ckpt);
+  std::string resolve_resume(const std::string& ckpt);
+  // Rank 0 picks the log folder once: `continue_in` (a version folder whose metrics.csv keeps its
+  // rows before step `keep_before`) or a new version_<n>.
+  void open_log_dir(const std::string& continue_in, int64_t keep_before = 0);
+  // Rank 0 at fit's start: leftovers of interrupted writes whose process is gone, in the folders
+  // fit writes to and the one it resumes from.
+  void clean_leftovers(const std::string& resumed);
+  // The loader's start in the resumed epoch (a legacy checkpoint's batches_done converted), checked
+  // against the dataset; and the world-size change's log line.
+  void resume_position(DataLoader& train);
+  void report_resume();
+  // checkpoints/last during fit (also restarts checkpoint_every_seconds' clock).
+  void save_last();
+  bool checkpoint_due_by_steps() const;
   // trainer_spawn.cpp: forks the workers, waits, takes rank 0's results into `m`.
   void fit_spawn(LightningModule& m, DataLoader& train, DataLoader* val, const std::string& ckpt);
 };

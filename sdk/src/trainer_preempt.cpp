@@ -4,7 +4,9 @@
 // only sets a flag.  After every optimizer step the ranks agree on it with one reduce (MAX) of one
 // value, so they all stop after the same step even when the signal reached them at different
 // points; then fit writes checkpoints/last (batches_done says where to resume) and returns, with
-// interrupted() true.  Cost: one small collective per optimizer step while the watch is on.
+// interrupted() true.  Cost: one small collective per optimizer step while the watch is on (or
+// checkpoint_every_seconds, whose decision rides in the same reduce).
+#include <chrono>
 #include <csignal>
 
 #include "trainer_impl.hpp"
@@ -33,11 +35,18 @@ SigtermWatch::~SigtermWatch() {
   if (installed_) sigaction(SIGTERM, &previous_, nullptr);
 }
 
-bool Trainer::Impl::sigterm_agreed() {
-  if (!sigterm_watch || !sigterm_watch->on()) return false;
-  std::vector<double> flag{g_sigterm != 0 ? 1.0 : 0.0};
-  if (world > 1) collectives().allreduce(flag, PL_REDUCE_MAX);
-  return flag[0] > 0;
+// One reduce (MAX) of two values when either is needed: any rank's SIGTERM, and rank 0's clock for
+// checkpoint_every_seconds (the other ranks send 0, so rank 0 decides: the ranks' clocks differ,
+// and a save is a collective that every rank must enter together).
+Trainer::Impl::StepAgreement Trainer::Impl::agree_after_step() {
+  const bool watch = sigterm_watch && sigterm_watch->on();
+  const bool timed = o.enable_checkpointing && o.checkpoint_every_seconds > 0;
+  if (!watch && !timed) return {};
+  const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - last_checkpoint).count();
+  std::vector<double> flags{watch && g_sigterm != 0 ? 1.0 : 0.0,
+                            timed && rank == 0 && elapsed >= o.checkpoint_every_seconds ? 1.0 : 0.0};
+  if (world > 1) collectives().allreduce(flags, PL_REDUCE_MAX);
+  return {flags[0] > 0, flags[1] > 0};
 }
 
 bool Trainer::Impl::watch_sigterm() const { return o.checkpoint_on_sigterm.value_or(env.source == "slurm"); }

@@ -113,6 +113,8 @@ void Trainer::Impl::fit_spawn(LightningModule& m, DataLoader& train, DataLoader*
           nlohmann::json j;
           j["epoch"] = epoch;
           j["global_step"] = step;
+          j["samples_trained"] = samples_trained;
+          j["resumed_from"] = resumed_from;
           nlohmann::json cm = nlohmann::json::object();
           for (const auto& [k, v] : callback) cm[k] = v;
           j["callback_metrics"] = cm;
@@ -212,6 +214,8 @@ void Trainer::Impl::fit_spawn(LightningModule& m, DataLoader& train, DataLoader*
     m.load_state_dict(weights.tensors, true);
     epoch = j.at("epoch").get<int64_t>();
     step = j.at("global_step").get<int64_t>();
+    samples_trained = j.at("samples_trained").get<int64_t>();
+    resumed_from = j.at("resumed_from").get<std::string>();
     log_dir = j.at("log_dir").get<std::string>();
     for (auto& [k, v] : j.at("callback_metrics").items()) callback[k] = v.get<double>();
   }

@@ -164,6 +164,33 @@ TEST(AtomicDir, CleanRemovesOnlyTheLeftoversOfDeadProcesses) {
   pl::clean_atomic_leftovers(d.path + "/nowhere/ckpt");  // a missing folder: nothing to clean
 }
 
+// A run's start: every target's leftovers in a folder whose process is gone, the names told apart.
+TEST(AtomicDir, CleanInAFolderTakesEveryTargetsDeadLeftovers) {
+  TempDir d;
+  const std::string dead = std::to_string(dead_pid()), live = std::to_string(::getpid());
+  fs::create_directory(d.path + "/last");
+  fs::create_directory(d.path + "/last.tmp-" + dead);
+  pl::write_file_atomic(d.path + "/last.tmp-" + dead + "/model.safetensors", "partial");
+  fs::create_directory(d.path + "/epoch=3.tmp-" + dead);
+  pl::write_file_atomic(d.path + "/metrics.csv.tmp-" + dead + "-7", "x");
+  fs::create_directory(d.path + "/last.tmp-" + live);
+  fs::create_directory(d.path + "/best.old-" + dead);  // `best` is missing: renamed back
+  pl::write_file_atomic(d.path + "/a.tmp-" + dead + "-x", "not a leftover's name");
+  pl::write_file_atomic(d.path + "/.tmp-" + dead, "no target");
+  EXPECT_EQ(pl::clean_atomic_leftovers_in(d.path), 4);
+  EXPECT_EQ(d.names(), (std::set<std::string>{"last", "best", "last.tmp-" + live, "a.tmp-" + dead + "-x",
+                                              ".tmp-" + dead}));
+  EXPECT_EQ(pl::clean_atomic_leftovers_in(d.path), 0);
+  EXPECT_EQ(pl::clean_atomic_leftovers_in(d.path + "/nowhere"), 0);
+  EXPECT_TRUE(pl::is_atomic_leftover_name("last.tmp-12"));
+  EXPECT_TRUE(pl::is_atomic_leftover_name("trainer.json.tmp-12-0"));
+  EXPECT_TRUE(pl::is_atomic_leftover_name("last.old-12"));
+  EXPECT_FALSE(pl::is_atomic_leftover_name("last.old-12-1"));
+  EXPECT_FALSE(pl::is_atomic_leftover_name("last"));
+  EXPECT_FALSE(pl::is_atomic_leftover_name("last.tmp-"));
+  EXPECT_FALSE(pl::is_atomic_leftover_name("last.tmp-12-"));
+}
+
 // ---- the crash test ----
 
 constexpr size_t kFileBytes = 8u << 20;

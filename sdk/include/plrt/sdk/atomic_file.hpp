@@ -42,4 +42,12 @@ class AtomicDir {
 // back to `path` (the commit is rolled back).  Leftovers of live processes are kept.
 void clean_atomic_leftovers(const std::string& path);
 
+// Whether `name` (a file name, no folder) is such a leftover's: "<base>.tmp-<pid>[-<n>]" or
+// "<base>.old-<pid>", with a non-empty base.
+bool is_atomic_leftover_name(const std::string& name);
+// clean_atomic_leftovers for every target in `folder` that has leftovers there (what a run does at
+// its start, when the saves of a killed run left theirs and no later save to the same path would
+// clean them).  Returns how many leftover entries went (removed, or renamed back); a missing folder: 0.
+int clean_atomic_leftovers_in(const std::string& folder);
+
 }  // namespace pl

@@ -54,6 +54,16 @@ struct TrainerOptions {
   std::vector<std::pair<std::string, std::string>> accelerator_options;  // e.g. num_threads
   std::string default_root_dir = ".";    // logs and checkpoints: <dir>/lightning_logs/version_<n>/
   bool enable_checkpointing = true;      // checkpoints/last after every epoch and at the end of fit
+  // checkpoints/last also inside epochs, always at an optimizer-step boundary (so a resume never
+  // splits an accumulation window): every checkpoint_every_n_steps optimizer steps (global_step a
+  // multiple of it; 0: off), and once checkpoint_every_seconds of wall-clock time have passed since
+  // fit started or since fit last wrote a checkpoint (0: off).  Rank 0's clock decides the timed one
+  // and the ranks learn it in one small collective after every optimizer step (the SIGTERM
+  // agreement's, when that is on too).  Not at an epoch's last batch (the epoch's checkpoint follows
+  // at once) nor at max_steps (fit's last one does).  Both need enable_checkpointing.
+  // PL_TRAINER_CHECKPOINT_EVERY_N_STEPS / PL_TRAINER_CHECKPOINT_EVERY_SECONDS override them.
+  int64_t checkpoint_every_n_steps = 0;
+  double checkpoint_every_seconds = 0;
   bool enable_progress = true;           // rank 0 prints one line per epoch
   int64_t log_every_n_steps = 50;        // step values reach the CSV every n steps
   std::chrono::milliseconds timeout{0};  // collectives and the store; 0: 30 minutes
@@ -77,9 +87,17 @@ class Trainer {
   Trainer& operator=(const Trainer&) = delete;
 
   // Trains `module` on `train`, validating on `val` every check_val_every_n_epoch epochs.
-  // ckpt_path: a checkpoint folder to resume from ("" = from scratch).  With ddp_spawn the
-  // workers are forked here, and when fit returns this process's module holds the trained weights
-  // and callback_metrics() the logged values.
+  // ckpt_path: a checkpoint folder to resume from ("" = from scratch; a folder without trainer.json
+  // is an error naming it), or "last": the newest complete checkpoint under
+  // <default_root_dir>/lightning_logs/version_*/checkpoints/ (the highest global_step in its
+  // trainer.json, ties to the higher version), and fit keeps logging into that version_<n> folder;
+  // none: fit starts from scratch and says so.  Rank 0 picks it and tells the others.  A restarted
+  // worker (PL_RESTART_COUNT > 0, read with read_env) takes "" as "last".  The checkpoint may come
+  // from another world size: the epoch resumes at the global sample position it was saved at
+  // (trainer.json samples_done), the rest of the epoch split over this run's ranks, and the
+  // learning rate stays the checkpoint's (rank 0 says how the effective batch changed).  With
+  // ddp_spawn the workers are forked here, and when fit returns this process's module holds the
+  // trained weights and callback_metrics() the logged values.
   void fit(LightningModule& module, DataLoader& train, DataLoader* val = nullptr, const std::string& ckpt_path = "");
   std::map<std::string, double> validate(LightningModule& module, DataLoader& loader);
   std::map<std::string, double> test(LightningModule& module, DataLoader& loader);
@@ -96,6 +114,16 @@ class Trainer {
   int64_t global_step() const;
   // fit stopped early for a SIGTERM (checkpoint_on_sigterm) after writing checkpoints/last.
   bool interrupted() const;
+  // Samples trained by every optimizer step so far, summed over the ranks and across resumes (kept
+  // in trainer.json): real samples only, not the DistributedSampler's padding duplicates (also
+  // those of steps 16-mixed skipped).  With use_distributed_sampler false at world size W, this
+  // rank's batches times W (the trainer does not see the other ranks' data).
+  int64_t samples_trained() const;
+  // PL_RESTART_COUNT (0 when unset or read_env is false): how many times the launcher restarted
+  // the job's workers.
+  int64_t restart_count() const;
+  // The checkpoint the last fit resumed from ("" when it started from scratch).
+  std::string resumed_from() const;
   const TrainerOptions& options() const;  // after PL_TRAINER_* overrides
   const JobConfig& job() const;
   const ClusterEnv& cluster() const;

@@ -1,0 +1,106 @@
+// TrainerOptions from the environment (PL_TRAINER_* overrides, PL_RESTART_COUNT) and their checks,
+// both before any work: a bad value is an error naming it and what would be valid.
+#include <cmath>
+#include <cstdlib>
+#include <plrt/sdk/options.hpp>
+
+#include "trainer_impl.hpp"
+
+namespace pl {
+
+namespace {
+
+int64_t parse_int(const std::string& var, const std::string& text, int64_t lo) {
+  char* end = nullptr;
+  long long v = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || v < lo)
+    throw Error(PL_ERR_INVALID_ARGUMENT,
+                var + "='" + text + "' is not valid: it must be an integer >= " + std::to_string(lo));
+  return v;
+}
+
+double parse_double(const std::string& var, const std::string& text) {
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end != '\0')
+    throw Error(PL_ERR_INVALID_ARGUMENT, var + "='" + text + "' is not valid: it must be a number");
+  return v;
+}
+
+}  // namespace
+
+// PL_TRAINER_<FLAG> overrides the program's value, as Lightning's env defaults do: plrun sets the
+// flags given on its command line.
+void Trainer::Impl::apply_env_overrides() {
+  auto str = [](const char* var, std::string& field) {
+    if (const char* v = std::getenv(var); v && *v) field = v;
+  };
+  auto i64 = [](const char* var, auto& field, int64_t lo) {
+    if (const char* v = std::getenv(var); v && *v)
+      field = static_cast<std::decay_t<decltype(field)>>(parse_int(var, v, lo));
+  };
+  str("PL_TRAINER_ACCELERATOR", o.accelerator);
+  if (const char* v = std::getenv("PL_TRAINER_DEVICES"); v && *v) o.devices = Devices::from_text(v);
+  str("PL_TRAINER_STRATEGY", o.strategy);
+  i64("PL_TRAINER_NUM_NODES", o.num_nodes, 1);
+  str("PL_TRAINER_PRECISION", o.precision);
+  str("PL_TRAINER_PROCESS_GROUP_BACKEND", o.process_group_backend);
+  i64("PL_TRAINER_MAX_EPOCHS", o.max_epochs, -1);
+  i64("PL_TRAINER_MAX_STEPS", o.max_steps, -1);
+  i64("PL_TRAINER_ACCUMULATE_GRAD_BATCHES", o.accumulate_grad_batches, 1);
+  i64("PL_TRAINER_CHECK_VAL_EVERY_N_EPOCH", o.check_val_every_n_epoch, 1);
+  if (const char* v = std::getenv("PL_TRAINER_GRADIENT_CLIP_VAL"); v && *v)
+    o.gradient_clip_val = parse_double("PL_TRAINER_GRADIENT_CLIP_VAL", v);
+  str("PL_TRAINER_GRADIENT_CLIP_ALGORITHM", o.gradient_clip_algorithm);
+  if (const char* v = std::getenv("PL_TRAINER_CHECKPOINT_ON_SIGTERM"); v && *v) {
+    const std::string t = v;
+    if (t != "0" && t != "1")
+      throw Error(PL_ERR_INVALID_ARGUMENT, "PL_TRAINER_CHECKPOINT_ON_SIGTERM='" + t + "' is not valid: use 0 or 1");
+    o.checkpoint_on_sigterm = t == "1";
+  }
+  i64("PL_TRAINER_CHECKPOINT_EVERY_N_STEPS", o.checkpoint_every_n_steps, 0);
+  if (const char* v = std::getenv("PL_TRAINER_CHECKPOINT_EVERY_SECONDS"); v && *v) {
+    o.checkpoint_every_seconds = parse_double("PL_TRAINER_CHECKPOINT_EVERY_SECONDS", v);
+    if (!std::isfinite(o.checkpoint_every_seconds) || o.checkpoint_every_seconds < 0)
+      throw Error(PL_ERR_INVALID_ARGUMENT, std::string("PL_TRAINER_CHECKPOINT_EVERY_SECONDS='") + v +
+                                               "' is not valid: it must be a finite number >= 0 (0: off)");
+  }
+  // Set by the launcher (plrun --max-restarts, torchelastic's TORCHELASTIC_RESTART_COUNT's role).
+  i64("PL_RESTART_COUNT", restart_count, 0);
+  if (const char* v = std::getenv("PL_TRAINER_SEED"); v && *v)
+    o.seed = static_cast<uint64_t>(parse_int("PL_TRAINER_SEED", v, 0));
+  // plrun --strategy-option: on top of the program's options, plrun's value winning for a key.
+  if (const char* v = std::getenv(kStrategyOptionsVariable); v && *v)
+    for (const auto& [key, value] : decode_options(kStrategyOptionsVariable, v))
+      set_option(o.strategy_options, key, value);
+}
+
+void Trainer::Impl::check_options() const {
+  auto need = [](bool ok, const std::string& what) {
+    if (!ok) throw Error(PL_ERR_INVALID_ARGUMENT, what);
+  };
+  need(o.max_epochs >= -1, "max_epochs=" + std::to_string(o.max_epochs) + " is not valid: use -1 (no limit) or >= 0");
+  need(o.max_steps >= -1, "max_steps=" + std::to_string(o.max_steps) + " is not valid: use -1 (no limit) or >= 0");
+  need(o.accumulate_grad_batches >= 1,
+       "accumulate_grad_batches=" + std::to_string(o.accumulate_grad_batches) + " is not valid: it must be >= 1");
+  need(o.check_val_every_n_epoch >= 1,
+       "check_val_every_n_epoch=" + std::to_string(o.check_val_every_n_epoch) + " is not valid: it must be >= 1");
+  need(o.log_every_n_steps >= 1,
+       "log_every_n_steps=" + std::to_string(o.log_every_n_steps) + " is not valid: it must be >= 1");
+  need(std::isfinite(o.gradient_clip_val) && o.gradient_clip_val >= 0,
+       "gradient_clip_val=" + plrt::sdk::num(o.gradient_clip_val) +
+           " is not valid: it must be a finite number >= 0 (0: no clipping)");
+  need(o.gradient_clip_algorithm == "norm" || o.gradient_clip_algorithm == "value",
+       "gradient_clip_algorithm='" + o.gradient_clip_algorithm + "' is not valid; valid: norm, value");
+  need(o.checkpoint_every_n_steps >= 0, "checkpoint_every_n_steps=" + std::to_string(o.checkpoint_every_n_steps) +
+                                            " is not valid: it must be >= 0 (0: off)");
+  need(std::isfinite(o.checkpoint_every_seconds) && o.checkpoint_every_seconds >= 0,
+       "checkpoint_every_seconds=" + plrt::sdk::num(o.checkpoint_every_seconds) +
+           " is not valid: it must be a finite number >= 0 (0: off)");
+  need(o.enable_checkpointing || (o.checkpoint_every_n_steps == 0 && o.checkpoint_every_seconds == 0),
+       "checkpoint_every_n_steps=" + std::to_string(o.checkpoint_every_n_steps) + " / checkpoint_every_seconds=" +
+           plrt::sdk::num(o.checkpoint_every_seconds) +
+           " ask for checkpoints but enable_checkpointing is false; turn it on or set both to 0");
+}
+
+}  // namespace pl
