@@ -6,7 +6,7 @@
 //   store_flood_server NOFILE FREE DIR TOKEN
 //     NOFILE: soft and hard RLIMIT_NOFILE; FREE: -1, or fill the descriptor table with /dev/null
 //     until only FREE are left; DIR: it writes DIR/port once serving, closes the filler when
-//     DIR/release appears and exits 0 when DIR/stop does (or after 50 s, exit 3).
+//     DIR/release appears (then writes DIR/released) and exits 0 when DIR/stop does (or after 50 s, exit 3).
 #include <fcntl.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -83,6 +83,7 @@ int main(int argc, char** argv) {
       for (int fd : filler) ::close(fd);
       filler.clear();
       std::fprintf(stderr, "released the filler descriptors\n");
+      std::ofstream(dir / "released") << "\n";
     }
     if (std::filesystem::exists(dir / "stop", ec)) return 0;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
