@@ -97,8 +97,8 @@ TEST(StoreThrottle, OneLinePerPeriodAndACountOfTheRest) {
   for (int i = 1; i <= 99; ++i) EXPECT_FALSE(t.allow(t0 + i * 100ms));
   EXPECT_EQ(t.counted(), 99u);
   EXPECT_EQ(t.period_end(), t0 + 10s);
-  EXPECT_EQ(t.take(t0 + 10s), 99u);                     // the summary line counts as the next period's line
-  EXPECT_FALSE(t.allow(t0 + 10s + 100ms));              // a steady flood: still one line per period
+  EXPECT_EQ(t.take(t0 + 10s), 99u);         // the summary line counts as the next period's line
+  EXPECT_FALSE(t.allow(t0 + 10s + 100ms));  // a steady flood: still one line per period
   EXPECT_EQ(t.take(t0 + 20s), 1u);
   EXPECT_TRUE(t.allow(t0 + 31s));  // after a quiet period the first is logged at once again
   EXPECT_EQ(t.counted(), 0u);

@@ -141,7 +141,8 @@ TEST(StoreFlood, OutOfDescriptorsTheOldestPendingConnectionMakesRoom) {
   EXPECT_EQ(lines_with(result.output, kAcceptFailed), 2u) << result.output;
   EXPECT_THAT(result.output, HasSubstr("accept failed: Too many open files; closed the oldest connection without a "
                                        "handshake to free one (from 127.0.0.1:"));
-  EXPECT_THAT(result.output, ::testing::ContainsRegex("accept failed [0-9]+ more times \\(last: Too many open files\\)"));
+  EXPECT_THAT(result.output,
+              ::testing::ContainsRegex("accept failed [0-9]+ more times \\(last: Too many open files\\)"));
 }
 
 // No descriptor left at all and no pending connection to close: each connection is accepted on
@@ -158,7 +159,8 @@ TEST(StoreFlood, NoDescriptorsLeftThenFreedAgain) {
   size_t left_open = 0;
   auto deadline = Clock::now() + 3s;
   for (auto& s : sockets)
-    left_open += !s->closed_by_peer(std::max(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()), 1ms));
+    left_open += !s->closed_by_peer(
+        std::max(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()), 1ms));
   EXPECT_EQ(left_open, 0u) << "connections left in the listen queue after 3 s";
   // Past the 10 s period, so that the summary line is written.
   std::this_thread::sleep_for(std::chrono::milliseconds(std::max<int64_t>(0, 10500 - ms_since(start))));

@@ -60,7 +60,7 @@ class PendingConnections {
     std::string address;
   };
   AdmissionLimits limits_;
-  std::list<Entry> order_;  // oldest first
+  std::list<Entry> order_;                                        // oldest first
   std::unordered_map<std::string, std::list<uint64_t>> by_peer_;  // oldest first, per address
   struct Where {
     std::list<Entry>::iterator in_order;

@@ -34,8 +34,8 @@ namespace {
 
 constexpr std::chrono::seconds kHandshakeTimeout{30};
 constexpr std::chrono::milliseconds kMaxWait{std::chrono::hours(24 * 365)};
-constexpr std::chrono::seconds kWarningPeriod{10};              // a flood's warnings: one line per period
-constexpr std::chrono::milliseconds kAcceptRetry{100};          // after an accept error it cannot work around
+constexpr std::chrono::seconds kWarningPeriod{10};      // a flood's warnings: one line per period
+constexpr std::chrono::milliseconds kAcceptRetry{100};  // after an accept error it cannot work around
 
 int open_spare_fd() { return ::open("/dev/null", O_RDONLY | O_CLOEXEC); }
 
@@ -85,7 +85,7 @@ class Server::Impl {
   std::unordered_map<std::string, std::vector<std::shared_ptr<Session>>> waiters;
   std::unordered_map<uint64_t, std::shared_ptr<Session>> sessions;  // by id
   uint64_t next_id = 0;
-  PendingConnections pending;  // sessions that have not sent the handshake
+  PendingConnections pending;      // sessions that have not sent the handshake
   int spare_fd = open_spare_fd();  // closed to accept (and close) a connection when out of descriptors
   std::string limits_text() const {
     return std::to_string(pending.limits().per_peer) + " per address, " + std::to_string(pending.limits().total) +
