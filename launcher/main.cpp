@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "fd_limit.hpp"
 #include "launcher.hpp"
 
 namespace {
@@ -130,6 +131,7 @@ std::string worker_plugin_path(const std::vector<std::string>& dirs) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  plrt::launcher::raise_fd_limit();  // node 0 serves the store: one descriptor per connection
   CLI::App app(kDescription, "plrun");
   app.set_help_flag("-h,--help", "Print this help and exit");
   bool list = false, as_json = false, dry_run = false;

@@ -2,6 +2,7 @@
 // error on stderr for every invalid input (launching jobs: test_launch_*.cpp beside this file).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -285,6 +286,22 @@ TEST_F(PlrunUsable, InvalidUsesAreNamed) {
   EXPECT_EQ(bad_env.code, 2);
   EXPECT_THAT(bad_env.err, HasSubstr("PL_USABLE_MAX_UTILIZATION='high' is not a number"));
   EXPECT_THAT(plrun("--help").out, HasSubstr("usable:N"));
+}
+
+// Node 0's plrun serves the store, one descriptor per connection: it raises its soft open-file
+// limit to the hard one at start (launcher/fd_limit.hpp), and its workers inherit it.  plrun is
+// started with a soft limit of 64 (a shell lowers it, then execs plrun); the worker prints its own.
+TEST(Plrun, RaisesTheOpenFileLimitToTheHardLimit) {
+  rlimit rl{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &rl), 0);
+  if (rl.rlim_max <= 64) GTEST_SKIP() << "the hard limit is " << rl.rlim_max;
+  auto r = plrun(kTestPlugins + " --accelerator cpu --devices 1 -- sh -c 'ulimit -Sn'",
+                 "sh -c 'ulimit -Sn 64 && exec \"$0\" \"$@\"'");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.out + r.err, HasSubstr("] " + std::to_string(rl.rlim_max) + "\n")) << r.out << r.err;
+  auto low = plrun(kTestPlugins + " --accelerator cpu --devices 1 -- sh -c 'ulimit -Sn'",
+                   "sh -c 'ulimit -Sn 64 && exec sh -c \"ulimit -Sn\"'");  // the same shell without plrun: 64
+  EXPECT_EQ(low.out, "64\n") << low.err;
 }
 
 TEST(Plrun, GpuRequestWithoutAGpuIsAClearError) {

@@ -1,20 +1,29 @@
 // The store's server.  Everything below runs on the one io thread, except the constructor (binds
-// before the thread starts) and the destructor (posts the shutdown, then joins).
+// before the thread starts) and the destructor (posts the shutdown, then joins).  Floods: pending
+// connections (no handshake yet) are bounded by admission.hpp; when accept runs out of
+// descriptors the server frees one (the oldest pending connection, else a spare descriptor kept
+// for this) and goes on; the warnings a flood causes are rate-limited (throttled_log.hpp).
 #include "store/server.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
 #include <boost/asio.hpp>
-#include <charconv>
 #include <chrono>
 #include <deque>
 #include <thread>
 #include <unordered_map>
-#include <unordered_set>
 #include <vector>
 
 #include "error.hpp"
+#include "store/admission.hpp"
+#include "store/key_value.hpp"
 #include "store/protocol.hpp"
+#include "store/throttled_log.hpp"
 
 namespace plrt::store {
 namespace asio = boost::asio;
@@ -25,18 +34,15 @@ namespace {
 
 constexpr std::chrono::seconds kHandshakeTimeout{30};
 constexpr std::chrono::milliseconds kMaxWait{std::chrono::hours(24 * 365)};
+constexpr std::chrono::seconds kWarningPeriod{10};      // a flood's warnings: one line per period
+constexpr std::chrono::milliseconds kAcceptRetry{100};  // after an accept error it cannot work around
+
+int open_spare_fd() { return ::open("/dev/null", O_RDONLY | O_CLOEXEC); }
 
 std::string endpoint_text(const tcp::endpoint& ep) {
   std::string addr = ep.address().to_string();
   if (ep.address().is_v6()) addr = "[" + addr + "]";
   return addr + ":" + std::to_string(ep.port());
-}
-
-// A stored counter: decimal text, as TCPStore writes it.
-bool parse_counter(const std::string& text, int64_t* out) {
-  const char* end = text.data() + text.size();
-  auto [ptr, ec] = std::from_chars(text.data(), end, *out);
-  return ec == std::errc() && ptr == end && !text.empty();
 }
 
 std::string in_quotes(const std::string& s, size_t limit = 64) {
@@ -49,20 +55,20 @@ class Session;
 
 class Server::Impl {
  public:
-  Impl(std::shared_ptr<spdlog::logger> logger, std::string token) : log(std::move(logger)), token(std::move(token)) {}
+  Impl(std::shared_ptr<spdlog::logger> logger, std::string token)
+      : log(std::move(logger)), token(std::move(token)), pending(AdmissionLimits::for_this_process()) {}
 
   void accept();
+  void on_accept_error(const error_code& ec);
+  void admit(tcp::socket socket);
+  void evict(uint64_t id, const std::string& why);
   void shutdown();
   void notify(const std::string& key);
   void watch(const std::shared_ptr<Session>& s, const std::vector<std::string>& keys) {
     for (const auto& k : keys) waiters[k].push_back(s);
   }
   void unwatch(const Session* s, const std::vector<std::string>& keys);
-  bool all_exist(const std::vector<std::string>& keys) const {
-    for (const auto& k : keys)
-      if (!data.count(k)) return false;
-    return true;
-  }
+  bool all_exist(const std::vector<std::string>& keys) const { return data.all_exist(keys); }
 
   // Declared first: destroyed last, after every object that holds an io object.
   asio::io_context io;
@@ -75,18 +81,42 @@ class Server::Impl {
   uint16_t port = 0;
   std::thread thread;
 
-  std::unordered_map<std::string, std::string> data;
+  KeyValueMap data;
   std::unordered_map<std::string, std::vector<std::shared_ptr<Session>>> waiters;
-  std::unordered_set<std::shared_ptr<Session>> sessions;
+  std::unordered_map<uint64_t, std::shared_ptr<Session>> sessions;  // by id
+  uint64_t next_id = 0;
+  PendingConnections pending;      // sessions that have not sent the handshake
+  int spare_fd = open_spare_fd();  // closed to accept (and close) a connection when out of descriptors
+  std::string limits_text() const {
+    return std::to_string(pending.limits().per_peer) + " per address, " + std::to_string(pending.limits().total) +
+           " in all";
+  }
+  ThrottledWarning evictions{io, log, kWarningPeriod, [this](uint64_t n) {
+                               return "store server on " + where + ": closed " + std::to_string(n) +
+                                      " more connections that had not sent the handshake (limits: " + limits_text() +
+                                      ")";
+                             }};
+  ThrottledWarning handshake_timeouts{io, log, kWarningPeriod, [this](uint64_t n) {
+                                        return "store server on " + where + ": closed " + std::to_string(n) +
+                                               " more connections that sent no handshake within 30 s";
+                                      }};
+  std::string last_accept_error;
+  ThrottledWarning accept_failures{io, log, kWarningPeriod, [this](uint64_t n) {
+                                     return "store server on " + where + ": accept failed " + std::to_string(n) +
+                                            " more times (last: " + last_accept_error + ")";
+                                   }};
 };
 
 class Session : public std::enable_shared_from_this<Session> {
  public:
-  Session(Server::Impl& srv, tcp::socket socket, std::string peer)
-      : peer(std::move(peer)), srv_(srv), socket_(std::move(socket)), timer_(srv.io) {}
+  Session(Server::Impl& srv, uint64_t id, tcp::socket socket, std::string peer)
+      : id(id), peer(std::move(peer)), srv_(srv), socket_(std::move(socket)), timer_(srv.io) {}
 
   void start() {
-    arm_timer(kHandshakeTimeout, [](Session& s) { s.drop("no handshake within 30 s"); });
+    arm_timer(kHandshakeTimeout, [](Session& s) {
+      s.srv_.handshake_timeouts.warn("closing the store connection from " + s.peer + ": no handshake within 30 s");
+      s.close();
+    });
     read();
   }
 
@@ -100,7 +130,9 @@ class Session : public std::enable_shared_from_this<Session> {
     error_code ec;
     socket_.shutdown(tcp::socket::shutdown_both, ec);
     socket_.close(ec);
-    srv_.sessions.erase(shared_from_this());
+    srv_.pending.forget(id);
+    auto self = shared_from_this();  // the map may hold the last reference
+    srv_.sessions.erase(id);
   }
 
   // One of the keys this session waits for was written: answer if all of them exist now.
@@ -110,11 +142,12 @@ class Session : public std::enable_shared_from_this<Session> {
     std::string key = wait_keys_.front();
     finish_wait();
     if (op == Op::Get)
-      reply({Reply::Value, srv_.data[key], 0, {}});
+      reply({Reply::Value, srv_.data.at(key), 0, {}});
     else
       reply({Reply::Ok, {}, 0, {}});
   }
 
+  const uint64_t id;
   const std::string peer;
 
  private:
@@ -217,85 +250,21 @@ class Session : public std::enable_shared_from_this<Session> {
       return false;
     }
     authed_ = true;
+    srv_.pending.forget(id);
     srv_.log->debug("store connection from {} authenticated", peer);
     reply({Reply::Ok, {}, 0, {}});
     return true;
   }
 
   void execute(Request& r) {
-    auto& data = srv_.data;
-    switch (r.op) {
-      case Op::Set:
-        data[r.key] = std::move(r.value);
-        reply({Reply::Ok, {}, 0, {}});
-        srv_.notify(r.key);
-        break;
-      case Op::Get:
-        if (auto it = data.find(r.key); it != data.end())
-          reply({Reply::Value, it->second, 0, {}});
-        else
-          begin_wait(Op::Get, {r.key}, r.number);
-        break;
-      case Op::Add: {
-        int64_t value = 0;
-        auto it = data.find(r.key);
-        if (it != data.end() && !parse_counter(it->second, &value)) {
-          reply({Reply::Error,
-                 "add: the value of " + in_quotes(r.key) + " is not an integer: " + in_quotes(it->second),
-                 0,
-                 {}});
-          break;
-        }
-        if (__builtin_add_overflow(value, r.number, &value)) {
-          reply({Reply::Error,
-                 "add: " + in_quotes(r.key) + " + " + std::to_string(r.number) + " overflows int64",
-                 0,
-                 {}});
-          break;
-        }
-        data[r.key] = std::to_string(value);
-        reply({Reply::Int, {}, value, {}});
-        srv_.notify(r.key);
-        break;
-      }
-      case Op::CompareSet: {
-        // TCPStore's rules: absent + empty expected sets it; absent + anything else answers
-        // `expected` and leaves it absent; present + equal sets it; the reply is the value now.
-        auto it = data.find(r.key);
-        if (it == data.end()) {
-          if (!r.value.empty()) {
-            reply({Reply::Value, r.value, 0, {}});
-            break;
-          }
-          it = data.emplace(r.key, std::move(r.desired)).first;
-        } else if (it->second == r.value) {
-          it->second = std::move(r.desired);
-        } else {
-          reply({Reply::Value, it->second, 0, {}});
-          break;
-        }
-        reply({Reply::Value, it->second, 0, {}});
-        srv_.notify(r.key);
-        break;
-      }
-      case Op::Remove:
-        reply({Reply::Bool, {}, data.erase(r.key) ? 1 : 0, {}});
-        break;
-      case Op::Check:
-        reply({Reply::Bool, {}, srv_.all_exist(r.keys) ? 1 : 0, {}});
-        break;
-      case Op::Wait:
-        if (srv_.all_exist(r.keys))
-          reply({Reply::Ok, {}, 0, {}});
-        else
-          begin_wait(Op::Wait, std::move(r.keys), r.number);
-        break;
-      case Op::NumKeys:
-        reply({Reply::Int, {}, static_cast<int64_t>(data.size()), {}});
-        break;
-      case Op::Hello:
-        break;  // handled in handle()
-    }
+    Outcome o = srv_.data.apply(r);
+    if (o.reply)
+      reply(*o.reply);
+    else if (r.op == Op::Get)
+      begin_wait(Op::Get, {r.key}, r.number);
+    else
+      begin_wait(Op::Wait, std::move(r.keys), r.number);
+    if (o.changed) srv_.notify(r.key);
   }
 
   void begin_wait(Op op, std::vector<std::string> keys, int64_t timeout_ms) {
@@ -304,9 +273,7 @@ class Session : public std::enable_shared_from_this<Session> {
     wait_keys_ = std::move(keys);
     srv_.watch(shared_from_this(), wait_keys_);
     arm_timer(std::chrono::milliseconds(std::min<int64_t>(timeout_ms, kMaxWait.count())), [](Session& s) {
-      std::vector<std::string> missing;
-      for (const auto& k : s.wait_keys_)
-        if (!s.srv_.data.count(k)) missing.push_back(k);
+      std::vector<std::string> missing = s.srv_.data.missing(s.wait_keys_);
       s.srv_.log->debug("store {} from {} timed out", op_name(s.wait_op_), s.peer);
       s.finish_wait();
       s.reply({Reply::Timeout, {}, 0, std::move(missing)});
@@ -385,23 +352,84 @@ void Server::Impl::unwatch(const Session* s, const std::vector<std::string>& key
 void Server::Impl::accept() {
   acceptor.async_accept([this](const error_code& ec, tcp::socket socket) {
     if (!acceptor.is_open()) return;
-    if (ec) {
-      log->warn("store server on {}: accept failed: {}", where, ec.message());
-      accept_retry.expires_after(std::chrono::milliseconds(100));
-      accept_retry.async_wait([this](const error_code& e) {
-        if (!e) accept();
-      });
-      return;
-    }
-    error_code e;
-    socket.set_option(tcp::no_delay(true), e);
-    tcp::endpoint remote = socket.remote_endpoint(e);
-    std::string peer = e ? std::string("an unknown peer") : endpoint_text(remote);
-    log->debug("store connection from {}", peer);
-    auto session = std::make_shared<Session>(*this, std::move(socket), std::move(peer));
-    sessions.insert(session);
-    session->start();
+    if (ec) return on_accept_error(ec);
+    admit(std::move(socket));
     accept();
+  });
+}
+
+void Server::Impl::admit(tcp::socket socket) {
+  error_code e;
+  socket.set_option(tcp::no_delay(true), e);
+  tcp::endpoint remote = socket.remote_endpoint(e);
+  std::string peer = e ? std::string("an unknown peer") : endpoint_text(remote);
+  std::string address = e ? peer : remote.address().to_string();
+  log->debug("store connection from {}", peer);
+  uint64_t id = ++next_id;
+  for (const Eviction& victim : pending.admit(id, address))
+    evict(victim.id, victim.per_peer ? "a newer connection from " + address + " is over the limit of " +
+                                           std::to_string(pending.limits().per_peer) + " per address"
+                                     : "a newer connection is over the limit of " +
+                                           std::to_string(pending.limits().total) + " in all");
+  auto session = std::make_shared<Session>(*this, id, std::move(socket), std::move(peer));
+  sessions.emplace(id, session);
+  session->start();
+}
+
+// Closes pending connection `id` (already forgotten by `pending`, or the oldest one), with a
+// rate-limited warning.
+void Server::Impl::evict(uint64_t id, const std::string& why) {
+  auto it = sessions.find(id);
+  if (it == sessions.end()) return;
+  auto victim = it->second;
+  evictions.warn("store server on " + where + ": too many connections without a handshake (limits: " + limits_text() +
+                 "): closed the oldest, from " + victim->peer + ": " + why +
+                 "; more are counted and reported every 10 s");
+  victim->close();
+}
+
+// EMFILE/ENFILE: Linux reserves the new descriptor before it looks at the listen queue, so accept
+// fails even when nobody is waiting (asio tries one accept ahead): then the server waits until a
+// connection arrives.  One that is waiting stays in the queue (and epoll reports it again at
+// once), so a descriptor is freed first: the oldest pending connection is closed, or, with none,
+// the spare descriptor is closed to accept the waiting connection and close it at once (its client
+// retries).  Each step ends a connection, so the loop cannot spin; an error it cannot work around
+// is retried after kAcceptRetry.  Every failure counts in a rate-limited warning.
+void Server::Impl::on_accept_error(const error_code& ec) {
+  bool out_of_fds = ec == asio::error::no_descriptors || ec == boost::system::errc::too_many_files_open_in_system;
+  pollfd waiting{acceptor.native_handle(), POLLIN, 0};
+  if (out_of_fds && ::poll(&waiting, 1, 0) == 0) {  // nobody waits: wait for someone
+    acceptor.async_wait(tcp::acceptor::wait_read, [this](const error_code& e) {
+      if (!e && acceptor.is_open()) accept();
+    });
+    return;
+  }
+  last_accept_error = ec.message();
+  std::string action = "retrying in " + std::to_string(kAcceptRetry.count()) + " ms";
+  bool again = false;
+  if (out_of_fds && pending.oldest()) {
+    uint64_t victim = *pending.oldest();
+    action = "closed the oldest connection without a handshake to free one";
+    if (auto it = sessions.find(victim); it != sessions.end()) {
+      action += " (from " + it->second->peer + ")";
+      it->second->close();
+    }
+    pending.forget(victim);
+    again = true;
+  } else if (out_of_fds && spare_fd >= 0) {
+    ::close(spare_fd);
+    int fd = ::accept4(acceptor.native_handle(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd >= 0) ::close(fd);
+    spare_fd = open_spare_fd();
+    if (fd >= 0) action = "closed the next connection at once (its client retries)";
+    again = spare_fd >= 0;  // nothing accepted (the peer gave up meanwhile): accept again at once too
+  }
+  accept_failures.warn("store server on " + where + ": accept failed: " + ec.message() + "; " + action +
+                       "; more failures are counted and reported every 10 s");
+  if (again) return accept();
+  accept_retry.expires_after(kAcceptRetry);
+  accept_retry.async_wait([this](const error_code& e) {
+    if (!e) accept();
   });
 }
 
@@ -410,8 +438,11 @@ void Server::Impl::shutdown() {
   acceptor.close(ec);
   accept_retry.cancel();
   auto all = sessions;
-  for (auto& s : all) s->close();
+  for (auto& [id, s] : all) s->close();
   waiters.clear();
+  for (auto* w : {&evictions, &handshake_timeouts, &accept_failures}) w->flush();
+  if (spare_fd >= 0) ::close(spare_fd);
+  spare_fd = -1;
   work.reset();
 }
 
@@ -439,6 +470,7 @@ Server::Server(std::shared_ptr<spdlog::logger> logger, const std::string& host, 
   }
   if (!m.acceptor.is_open())
     rt::fail(PL_ERR_RUNTIME, "cannot serve the store on " + asked + ": " + (errors.empty() ? "no address" : errors));
+  m.acceptor.non_blocking(true, ec);  // the spare-descriptor accept must not block (async ones are unaffected)
   m.port = m.acceptor.local_endpoint().port();
   m.where = endpoint_text(m.acceptor.local_endpoint());
   m.accept();
@@ -452,7 +484,7 @@ Server::Server(std::shared_ptr<spdlog::logger> logger, const std::string& host, 
       }
     }
   });
-  m.log->info("serving the store on {}", m.where);
+  m.log->info("serving the store on {} (connections without a handshake: {})", m.where, m.limits_text());
 }
 
 Server::~Server() {
