@@ -5,6 +5,7 @@
 #include <plrt/sdk/store.hpp>
 
 #include "exit_barrier.hpp"
+#include "guard.hpp"
 #include "supervisor.hpp"
 #include "worker_process.hpp"
 
@@ -22,8 +23,12 @@ std::optional<std::string> env(const char* name) {
 }  // namespace
 
 int launch(const LaunchRequest& req) {
-  // First, before the runtime or the store starts a thread (see SignalChannel).
-  SignalChannel signals;
+  // First, before the runtime or the store starts a thread: plrun splits into its guard (this pid,
+  // back here with the job's code when all is over) and the supervisor (see guard.hpp), which sets
+  // up its signal handling (see SignalChannel).
+  const GuardSplit split = start_guard();
+  if (split.guard_exit) return *split.guard_exit;
+  SignalChannel signals(split.guard);
 
   if (req.command.empty()) throw pl::Error(PL_ERR_INVALID_ARGUMENT, "no program to launch");
   if (req.job.assume_device_count >= 0)
