@@ -37,7 +37,7 @@ int guard_main(pid_t supervisor, const sigset_t& waited, std::chrono::millisecon
     timespec slice{1, 0};  // a safety net: SIGCHLD wakes it
     int sig = ::sigtimedwait(&waited, &info, &slice);
     // Not reaped yet: the supervisor's pid is still its own.
-    if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP) ::kill(supervisor, sig);
+    if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP || sig == SIGQUIT) ::kill(supervisor, sig);
     reap_children([&](pid_t pid, int st) {
       if (pid == supervisor) status = st;
     });
@@ -63,7 +63,7 @@ GuardSplit start_guard(std::chrono::milliseconds sweep) {
   // (kGuardDeathSignal must not kill it by its default action before then).
   sigset_t waited, blocked;
   sigemptyset(&waited);
-  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGCHLD}) sigaddset(&waited, sig);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD}) sigaddset(&waited, sig);
   blocked = waited;
   sigaddset(&blocked, kGuardDeathSignal);
   if (int e = ::pthread_sigmask(SIG_BLOCK, &blocked, nullptr); e != 0)
@@ -81,6 +81,11 @@ GuardSplit start_guard(std::chrono::milliseconds sweep) {
     // The supervisor: a subreaper of its own (supervise sets it), not the guard's.
     ::prctl(PR_SET_PDEATHSIG, kGuardDeathSignal);
     if (::getppid() != guard) std::_Exit(128 + SIGKILL);  // the guard died before prctl took effect
+    // SIGQUIT keeps its default action here (a core dump): the guard then cleans up.
+    sigset_t quit;
+    sigemptyset(&quit);
+    sigaddset(&quit, SIGQUIT);
+    ::pthread_sigmask(SIG_UNBLOCK, &quit, nullptr);
     GuardSplit s;
     s.guard = guard;
     return s;

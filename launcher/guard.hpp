@@ -3,15 +3,17 @@
 // dying process's direct children, and a worker's own children would be left running; so plrun
 // splits in two at the start of a launch:
 //
-//   guard (plrun's pid)       single-threaded; a child subreaper.  It relays SIGINT, SIGTERM and
-//    |                        SIGHUP to the supervisor and waits for it.  When the supervisor ends
-//    |                        it kills (SIGKILL) and reaps whatever was handed to it (the job's
-//    |                        orphans, when the supervisor was killed), again until none is left,
-//    |                        and exits with the supervisor's code (128 + signal if it was killed).
+//   guard (plrun's pid)       single-threaded; a child subreaper.  It relays SIGINT, SIGTERM,
+//    |                        SIGHUP and SIGQUIT to the supervisor and waits for it.  When the
+//    |                        supervisor ends it kills (SIGKILL) and reaps whatever was handed to
+//    |                        it (the job's orphans, when the supervisor was killed), again until
+//    |                        none is left, and exits with the supervisor's code (128 + signal if
+//    |                        it was killed).
 //   supervisor                today's plrun: the store, the workers (supervisor.hpp); a child
 //    |                        subreaper too.  PR_SET_PDEATHSIG kGuardDeathSignal: when the guard
 //    |                        dies it kills every worker's process group and all its children,
-//    |                        again until none is left, and exits.
+//    |                        again until none is left, and exits.  SIGQUIT kills it (a core
+//    |                        dump, as before), and the guard cleans up.
 //   workers                   each in a process group of its own, PR_SET_PDEATHSIG SIGKILL.
 //
 // kill -9 of the guard: the supervisor gets kGuardDeathSignal and kills the job.  kill -9 of the

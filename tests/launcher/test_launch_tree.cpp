@@ -28,10 +28,12 @@ std::vector<std::string> sh_job(int devices, const std::string& script) {
 std::string marker(int n) { return "1000." + std::to_string(::getpid()) + std::to_string(n); }
 
 // Starts plrun with two workers that each start `sleep <marker>` and wait for it; returns once
-// both sleeps run (null, with a failure, when they do not).
-std::unique_ptr<plrt_test::Job> start_sleepers(const std::string& mark) {
-  auto job = std::make_unique<plrt_test::Job>(
-      std::vector<plrt_test::ProcessSpec>{plrun_spec(sh_job(2, "sleep " + mark + " & wait"))});
+// both sleeps run (null, with a failure, when they do not).  `no_core`: plrun runs without core
+// dumps (a test that sends SIGQUIT).
+std::unique_ptr<plrt_test::Job> start_sleepers(const std::string& mark, bool no_core = false) {
+  std::vector<std::string> argv = sh_job(2, "sleep " + mark + " & wait");
+  if (no_core) argv.insert(argv.begin(), {"sh", "-c", "ulimit -c 0; exec \"$0\" \"$@\""});
+  auto job = std::make_unique<plrt_test::Job>(std::vector<plrt_test::ProcessSpec>{plrun_spec(argv)});
   const bool started = process_scan::wait_until([&] { return process_scan::with_arg(mark).size() == 2; },
                                                 std::chrono::seconds(10));
   EXPECT_TRUE(started) << "the workers' sleeps did not start";
@@ -69,6 +71,22 @@ TEST(LaunchTree, NothingOutlivesASupervisorKilledBySigkill) {
   EXPECT_EQ(r.processes[0].exit_code, 128 + SIGKILL) << r.report();
   EXPECT_THAT(r.processes[0].output, HasSubstr("plrun: the supervisor (pid " + std::to_string(supervisor[0]) +
                                                ") was killed by signal 9 (SIGKILL)"));
+  expect_no_process_with(mark);
+}
+
+// A terminal's Ctrl-\ reaches plrun's guard and supervisor: the supervisor dies of it (a core
+// dump, as plrun always did), the guard cleans up and exits 128 + SIGQUIT.
+TEST(LaunchTree, NothingOutlivesSigquit) {
+  const std::string mark = marker(3);
+  auto job = start_sleepers(mark, /*no_core=*/true);
+  ASSERT_TRUE(job);
+  job->signal(SIGQUIT);
+  plrt_test::WaitOptions w;
+  w.deadline = std::chrono::seconds(15);
+  auto r = job->wait(w);
+  EXPECT_FALSE(r.timed_out) << r.report();
+  EXPECT_EQ(r.processes[0].exit_code, 128 + SIGQUIT) << r.report();
+  EXPECT_THAT(r.processes[0].output, HasSubstr("was killed by signal 3 (SIGQUIT)"));
   expect_no_process_with(mark);
 }
 
