@@ -77,8 +77,11 @@ struct SuperviseResult {
 // one, 127 for a program that could not be executed); 128 + signal when plrun got SIGINT, SIGTERM
 // or SIGHUP first (137 when its guard died); 1 when stop_fd stopped the round, or when plrun could
 // not start a worker (no pipe, no fork: then failure, signal and stop_requested are all unset).
-// It reaps any child of this process (waitpid(-1)): call it where every child is plrun's.  When
-// signals.guard_gone(), it starts nothing and returns signal SIGKILL, code 137.
+// It reaps any child of this process (waitpid(-1)) and, when the round ends, kills every child
+// that is not a worker: call it where every child is plrun's (start none of your own meanwhile,
+// e.g. from on_event).  stop_fd is polled, never read: drain it or pass another before the next
+// round, or that round stops at once.  When signals.guard_gone(), it starts nothing and returns
+// signal SIGKILL, code 137.
 SuperviseResult supervise_round(std::vector<Launch> launches, SignalChannel& signals,
                                 const SupervisorOptions& options);
 
