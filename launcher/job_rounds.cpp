@@ -18,8 +18,11 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
-constexpr milliseconds kPoll{50};         // how often a node looks at a counter it waits on
-constexpr milliseconds kWatchSlice{500};  // one store wait of the watcher
+constexpr milliseconds kPoll{50};  // how often a node looks at a counter it waits on
+// One store wait of the watcher: the longest a node takes to notice the end of a round, and to stop
+// watching when its own round ends (about 10 requests a second from each node to node 0, while a
+// job of several nodes runs; a single node has no watcher).
+constexpr milliseconds kWatchSlice{100};
 
 void say(const std::string& line) { std::cerr << "plrun: " + line + "\n" << std::flush; }
 
@@ -79,6 +82,7 @@ void JobRounds::begin_round() {
   uint64_t drained;
   while (::read(stop_fd_, &drained, sizeof drained) > 0) {
   }
+  if (o_.num_nodes == 1) return;  // only this node's workers can end its rounds
   watching_ = true;
   const std::string end_key = key("end");
   watcher_ = std::thread([this, end_key] {
@@ -122,10 +126,12 @@ void JobRounds::on_worker_event(const WorkerEvent& ev, bool stopping) {
 
 RoundOutcome JobRounds::finish_round(const SuperviseResult& res, SignalChannel& signals) {
   stop_watching();
-  const bool local_success = res.code == 0 && !res.failure && !res.signal && !res.stop_requested;
+  // A stop signal that came while the round was already ending for a failure still ends the job.
+  const int signal = res.signal ? res.signal : signals.first_signal();
+  const bool local_success = res.code == 0 && !res.failure && !signal && !res.stop_requested;
   try {
-    if (res.signal) {
-      claim_end("signal", 128 + res.signal, "node " + std::to_string(o_.node_rank) + "'s plrun got a stop signal");
+    if (signal) {
+      claim_end("signal", 128 + signal, "node " + std::to_string(o_.node_rank) + "'s plrun got a stop signal");
     } else if (res.failure) {
       const auto& f = *res.failure;
       claim_end("failed", f.code,

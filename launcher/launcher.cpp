@@ -7,6 +7,7 @@
 #include <optional>
 #include <plrt/sdk/store.hpp>
 
+#include "guard.hpp"
 #include "job_rounds.hpp"
 #include "supervisor.hpp"
 #include "worker_process.hpp"
@@ -56,8 +57,12 @@ int connect_to_node_zero(const pl::Runtime& rt, const Rendezvous& rdv, SignalCha
 }  // namespace
 
 int launch(const LaunchRequest& req) {
-  // First, before the runtime or the store starts a thread (see SignalChannel).
-  SignalChannel signals;
+  // First, before the runtime or the store starts a thread: plrun splits into its guard (this pid,
+  // back here with the job's code when all is over) and the supervisor (see guard.hpp), which sets
+  // up its signal handling (see SignalChannel).
+  const GuardSplit split = start_guard();
+  if (split.guard_exit) return *split.guard_exit;
+  SignalChannel signals(split.guard);
 
   if (req.command.empty()) throw pl::Error(PL_ERR_INVALID_ARGUMENT, "no program to launch");
   if (req.job.assume_device_count >= 0)

@@ -2,7 +2,6 @@
 
 #include <poll.h>
 #include <signal.h>
-#include <sys/signalfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -15,46 +14,11 @@
 
 #include "line_prefixer.hpp"
 #include "output_sink.hpp"
+#include "process_tree.hpp"
 
 namespace plrt::launcher {
 
 using Clock = std::chrono::steady_clock;
-
-// ---- SignalChannel ----
-
-namespace {
-sigset_t handled_signals() {
-  sigset_t s;
-  sigemptyset(&s);
-  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGCHLD}) sigaddset(&s, sig);
-  return s;
-}
-}  // namespace
-
-SignalChannel::SignalChannel() {
-  sigset_t s = handled_signals();
-  if (int e = ::pthread_sigmask(SIG_BLOCK, &s, nullptr); e != 0)
-    throw pl::Error(PL_ERR_RESOURCE, std::string("plrun: cannot block signals: ") + std::strerror(e));
-  fd_ = ::signalfd(-1, &s, SFD_CLOEXEC | SFD_NONBLOCK);
-  if (fd_ < 0) throw pl::Error(PL_ERR_RESOURCE, std::string("plrun: signalfd: ") + std::strerror(errno));
-  ::signal(SIGPIPE, SIG_IGN);
-}
-
-SignalChannel::~SignalChannel() {
-  if (fd_ >= 0) ::close(fd_);
-}
-
-int SignalChannel::take() {
-  signalfd_siginfo info;
-  for (;;) {
-    ssize_t n = ::read(fd_, &info, sizeof info);
-    if (n < 0 && errno == EINTR) continue;
-    if (n != static_cast<ssize_t>(sizeof info)) return 0;  // EAGAIN: nothing pending
-    if (info.ssi_signo != SIGCHLD) return static_cast<int>(info.ssi_signo);
-  }
-}
-
-// ---- the supervisor ----
 
 namespace {
 
@@ -77,33 +41,72 @@ struct Worker {
   int fds[2] = {-1, -1};  // its stdout, its stderr
   LinePrefixer lines[2];
 
+  // Started and not reaped: its pid, hence its process group's id, is still its own.
   bool running() const { return pid > 0 && !reaped; }
 };
+
+// What waitpid's status says, as an event (index and label filled in by the caller).
+WorkerEvent describe(const Worker& w, size_t index, int status) {
+  WorkerEvent e;
+  e.index = index;
+  e.label = w.spec.label;
+  e.pid = w.pid;
+  if (WIFEXITED(status)) {
+    e.kind = WorkerEvent::Kind::exited;
+    e.code = WEXITSTATUS(status);
+    e.how = "exited with code " + std::to_string(e.code);
+  } else if (WIFSIGNALED(status)) {
+    const int sig = WTERMSIG(status);
+    e.kind = WorkerEvent::Kind::killed;
+    e.code = 128 + sig;
+    e.how = "was killed by signal " + std::to_string(sig) + " (" + signal_name(sig) + ")";
+  } else {
+    const int sig = WSTOPSIG(status);
+    e.kind = WorkerEvent::Kind::stopped;
+    e.code = 128 + sig;
+    e.how = "was stopped by signal " + std::to_string(sig) + " (" + signal_name(sig) + ")";
+  }
+  return e;
+}
 
 class Supervisor {
  public:
   Supervisor(std::vector<Launch> launches, SignalChannel& signals, const SupervisorOptions& o)
-      : signals_(signals), o_(o), sinks_{OutputSink(o.out_fd), OutputSink(o.err_fd)} {
+      : signals_(signals), o_(o), sinks_{OutputSink(o.out_fd), OutputSink(o.err_fd)}, watch_stop_fd_(o.stop_fd >= 0) {
     for (auto& l : launches) workers_.emplace_back(std::move(l));
   }
 
   SuperviseResult run() {
+    become_subreaper();
     start_all();
     loop();
     for (auto& w : workers_)
       for (int k = 0; k < 2; ++k) close_stream(w, k);
     for (auto& s : sinks_) s.flush(2000);
-    result_.code = exit_code_.value_or(0);
-    return result_;
+    SuperviseResult r;
+    r.code = exit_code_.value_or(0);
+    r.failure = failure_;
+    r.signal = signal_;
+    r.stop_requested = stop_requested_;
+    return r;
   }
 
  private:
   void say(const std::string& line) { sinks_[1].append("plrun: " + line + "\n"); }
 
   void start_all() {
-    for (auto& w : workers_) {
+    if (signals_.guard_gone()) {  // an earlier round saw it: start nothing
+      on_signal(SIGKILL);
+      return;
+    }
+    for (size_t i = 0; i < workers_.size(); ++i) {
+      Worker& w = workers_[i];
       if (int sig = signals_.take()) {  // e.g. a Ctrl-C while the store was starting
         on_signal(sig);
+        return;
+      }
+      if (stop_fd_ready()) {
+        on_stop_request();
         return;
       }
       StartedWorker s;
@@ -116,15 +119,17 @@ class Supervisor {
         return;
       }
       if (s.exec_errno) {
+        WorkerEvent e;
+        e.index = i;
+        e.label = w.spec.label;
+        e.pid = s.pid;
+        e.code = 127;  // as a shell does
+        e.how = "could not be executed: " + std::string(std::strerror(s.exec_errno));
+        notify(e);
         say("cannot execute '" + w.image.argv[0] + "' (" + w.image.path + ") for " + w.spec.label + ": " +
             std::strerror(s.exec_errno) + "; stopping the job");
-        exit_code_ = 127;  // as a shell does
-        WorkerEvent ev;
-        ev.index = static_cast<size_t>(&w - workers_.data());
-        ev.label = w.spec.label;
-        ev.code = 127;
-        ev.how = std::string("could not be executed (") + std::strerror(s.exec_errno) + ")";
-        result_.failure = ev;
+        exit_code_ = 127;
+        failure_ = e;
         begin_stop(SIGTERM);
         return;
       }
@@ -140,16 +145,17 @@ class Supervisor {
       const auto now = Clock::now();
       if (all_ended()) {
         if (!drain_until) {
-          // Whatever a worker left in its process group is an orphan of the job by now.
-          signal_groups(SIGKILL);
-          drain_until = now + o_.drain;
+          // Whatever a worker left behind is an orphan of the job by now; its output is in the pipes.
+          sweep();
+          drain_until = Clock::now() + o_.drain;
         }
-        if (!any_stream_open() || now >= *drain_until) return;
+        if (!any_stream_open() || Clock::now() >= *drain_until) return;
       } else if (give_up_at_ && now >= *give_up_at_) {
         for (const auto& w : workers_)
           if (w.running())
             say(w.spec.label + " (pid " + std::to_string(w.pid) + ") has not ended " +
                 std::to_string(o_.after_kill.count()) + " ms after SIGKILL; leaving it");
+        sweep();
         return;
       }
       if (kill_at_ && !give_up_at_ && now >= *kill_at_) {
@@ -176,15 +182,12 @@ class Supervisor {
   }
 
   void poll_once(int timeout) {
-    std::vector<pollfd> fds = {
-        {signals_.fd(), POLLIN, 0}, {sinks_[0].fd(), sinks_[0].events(), 0}, {sinks_[1].fd(), sinks_[1].events(), 0}};
+    std::vector<pollfd> fds = {{signals_.fd(), POLLIN, 0},
+                               {sinks_[0].fd(), sinks_[0].events(), 0},
+                               {sinks_[1].fd(), sinks_[1].events(), 0},
+                               {watch_stop_fd_ ? o_.stop_fd : -1, POLLIN, 0}};
+    constexpr size_t kFixed = 4;
     std::vector<std::pair<Worker*, int>> owners;
-    stop_index_.reset();
-    if (o_.stop_fd >= 0 && !stopping_) {
-      stop_index_ = fds.size();
-      fds.push_back({o_.stop_fd, POLLIN, 0});
-    }
-    const size_t first_stream = fds.size();
     for (auto& w : workers_)
       for (int k = 0; k < 2; ++k)
         // A sink that is far behind stops the reading: the workers then wait on their pipes
@@ -207,14 +210,17 @@ class Supervisor {
     if (n <= 0) return;
     if (fds[0].revents)
       while (int sig = signals_.take()) on_signal(sig);
-    if (stop_index_ && fds[*stop_index_].revents && !stopping_) {
-      result_.stop_requested = true;
-      begin_stop(SIGTERM);
-    }
-    for (size_t i = first_stream; i < fds.size(); ++i)
-      if (fds[i].revents) read_stream(*owners[i - first_stream].first, owners[i - first_stream].second);
+    if (fds[3].revents) on_stop_request();
+    for (size_t i = kFixed; i < fds.size(); ++i)
+      if (fds[i].revents) read_stream(*owners[i - kFixed].first, owners[i - kFixed].second);
     for (int k = 0; k < 2; ++k)
       if (fds[k + 1].revents) sinks_[k].on_ready(fds[k + 1].revents);
+  }
+
+  bool stop_fd_ready() const {
+    if (!watch_stop_fd_) return false;
+    pollfd p{o_.stop_fd, POLLIN, 0};
+    return ::poll(&p, 1, 0) > 0 && p.revents != 0;
   }
 
   void read_stream(Worker& w, int k) {
@@ -244,58 +250,70 @@ class Supervisor {
     w.fds[k] = -1;
   }
 
+  // Every child that ended or stopped: a worker's status is acted on, an orphan's dropped (a
+  // stopped orphan is killed by the sweep).
   void reap() {
-    for (auto& w : workers_) {
-      if (!w.running()) continue;
-      int status = 0;
-      pid_t r;
-      do r = ::waitpid(w.pid, &status, WNOHANG);
-      while (r < 0 && errno == EINTR);
-      if (r == 0) continue;
-      w.reaped = true;
-      if (r < 0) continue;  // not our child (cannot happen): nothing to report
-      on_exit(w, status);
+    reap_children([this](pid_t pid, int status) { on_status(pid, status); }, /*untraced=*/true);
+  }
+
+  void on_status(pid_t pid, int status) {
+    if (WIFCONTINUED(status)) return;
+    for (size_t i = 0; i < workers_.size(); ++i) {
+      Worker& w = workers_[i];
+      if (!w.running() || w.pid != pid) continue;
+      if (!WIFSTOPPED(status)) w.reaped = true;
+      on_worker_status(i, status);
+      return;
     }
   }
 
-  void on_exit(const Worker& w, int status) {
-    WorkerEvent ev;
-    ev.index = static_cast<size_t>(&w - workers_.data());
-    ev.label = w.spec.label;
-    ev.pid = w.pid;
-    if (WIFEXITED(status)) {
-      ev.code = WEXITSTATUS(status);
-      ev.how = "exited with code " + std::to_string(ev.code);
-    } else if (WIFSIGNALED(status)) {
-      int sig = WTERMSIG(status);
-      ev.kind = WorkerEvent::Kind::killed;
-      ev.code = 128 + sig;
-      ev.how = "was killed by signal " + std::to_string(sig) + " (" + signal_name(sig) + ")";
-    } else {
-      return;
-    }
-    if (o_.on_event) o_.on_event(ev, stopping_);
-    if (stopping_) return;  // the job is being stopped: its first cause is what counts
-    const int code = ev.code;
-    const std::string& how = ev.how;
-    if (code == 0) return;
-    result_.failure = ev;
+  void on_worker_status(size_t index, int status) {
+    const Worker& w = workers_[index];
+    const WorkerEvent e = describe(w, index, status);
+    const bool was_stopping = stopping_;
+    notify(e);
+    if (was_stopping) return;  // the job is being stopped: its first cause is what counts
+    if (e.kind == WorkerEvent::Kind::exited && e.code == 0) return;
     size_t others = static_cast<size_t>(
-        std::count_if(workers_.begin(), workers_.end(), [](const Worker& x) { return x.running(); }));
-    say(w.spec.label + " (pid " + std::to_string(w.pid) + ") " + how +
-        (others ? "; stopping the other " + plural(others, "worker") : "; no other worker is running"));
-    exit_code_ = code;
+        std::count_if(workers_.begin(), workers_.end(), [&](const Worker& x) { return x.running() && &x != &w; }));
+    std::string stopping = e.kind == WorkerEvent::Kind::stopped ? "; stopping it and " : "; stopping ";
+    say(w.spec.label + " (pid " + std::to_string(w.pid) + ") " + e.how +
+        (others                                 ? stopping + "the other " + plural(others, "worker")
+         : e.kind == WorkerEvent::Kind::stopped ? "; stopping it"
+                                                : "; no other worker is running"));
+    exit_code_ = e.code;
+    failure_ = e;
     begin_stop(SIGTERM);
   }
 
+  void notify(const WorkerEvent& e) {
+    if (!o_.on_event) return;
+    try {
+      o_.on_event(e, stopping_);
+    } catch (const std::exception& x) {
+      say(std::string("the handler of worker events threw: ") + x.what());
+    } catch (...) {
+      say("the handler of worker events threw");
+    }
+  }
+
   void on_signal(int sig) {
+    if (sig == SIGKILL) {  // plrun's guard died: plrun was killed, and nobody waits for the job
+      if (!stopping_) {
+        signal_ = SIGKILL;
+        exit_code_ = 128 + SIGKILL;
+      }
+      say("plrun's guard (pid " + std::to_string(signals_.guard()) + ") is gone; killing the job");
+      kill_now();
+      return;
+    }
     if (!stopping_) {
       size_t running = static_cast<size_t>(
           std::count_if(workers_.begin(), workers_.end(), [](const Worker& w) { return w.running(); }));
       say("got " + signal_name(sig) + "; passing it to " + plural(running, "worker") + " (SIGKILL after " +
           std::to_string(o_.grace.count()) + " ms)");
       if (!exit_code_) exit_code_ = 128 + sig;
-      if (!result_.failure && !result_.stop_requested) result_.signal = sig;
+      signal_ = sig;
       begin_stop(sig);
     } else if (!give_up_at_) {
       say("got " + signal_name(sig) + " again; killing the workers now");
@@ -303,10 +321,19 @@ class Supervisor {
     }
   }
 
+  void on_stop_request() {
+    watch_stop_fd_ = false;  // it stays readable: poll would wake at once, again and again
+    if (stopping_) return;
+    stop_requested_ = true;
+    if (!exit_code_) exit_code_ = 1;
+    begin_stop(SIGTERM);
+  }
+
   void begin_stop(int sig) {
     stopping_ = true;
     kill_at_ = Clock::now() + o_.grace;
     signal_groups(sig);
+    signal_groups(SIGCONT);  // a stopped worker acts on the signal only once continued
   }
 
   void kill_now() {
@@ -315,13 +342,29 @@ class Supervisor {
     signal_groups(SIGKILL);
   }
 
-  // Each worker's whole process group: the worker and whatever it started.  Ended workers too,
-  // for the children they may have left behind.
+  // Each running worker's whole process group: the worker and whatever it started there.  Not a
+  // reaped worker's: its pid may belong to another process by now.  What a reaped worker left
+  // behind is this process's child (a subreaper), killed by the sweep.
   void signal_groups(int sig) {
     for (const auto& w : workers_)
-      if (w.pid > 0) ::kill(-w.pid, sig);
+      if (w.running()) ::kill(-w.pid, sig);
   }
 
+  // Kills this process's children but the running workers, and their children in turn, until none
+  // is left (bounded by after_kill).
+  void sweep() {
+    auto left = kill_children([this](pid_t pid) { return is_running_worker(pid); },
+                              [this](pid_t pid, int status) { on_status(pid, status); }, o_.after_kill);
+    if (left.empty()) return;
+    std::string pids;
+    for (pid_t p : left) pids += (pids.empty() ? "" : ", ") + std::to_string(p);
+    say("processes left by the workers still there " + std::to_string(o_.after_kill.count()) +
+        " ms after SIGKILL: pid " + pids + "; leaving them");
+  }
+
+  bool is_running_worker(pid_t pid) const {
+    return std::any_of(workers_.begin(), workers_.end(), [&](const Worker& w) { return w.running() && w.pid == pid; });
+  }
   bool all_ended() const {
     return std::none_of(workers_.begin(), workers_.end(), [](const Worker& w) { return w.running(); });
   }
@@ -336,11 +379,13 @@ class Supervisor {
   SupervisorOptions o_;
   OutputSink sinks_[2];
   std::vector<Worker> workers_;
+  bool watch_stop_fd_;
   bool stopping_ = false;
   std::optional<Clock::time_point> kill_at_, give_up_at_;
   std::optional<int> exit_code_;
-  SuperviseResult result_;
-  std::optional<size_t> stop_index_;  // stop_fd's place in this turn's poll set
+  std::optional<WorkerEvent> failure_;
+  int signal_ = 0;
+  bool stop_requested_ = false;
 };
 
 }  // namespace

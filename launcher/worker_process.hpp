@@ -1,5 +1,8 @@
-// Starting one worker process: fork + exec with everything prepared beforehand, because plrun has
-// threads (the store's) and a forked child may then only make async-signal-safe calls.
+// Starting one worker process: fork + exec with everything prepared beforehand, because plrun's
+// supervisor has threads (the store's) and a forked child may then only make async-signal-safe
+// calls.  The workers are the supervisor's children, the lowest level of plrun's process tree
+// (guard, supervisor, workers: see guard.hpp); what they start is handed to the supervisor when
+// they end (a subreaper, see process_tree.hpp).
 #pragma once
 
 #include <sys/types.h>
@@ -31,9 +34,10 @@ struct StartedWorker {
 
 // Starts `image` in a new process group of its own, so that a terminal's Ctrl-C reaches plrun
 // alone (which forwards it): the workers are stopped in order and never twice.  The worker gets
-// SIGKILL if plrun dies (PR_SET_PDEATHSIG), stdin from /dev/null (a background process group must
-// not read the terminal), stdout and stderr into pipes, default handling of the signals plrun
-// forwards and an empty signal mask.  Throws pl::Error when the system refuses (pipe, fork).
+// SIGKILL if the supervisor dies (PR_SET_PDEATHSIG; its own children are then handed to plrun's
+// guard, which kills them), stdin from /dev/null (a background process group must not read the
+// terminal), stdout and stderr into pipes, default handling of the signals plrun forwards and an
+// empty signal mask.  Throws pl::Error when the system refuses (pipe, fork).
 StartedWorker start_worker(const ExecImage& image);
 
 }  // namespace plrt::launcher

@@ -195,8 +195,8 @@ int64_t DataLoader::real_samples(int64_t i) const {
 int64_t DataLoader::position_after(int64_t k) const {
   const int64_t nb = num_batches();
   if (k < 0 || k > nb)
-    throw Error(PL_ERR_INVALID_ARGUMENT, "DataLoader::position_after(" + std::to_string(k) + "): valid counts are [0, " +
-                                             std::to_string(nb) + "]");
+    throw Error(PL_ERR_INVALID_ARGUMENT, "DataLoader::position_after(" + std::to_string(k) +
+                                             "): valid counts are [0, " + std::to_string(nb) + "]");
   if (k == nb) return dataset_->size();
   return start_ + k * o_.batch_size * (sampler_ ? sampler_->num_replicas() : 1);
 }

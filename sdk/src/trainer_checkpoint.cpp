@@ -180,7 +180,8 @@ void Trainer::Impl::load_checkpoint(const std::string& path) {
                                              j.value("format", "") + "', version " +
                                              std::to_string(j.value("version", 0)) + ")");
   // Everything trainer.json says, read before anything changes.
-  int64_t saved_epoch = 0, saved_batches = 0, saved_step = 0, saved_samples = -1, saved_trained = 0, saved_step_batch = 0;
+  int64_t saved_epoch = 0, saved_batches = 0, saved_step = 0, saved_samples = -1, saved_trained = 0,
+          saved_step_batch = 0;
   int saved_world = 0;
   std::string global_rng, rank_rng, layout;
   bool same_world = false, saved_state = false;

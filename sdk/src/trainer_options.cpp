@@ -98,8 +98,8 @@ void Trainer::Impl::check_options() const {
        "checkpoint_every_seconds=" + plrt::sdk::num(o.checkpoint_every_seconds) +
            " is not valid: it must be a finite number >= 0 (0: off)");
   need(o.enable_checkpointing || (o.checkpoint_every_n_steps == 0 && o.checkpoint_every_seconds == 0),
-       "checkpoint_every_n_steps=" + std::to_string(o.checkpoint_every_n_steps) + " / checkpoint_every_seconds=" +
-           plrt::sdk::num(o.checkpoint_every_seconds) +
+       "checkpoint_every_n_steps=" + std::to_string(o.checkpoint_every_n_steps) +
+           " / checkpoint_every_seconds=" + plrt::sdk::num(o.checkpoint_every_seconds) +
            " ask for checkpoints but enable_checkpointing is false; turn it on or set both to 0");
 }
 

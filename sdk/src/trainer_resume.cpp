@@ -221,8 +221,8 @@ void Trainer::Impl::report_resume() {
   const auto lr = scalars.find("lr");
   warn("resuming " + resumed_from + " (saved by " + std::to_string(resumed_world) + " process(es)) with " +
        std::to_string(world) + ": the samples per optimizer step change from " +
-       (resumed_step_batch > 0 ? std::to_string(resumed_step_batch) : std::string("?")) + " to " +
-       std::to_string(now) + "; the learning rate stays the checkpoint's" +
+       (resumed_step_batch > 0 ? std::to_string(resumed_step_batch) : std::string("?")) + " to " + std::to_string(now) +
+       "; the learning rate stays the checkpoint's" +
        (lr != scalars.end() ? " (" + plrt::sdk::num(lr->second) + ")" : std::string()) +
        " and the epoch's remaining samples are split over the " + std::to_string(world) + " process(es)");
 }

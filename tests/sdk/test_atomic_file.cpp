@@ -178,8 +178,8 @@ TEST(AtomicDir, CleanInAFolderTakesEveryTargetsDeadLeftovers) {
   pl::write_file_atomic(d.path + "/a.tmp-" + dead + "-x", "not a leftover's name");
   pl::write_file_atomic(d.path + "/.tmp-" + dead, "no target");
   EXPECT_EQ(pl::clean_atomic_leftovers_in(d.path), 4);
-  EXPECT_EQ(d.names(), (std::set<std::string>{"last", "best", "last.tmp-" + live, "a.tmp-" + dead + "-x",
-                                              ".tmp-" + dead}));
+  EXPECT_EQ(d.names(),
+            (std::set<std::string>{"last", "best", "last.tmp-" + live, "a.tmp-" + dead + "-x", ".tmp-" + dead}));
   EXPECT_EQ(pl::clean_atomic_leftovers_in(d.path), 0);
   EXPECT_EQ(pl::clean_atomic_leftovers_in(d.path + "/nowhere"), 0);
   EXPECT_TRUE(pl::is_atomic_leftover_name("last.tmp-12"));

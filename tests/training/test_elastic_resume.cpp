@@ -82,9 +82,9 @@ TEST(ElasticResume, StepCadenceCheckpointThenRestartEqualsUninterruptedRun) {
   EXPECT_GT(saved.at("samples_done").get<int64_t>(), 0) << "mid-epoch: " << saved.dump();
   EXPECT_EQ(saved.at("samples_trained").get<int64_t>(), at * 4) << saved.dump();
 
-  auto rest = run(with({"--root-dir", dir / "part", "--save", dir / "resumed.safetensors", "--report",
-                        dir / "report.json"}),
-                  {{"PL_RESTART_COUNT", "1"}, {"PL_LOG_LEVEL", "info"}});
+  auto rest =
+      run(with({"--root-dir", dir / "part", "--save", dir / "resumed.safetensors", "--report", dir / "report.json"}),
+          {{"PL_RESTART_COUNT", "1"}, {"PL_LOG_LEVEL", "info"}});
   EXPECT_RAN(rest);
   EXPECT_NE(rest.output.find("resumed from " + ckpt), std::string::npos) << rest.output;
   // Bit-identical: the same batches, RNG states and optimizer state as the run that never stopped.
@@ -122,8 +122,8 @@ TEST(ElasticResume, TimeCadenceSavesOnEveryRankTogether) {
 TEST(ElasticResume, ResumeLastPicksTheHighestStepAndContinuesItsFolder) {
   TempDir dir;
   auto mlp = [&](std::vector<std::string> extra, const std::string& root = "root") {
-    std::vector<std::string> a{"--strategy", "single_device", "--devices", "1", "--batch-size", "16",
-                               "--epochs",   "100",           "--root-dir", dir / root};
+    std::vector<std::string> a{"--strategy", "single_device", "--devices", "1",          "--batch-size",
+                               "16",         "--epochs",      "100",       "--root-dir", dir / root};
     a.insert(a.end(), extra.begin(), extra.end());
     return mlp_args(a);
   };
@@ -133,8 +133,8 @@ TEST(ElasticResume, ResumeLastPicksTheHighestStepAndContinuesItsFolder) {
   EXPECT_NE(none.output.find("training from scratch"), std::string::npos) << none.output;
   for (const char* steps : {"160", "10"}) EXPECT_RAN(run(mlp({"--max-steps", steps})));  // version_1, version_2
   // version_0: 5 steps, version_1: 160 (an epoch is 132 steps: epoch 1), version_2: 10
-  auto last = run(mlp({"--max-steps", "200", "--resume", "last", "--report", dir / "r.json", "--save",
-                       dir / "last.safetensors"}));
+  auto last = run(
+      mlp({"--max-steps", "200", "--resume", "last", "--report", dir / "r.json", "--save", dir / "last.safetensors"}));
   EXPECT_RAN(last);
   auto r = report(dir / "r.json");
   EXPECT_EQ(r.at("resumed_from").get<std::string>(), dir / "root/lightning_logs/version_1/checkpoints/last");
@@ -154,8 +154,8 @@ TEST(ElasticResume, ResumeLastPicksTheHighestStepAndContinuesItsFolder) {
 TEST(ElasticResume, DdpSpawnRestartResumesLastAndReportsTheWorkersCounts) {
   TempDir dir;
   auto with = [&](std::vector<std::string> extra) {
-    std::vector<std::string> a{"--strategy", "ddp_spawn", "--accelerator", "cpu", "--devices", "2",
-                               "--batch-size", "8", "--epochs", "100"};
+    std::vector<std::string> a{"--strategy",   "ddp_spawn", "--accelerator", "cpu", "--devices", "2",
+                               "--batch-size", "8",         "--epochs",      "100"};
     a.insert(a.end(), extra.begin(), extra.end());
     return mlp_args(a);
   };
@@ -191,8 +191,8 @@ TEST(ElasticResume, OlderCheckpointWithoutSamplesDoneResumesByBatches) {
   j.erase("samples_trained");
   j.erase("step_batch_size");
   std::ofstream(ckpt + "/trainer.json") << j.dump(2);
-  EXPECT_RAN(run(with({"--max-steps", "70", "--root-dir", dir / "part", "--resume", ckpt, "--save",
-                       dir / "resumed.safetensors"})));
+  EXPECT_RAN(run(with(
+      {"--max-steps", "70", "--root-dir", dir / "part", "--resume", ckpt, "--save", dir / "resumed.safetensors"})));
   EXPECT_EQ(relative_difference(dir / "resumed.safetensors", dir / "full.safetensors"), 0.0);
 }
 
@@ -262,8 +262,8 @@ TEST(ElasticResume, WorldSizeTwoToThreeTrainsEverySampleOnce) {
 TEST(ElasticResume, LeftoversOfKilledSavesAreRemovedAtTheNextStart) {
   TempDir dir;
   auto mlp = [&](std::vector<std::string> extra) {
-    std::vector<std::string> a{"--strategy", "single_device", "--devices", "1", "--batch-size", "16",
-                               "--epochs",   "100",           "--root-dir", dir / "root"};
+    std::vector<std::string> a{"--strategy", "single_device", "--devices", "1",          "--batch-size",
+                               "16",         "--epochs",      "100",       "--root-dir", dir / "root"};
     a.insert(a.end(), extra.begin(), extra.end());
     return mlp_args(a);
   };
@@ -288,8 +288,8 @@ TEST(ElasticResume, LeftoversOfKilledSavesAreRemovedAtTheNextStart) {
 TEST(ElasticResume, BadValuesExitTwoNamingThem) {
   TempDir dir;
   auto mlp = [&](std::vector<std::string> extra) {
-    std::vector<std::string> a{"--strategy", "single_device", "--devices", "1", "--max-steps", "1",
-                               "--root-dir", dir / "root"};
+    std::vector<std::string> a{"--strategy", "single_device", "--devices", "1", "--max-steps",
+                               "1",          "--root-dir",    dir / "root"};
     a.insert(a.end(), extra.begin(), extra.end());
     return mlp_args(a);
   };

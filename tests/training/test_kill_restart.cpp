@@ -81,10 +81,10 @@ std::vector<pid_t> left_with(const std::string& marker) {
 
 std::vector<std::string> job_args(const TempDir& dir, const std::string& name) {
   // 2 ranks x 150 steps of batch 4 (an epoch is 240 steps), Adam, a checkpoint every 5 steps.
-  return plrun("ddp", 2,
-               mlp_args({"--batch-size", "4", "--epochs", "2", "--max-steps", "150",
-                         "--optimizer", "adam", "--root-dir", dir / name, "--save", dir / (name + ".safetensors"),
-                         "--checkpoint-every-steps", "5"}));
+  return plrun(
+      "ddp", 2,
+      mlp_args({"--batch-size", "4", "--epochs", "2", "--max-steps", "150", "--optimizer", "adam", "--root-dir",
+                dir / name, "--save", dir / (name + ".safetensors"), "--checkpoint-every-steps", "5"}));
 }
 
 int env_int(const char* name, int fallback) {
@@ -113,8 +113,8 @@ TEST_P(KillRestart, ARandomWorkerKilledAtARandomTimeRestartsAndEndsWithTheUninte
     spec.argv = job_args(dir, name);
     spec.argv.insert(spec.argv.begin() + 1, {"--max-restarts", "3", "--grace-period", "1"});
     spec.env = {{"PL_LOG_LEVEL", "warn"}};
-    spec.unset_env = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "PL_JOB_TOKEN",
-                      "PL_USE_AGENT_STORE"};
+    spec.unset_env = {"RANK",        "WORLD_SIZE",   "LOCAL_RANK",        "MASTER_ADDR",
+                      "MASTER_PORT", "PL_JOB_TOKEN", "PL_USE_AGENT_STORE"};
     plrt_test::Job job({spec});
     const auto t0 = Clock::now();
 

@@ -53,7 +53,7 @@ class TensorDataset : public Dataset {
 class DistributedSampler {
  public:
   DistributedSampler(int64_t dataset_size, int num_replicas, int rank, bool shuffle = true, uint64_t seed = 0,
-                     bool drop_last = false);  // bad values throw, naming them
+                     bool drop_last = false);        // bad values throw, naming them
   void set_epoch(int64_t epoch) { epoch_ = epoch; }  // keeps start()
   int64_t epoch() const { return epoch_; }
   // The first position of the epoch's global order handed out, in [0, dataset_size]; throws naming a bad value.
@@ -68,7 +68,7 @@ class DistributedSampler {
   bool drop_last() const { return drop_last_; }
   uint64_t seed() const { return seed_; }
   int64_t total_size() const { return num_samples_ * num_replicas_; }  // positions handed out (from start())
-  int64_t padding() const;  // duplicated samples added (0 with drop_last)
+  int64_t padding() const;                                             // duplicated samples added (0 with drop_last)
   // Samples of [first, first + count) of this rank's positions summed over every rank, duplicates
   // (padding) not counted: the rank-local range covers global positions
   // [start + first*W, start + (first + count)*W), of which those < N are real samples.

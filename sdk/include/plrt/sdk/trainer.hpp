@@ -52,8 +52,8 @@ struct TrainerOptions {
   // PL_TRAINER_STRATEGY_OPTIONS (plrun --strategy-option) sets keys on top, its value winning.
   std::vector<std::pair<std::string, std::string>> strategy_options;
   std::vector<std::pair<std::string, std::string>> accelerator_options;  // e.g. num_threads
-  std::string default_root_dir = ".";    // logs and checkpoints: <dir>/lightning_logs/version_<n>/
-  bool enable_checkpointing = true;      // checkpoints/last after every epoch and at the end of fit
+  std::string default_root_dir = ".";  // logs and checkpoints: <dir>/lightning_logs/version_<n>/
+  bool enable_checkpointing = true;    // checkpoints/last after every epoch and at the end of fit
   // checkpoints/last also inside epochs, always at an optimizer-step boundary (so a resume never
   // splits an accumulation window): every checkpoint_every_n_steps optimizer steps (global_step a
   // multiple of it; 0: off), and once checkpoint_every_seconds of wall-clock time have passed since
