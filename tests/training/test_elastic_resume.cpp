@@ -1,7 +1,7 @@
 // Fault tolerance and elastic resume, through the programs a user runs (plrun, plrt-mlp) and
 // elastic_worker (a rank that records which rows every step trained):
 //  - a checkpoint written by the step cadence, the job killed (SIGKILL) after it, a restart
-//    (PL_RESTART_COUNT=1, no --resume) ends where a run that never stopped ends
+//    (plrun --max-restarts: PL_RESTART_COUNT=1, no --resume) ends where a run that never stopped ends
 //  - the time cadence: rank 0's clock decides, every rank saves with it, the weights are unchanged
 //  - ckpt_path "last" picks the highest global step and keeps logging into its version folder
 //  - a resume at world size 2 from a checkpoint of 3 (and 3 from 2) trains every sample of the
@@ -82,10 +82,16 @@ TEST(ElasticResume, StepCadenceCheckpointThenRestartEqualsUninterruptedRun) {
   EXPECT_GT(saved.at("samples_done").get<int64_t>(), 0) << "mid-epoch: " << saved.dump();
   EXPECT_EQ(saved.at("samples_trained").get<int64_t>(), at * 4) << saved.dump();
 
-  auto rest =
-      run(with({"--root-dir", dir / "part", "--save", dir / "resumed.safetensors", "--report", dir / "report.json"}),
-          {{"PL_RESTART_COUNT", "1"}, {"PL_LOG_LEVEL", "info"}});
+  // The restart as plrun makes it: round 0 fails at once (the crash above stands for it), round 1
+  // gets PL_RESTART_COUNT=1 from plrun and resumes by itself.
+  auto restart =
+      with({"--root-dir", dir / "part", "--save", dir / "resumed.safetensors", "--report", dir / "report.json"});
+  const auto program = std::find(restart.begin(), restart.end(), std::string("--")) + 1;
+  restart.insert(program, {"/bin/sh", "-c", "[ \"$PL_RESTART_COUNT\" = 0 ] && exit 9; exec \"$@\"", "sh"});
+  restart.insert(restart.begin() + 1, {"--max-restarts", "1"});
+  auto rest = run(restart, {{"PL_LOG_LEVEL", "info"}});
   EXPECT_RAN(rest);
+  EXPECT_NE(rest.output.find("restart 1 of 1 (round 1)"), std::string::npos) << rest.output;
   EXPECT_NE(rest.output.find("resumed from " + ckpt), std::string::npos) << rest.output;
   // Bit-identical: the same batches, RNG states and optimizer state as the run that never stopped.
   EXPECT_EQ(relative_difference(dir / "resumed.safetensors", dir / "full.safetensors"), 0.0);
