@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "proc_table.hpp"
 #include "spawn.hpp"
 
 namespace launcher_test {
@@ -115,19 +116,8 @@ inline bool alive(pid_t pid) {
 // Whether any live process is in process group `pgid` (zombies aside).
 inline bool group_alive(pid_t pgid) {
   if (::kill(-pgid, 0) != 0) return false;
-  for (const auto& e : fs::directory_iterator("/proc")) {
-    const std::string name = e.path().filename().string();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream stat(e.path() / "stat");
-    std::string line;
-    if (!std::getline(stat, line)) continue;
-    auto close = line.rfind(')');
-    if (close == std::string::npos) continue;
-    std::istringstream rest(line.substr(close + 2));
-    char state;
-    long ppid, pgrp;
-    if (rest >> state >> ppid >> pgrp && pgrp == pgid && state != 'Z') return true;
-  }
+  for (const auto& p : plrt_test::proc_table())
+    if (p.pgrp == pgid && p.state != 'Z') return true;
   return false;
 }
 

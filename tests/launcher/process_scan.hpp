@@ -6,52 +6,27 @@
 #include <sys/types.h>
 
 #include <chrono>
-#include <filesystem>
-#include <fstream>
-#include <iterator>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "proc_table.hpp"
 
 namespace process_scan {
 
 // Live processes (zombies have an empty command line) with an argument equal to `arg`.
 inline std::vector<pid_t> with_arg(const std::string& arg) {
   std::vector<pid_t> out;
-  std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator("/proc", ec)) {
-    const std::string name = e.path().filename().string();
-    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream f(e.path() / "cmdline", std::ios::binary);
-    std::string cmdline((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-    std::stringstream ss(cmdline);
-    for (std::string a; std::getline(ss, a, '\0');)
-      if (a == arg) {
-        out.push_back(static_cast<pid_t>(std::stol(name)));
-        break;
-      }
-  }
+  for (const auto& p : plrt_test::proc_table())
+    if (p.has_arg(arg)) out.push_back(p.pid);
   return out;
 }
 
 // The processes (zombies included) whose parent is `parent`.
 inline std::vector<pid_t> children(pid_t parent) {
   std::vector<pid_t> out;
-  std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator("/proc", ec)) {
-    const std::string name = e.path().filename().string();
-    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream stat(e.path() / "stat");
-    std::string line;
-    if (!std::getline(stat, line)) continue;
-    auto close = line.rfind(')');
-    if (close == std::string::npos) continue;
-    std::istringstream rest(line.substr(close + 2));
-    char state;
-    long ppid;
-    if (rest >> state >> ppid && ppid == parent) out.push_back(static_cast<pid_t>(std::stol(name)));
-  }
+  for (const auto& p : plrt_test::proc_table())
+    if (p.ppid == parent) out.push_back(p.pid);
   return out;
 }
 

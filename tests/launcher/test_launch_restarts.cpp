@@ -16,6 +16,28 @@ std::string env_of(const nlohmann::json& j, const std::string& name) {
   return j.contains("env") && j["env"].contains(name) ? j["env"][name].get<std::string>() : "<unset>";
 }
 
+// Two plrun nodes of one worker each on loopback, --max-restarts 1; rank 1 (node 1) fails with
+// code 4, with `more` env_worker flags.
+plrt_test::JobResult two_nodes(const ScratchDir& dir, const std::vector<std::string>& more) {
+  const std::string port = std::to_string(plrt_test::free_tcp_port());
+  std::vector<std::string> worker = {"--out-dir",   dir.str(), "--fail-rank", "1",
+                                     "--exit-code", "4",       "--sleep-ms",  "300"};
+  worker.insert(worker.end(), more.begin(), more.end());
+  std::vector<plrt_test::ProcessSpec> nodes;
+  for (int rank = 0; rank < 2; ++rank) {
+    auto s = plrun_spec(ppd_job(1,
+                                {"--num-nodes", "2", "--node-rank", std::to_string(rank), "--master-addr", "127.0.0.1",
+                                 "--master-port", port, "--max-restarts", "1", "--grace-period", "1"},
+                                worker),
+                        {{"PL_JOB_TOKEN", "two-node-restarts"}});
+    s.label = "node " + std::to_string(rank);
+    nodes.push_back(std::move(s));
+  }
+  plrt_test::WaitOptions w;
+  w.deadline = std::chrono::seconds(40);
+  return plrt_test::run_job(nodes, w);
+}
+
 }  // namespace
 
 TEST(LaunchRestarts, AFailedRoundRestartsEveryWorkerUntilOneSucceeds) {
@@ -63,22 +85,9 @@ TEST(LaunchRestarts, WithoutMaxRestartsAFailureEndsTheJob) {
 
 TEST(LaunchRestarts, TwoNodesRestartTogetherAndCountOnce) {
   ScratchDir dir;
-  const std::string port = std::to_string(plrt_test::free_tcp_port());
   // Rank 1 (node 1) fails in round 0: node 0's worker is restarted too, and the job-wide count is
   // 1 (with --max-restarts 1, a count per node would let a second failure through).
-  auto node = [&](int rank) {
-    auto s = plrun_spec(ppd_job(1,
-                                {"--num-nodes", "2", "--node-rank", std::to_string(rank), "--master-addr", "127.0.0.1",
-                                 "--master-port", port, "--max-restarts", "1", "--grace-period", "1"},
-                                {"--out-dir", dir.str(), "--fail-rank", "1", "--exit-code", "4", "--fail-until-restart",
-                                 "1", "--sleep-ms", "300"}),
-                        {{"PL_JOB_TOKEN", "two-node-restarts"}});
-    s.label = "node " + std::to_string(rank);
-    return s;
-  };
-  plrt_test::WaitOptions w;
-  w.deadline = std::chrono::seconds(40);
-  auto r = plrt_test::run_job({node(0), node(1)}, w);
+  auto r = two_nodes(dir, {"--fail-until-restart", "1"});
   ASSERT_TRUE(r.all_ok()) << r.report();
   for (const auto& p : r.processes) EXPECT_THAT(p.output, HasSubstr("restart 1 of 1 (round 1)")) << r.report();
   EXPECT_EQ(env_of(report(dir, "rank-0"), "PL_RESTART_COUNT"), "1");
@@ -87,19 +96,7 @@ TEST(LaunchRestarts, TwoNodesRestartTogetherAndCountOnce) {
 
 TEST(LaunchRestarts, TwoNodesFailWhenTheJobWideCountIsUsedUp) {
   ScratchDir dir;
-  const std::string port = std::to_string(plrt_test::free_tcp_port());
-  auto node = [&](int rank) {
-    auto s = plrun_spec(ppd_job(1,
-                                {"--num-nodes", "2", "--node-rank", std::to_string(rank), "--master-addr", "127.0.0.1",
-                                 "--master-port", port, "--max-restarts", "1", "--grace-period", "1"},
-                                {"--out-dir", dir.str(), "--fail-rank", "1", "--exit-code", "4", "--sleep-ms", "300"}),
-                        {{"PL_JOB_TOKEN", "two-node-restarts"}});
-    s.label = "node " + std::to_string(rank);
-    return s;
-  };
-  plrt_test::WaitOptions w;
-  w.deadline = std::chrono::seconds(40);
-  auto r = plrt_test::run_job({node(0), node(1)}, w);
+  auto r = two_nodes(dir, {});
   ASSERT_FALSE(r.timed_out) << r.report();
   for (const auto& p : r.processes) {
     EXPECT_EQ(p.exit_code, 4) << r.report();
