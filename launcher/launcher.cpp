@@ -46,10 +46,11 @@ int connect_to_node_zero(const pl::Runtime& rt, const Rendezvous& rdv, SignalCha
       return 0;
     } catch (const pl::Error& e) {
       const std::string what = e.what();
-      if (what.find("refused the job token") != std::string::npos || std::chrono::steady_clock::now() >= until)
-        throw pl::Error(PL_ERR_RUNTIME, "cannot reach the job's store, which node 0's plrun serves at " +
-                                            rdv.master_addr + ":" + std::to_string(rdv.master_port) +
-                                            " (--master-addr, --master-port): " + what);
+      const bool refused = what.find("refused the job token") != std::string::npos;
+      if (refused || std::chrono::steady_clock::now() >= until)
+        throw pl::Error(refused ? PL_ERR_INVALID_ARGUMENT : PL_ERR_RUNTIME,
+                        "cannot reach the job's store, which node 0's plrun serves at " + rdv.master_addr + ":" +
+                            std::to_string(rdv.master_port) + " (--master-addr, --master-port): " + what);
     }
   }
 }
@@ -100,6 +101,21 @@ int launch(const LaunchRequest& req) {
   } else {
     int sig = connect_to_node_zero(rt, rdv, signals, store);
     if (sig) return 128 + sig;
+  }
+
+  // Every node must describe the same job: node 0 publishes its run id and node count, the others
+  // compare before they start anything (a node of another job is refused, exit 2, and the running
+  // job is unaffected).
+  const std::string job_text = "--run-id '" + req.options.run_id + "', --num-nodes " + std::to_string(config.num_nodes);
+  if (rdv.serve_store) {
+    store->set("plrun/job", job_text);
+  } else {
+    const std::string theirs = store->get("plrun/job", std::chrono::seconds(30));
+    if (theirs != job_text)
+      throw pl::Error(PL_ERR_INVALID_ARGUMENT, "node 0's plrun at " + rdv.master_addr + ":" +
+                                                   std::to_string(rdv.master_port) + " runs a job with " + theirs +
+                                                   "; this node was started with " + job_text +
+                                                   ": give every node the same flags");
   }
 
   RoundsOptions rounds_options;

@@ -136,3 +136,36 @@ TEST(LaunchRestarts, BadRestartFlagsExitTwoBeforeAnythingStarts) {
     EXPECT_FALSE(std::filesystem::exists(dir.path() / "rank-0.json")) << p.output;
   }
 }
+
+TEST(LaunchRestarts, ANodeOfAnotherJobIsRefusedAndTheJobGoesOn) {
+  ScratchDir dir, other;
+  const std::string port = std::to_string(plrt_test::free_tcp_port());
+  auto node = [&](int rank, const std::string& run_id, const std::string& token, const ScratchDir& out) {
+    auto s = plrun_spec(ppd_job(1,
+                                {"--num-nodes", "2", "--node-rank", std::to_string(rank), "--master-addr", "127.0.0.1",
+                                 "--master-port", port, "--run-id", run_id},
+                                {"--out-dir", out.str(), "--store-check"}),
+                        {{"PL_JOB_TOKEN", token}});
+    s.label = "node " + std::to_string(rank) + " (" + run_id + ")";
+    return s;
+  };
+  plrt_test::Job job({node(0, "job-a", "token-a", dir)});
+  ASSERT_TRUE(wait_for_reports(dir, {"rank-0"}));
+  // Another run id, then another token: each is refused before it starts anything.
+  auto wrong_id = plrt_test::run_job({node(1, "job-b", "token-a", other)}).processes.at(0);
+  EXPECT_EQ(wrong_id.exit_code, 2) << wrong_id.output;
+  EXPECT_THAT(wrong_id.output, HasSubstr("runs a job with --run-id 'job-a', --num-nodes 2; this node was started "
+                                         "with --run-id 'job-b', --num-nodes 2"));
+  auto wrong_token = plrt_test::run_job({node(1, "job-a", "token-b", other)}).processes.at(0);
+  EXPECT_EQ(wrong_token.exit_code, 2) << wrong_token.output;
+  EXPECT_THAT(wrong_token.output, HasSubstr("refused the job token"));
+  EXPECT_FALSE(std::filesystem::exists(other.path() / "rank-1.json"));
+  // The job itself still meets its real node 1 and ends well.
+  auto right = plrt_test::run_job({node(1, "job-a", "token-a", dir)}).processes.at(0);
+  EXPECT_EQ(right.exit_code, 0) << right.output;
+  plrt_test::WaitOptions w;
+  w.deadline = std::chrono::seconds(20);
+  auto r = job.wait(w);
+  ASSERT_TRUE(r.all_ok()) << r.report();
+  EXPECT_THAT(right.output, HasSubstr("[rank 1] store ok: 2 ranks met"));
+}
