@@ -10,12 +10,12 @@
 #include <cstring>
 #include <iostream>
 #include <sstream>
+#include <thread>
 
 namespace plrt::launcher {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
 constexpr milliseconds kPoll{50};  // how often a node looks at a counter it waits on
@@ -77,28 +77,64 @@ std::string JobRounds::key(const std::string& name) const {
   return "plrun/round/" + std::to_string(round_) + "/" + name;
 }
 
+void JobRounds::set_membership(const Membership& m) {
+  round_ = m.round;
+  o_.node_rank = m.node_rank;
+  o_.num_nodes = m.num_nodes;
+  member_ids_ = m.ids;
+}
+
 void JobRounds::begin_round() {
   stop_watching();
   uint64_t drained;
   while (::read(stop_fd_, &drained, sizeof drained) > 0) {
   }
-  if (o_.num_nodes == 1) return;  // only this node's workers can end its rounds
+  if (o_.num_nodes == 1 && !o_.elastic) return;  // only this node's workers can end its rounds
   watching_ = true;
-  const std::string end_key = key("end");
-  watcher_ = std::thread([this, end_key] {
-    while (watching_) {
-      try {
-        store_.wait({end_key}, kWatchSlice);
-      } catch (const pl::Error& e) {
-        if (e.code() == PL_ERR_TIMEOUT) continue;
-        if (watching_) say("lost the job's store (" + std::string(e.what()) + "); stopping this node's workers");
+  watcher_ = std::thread([this, end_key = key("end")] { watch(end_key); });
+}
+
+// The watcher: waits for the round's end in short slices; an elastic job's node sends its
+// heartbeat between two, and node 0 checks the others'.
+void JobRounds::watch(const std::string& end_key) {
+  std::vector<std::pair<std::string, Clock::time_point>> seen(member_ids_.size(), {"", Clock::now()});
+  auto next_beat = Clock::now();
+  int64_t beat = 0;
+  while (watching_) {
+    try {
+      if (o_.elastic && Clock::now() >= next_beat) {
+        heartbeat(++beat, seen);
+        next_beat = Clock::now() + o_.heartbeat;
       }
-      break;
+      store_.wait({end_key}, kWatchSlice);
+    } catch (const pl::Error& e) {
+      if (e.code() == PL_ERR_TIMEOUT) continue;
+      if (watching_) say("lost the job's store (" + std::string(e.what()) + "); stopping this node's workers");
     }
-    if (!watching_) return;
-    const uint64_t one = 1;
-    (void)!::write(stop_fd_, &one, sizeof one);
-  });
+    break;
+  }
+  if (!watching_) return;
+  const uint64_t one = 1;
+  (void)!::write(stop_fd_, &one, sizeof one);
+}
+
+void JobRounds::heartbeat(int64_t beat, std::vector<std::pair<std::string, Clock::time_point>>& seen) {
+  store_.set(rdzv_key(round_, "hb/" + std::to_string(o_.node_rank)), std::to_string(beat));
+  if (!o_.host) return;
+  const auto now = Clock::now();
+  for (size_t i = 0; i < seen.size(); ++i) {
+    if (static_cast<int>(i) == o_.node_rank) continue;
+    const std::string k = rdzv_key(round_, "hb/" + std::to_string(i));
+    const std::string v = store_.check_keys({k}) ? store_.get(k) : "";
+    if (v != seen[i].first) {
+      seen[i] = {v, now};
+    } else if (now - seen[i].second > 3 * o_.heartbeat) {
+      const auto silent = std::chrono::duration_cast<milliseconds>(now - seen[i].second);
+      claim_end(
+          "left", 0,
+          "node " + std::to_string(i) + " (" + member_ids_[i] + ") sent no heartbeat for " + seconds(silent) + " s");
+    }
+  }
 }
 
 void JobRounds::stop_watching() {
@@ -130,6 +166,16 @@ RoundOutcome JobRounds::finish_round(const SuperviseResult& res, SignalChannel& 
   const int signal = res.signal ? res.signal : signals.first_signal();
   const bool local_success = res.code == 0 && !res.failure && !signal && !res.stop_requested;
   try {
+    if (signal && o_.elastic && !o_.host) {
+      // An elastic job's node that is stopped (SIGTERM, or its plrun killed) leaves the job; the
+      // others meet again without it.  Node 0 serves the store: its signal ends the job.
+      const std::string who =
+          "node " + std::to_string(o_.node_rank) +
+          (o_.node_rank < static_cast<int>(member_ids_.size()) ? " (" + member_ids_[o_.node_rank] + ")" : "");
+      claim_end("left", 0, who + " left the job (its plrun got signal " + std::to_string(signal) + ")");
+      say("this node leaves the job (signal " + std::to_string(signal) + "); the others go on without it");
+      return {RoundOutcome::Next::stop, 128 + signal};
+    }
     if (signal) {
       claim_end("signal", 128 + signal, "node " + std::to_string(o_.node_rank) + "'s plrun got a stop signal");
     } else if (res.failure) {
@@ -155,7 +201,7 @@ RoundOutcome JobRounds::after_success(SignalChannel& signals) {
   bool told = false;
   while (done < o_.num_nodes) {
     if (store_.check_keys({key("end")})) return after_failure(signals);  // another node's round failed
-    if (!told && o_.node_rank == 0) {
+    if (!told && o_.host) {
       say("this node's workers are done; serving the store until the other nodes' are too (at most " +
           seconds(o_.exit_barrier) + " s)");
       told = true;
@@ -171,7 +217,7 @@ RoundOutcome JobRounds::after_success(SignalChannel& signals) {
   // Every node is done.  Node 0 serves the store until the others have seen it (briefly).
   int64_t left = store_.add(key("left"), 1);
   for (const auto until_left = Clock::now() + milliseconds(5000);
-       o_.node_rank == 0 && left < o_.num_nodes && Clock::now() < until_left;) {
+       o_.host && left < o_.num_nodes && Clock::now() < until_left;) {
     if (int sig = wait_for_signal(signals, kPoll)) return {RoundOutcome::Next::stop, 128 + sig};
     left = store_.add(key("left"), 0);
   }
@@ -182,14 +228,45 @@ RoundOutcome JobRounds::after_failure(SignalChannel& signals) {
   store_.add(key("stopped"), 1);
   const End end = parse_end(store_.get(key("end"), o_.stop_timeout));
   if (store_.add(key("decided"), 1) == 1) {
+    // Elastic: wait (briefly: a node that is gone never reports) for the others to stop, so that
+    // a missing node is seen and the next round knows whom to expect.
+    int64_t stopped = store_.add(key("stopped"), 0);
+    // A node that left (no heartbeat) is known gone: only the others are waited for.
+    const auto bound = end.kind == "left" ? milliseconds(1000) : 3 * o_.heartbeat + milliseconds(1000);
+    for (const auto until = Clock::now() + bound; o_.elastic && stopped < o_.num_nodes && Clock::now() < until;
+         stopped = store_.add(key("stopped"), 0))
+      std::this_thread::sleep_for(kPoll);
     std::string next = "stop|" + std::to_string(end.code);
-    if (end.kind == "failed" && o_.max_restarts > 0) {
+    if (end.kind == "signal") {
+    } else if (o_.elastic && (end.kind == "join" || end.kind == "left" || stopped < o_.num_nodes)) {
+      next = "regroup|" + std::to_string(o_.num_nodes - stopped);
+    } else if (end.kind == "failed" && o_.max_restarts > 0) {
       const int64_t count = store_.add("plrun/restarts", 1);
       if (count <= o_.max_restarts) next = "restart|" + std::to_string(count);
     }
+    if (o_.elastic && next.rfind("stop", 0) != 0) {
+      // The next round expects the nodes that stopped and the ones that asked to join.
+      const int64_t joined = store_.add(rdzv_key(round_, "joined"), 0);
+      store_.set(rdzv_key(round_ + 1, "expected"),
+                 std::to_string(stopped + std::max<int64_t>(0, joined - o_.num_nodes)));
+    }
     store_.set(key("next"), next);
   }
-  const End next = parse_end(store_.get(key("next"), o_.stop_timeout) + "|");
+  const End next = parse_end(store_.get(key("next"), o_.stop_timeout + 3 * o_.heartbeat) + "|");
+  if (next.kind == "regroup") {
+    say("round " + std::to_string(round_) + " ended: " + end.text +
+        (next.code > 0 ? " (" + std::to_string(next.code) + " node(s) gone)" : "") +
+        "; the nodes meet again for round " + std::to_string(round_ + 1) + " (not counted as a restart)");
+    ++round_;
+    return {RoundOutcome::Next::restart, 0};
+  }
+  if (o_.elastic && next.kind == "restart") {
+    restarts_ = next.code;
+    say("round " + std::to_string(round_) + " ended: " + end.text + "; restart " + std::to_string(restarts_) + " of " +
+        std::to_string(o_.max_restarts) + " (round " + std::to_string(round_ + 1) + ")");
+    ++round_;
+    return {RoundOutcome::Next::restart, 0};
+  }
   // Every node's workers must be gone before any node starts the next round's.
   const auto until = Clock::now() + o_.stop_timeout;
   for (int64_t stopped = store_.add(key("stopped"), 0); stopped < o_.num_nodes;

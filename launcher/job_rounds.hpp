@@ -28,9 +28,12 @@
 #include <string>
 #include <thread>
 
+#include "rendezvous.hpp"
 #include "supervisor.hpp"
 
 namespace plrt::launcher {
+
+using Clock = std::chrono::steady_clock;
 
 struct RoundsOptions {
   int node_rank = 0;
@@ -38,6 +41,13 @@ struct RoundsOptions {
   int max_restarts = 0;
   std::chrono::milliseconds exit_barrier{300'000};  // node 0 serving for the others after success
   std::chrono::milliseconds stop_timeout{15'000};   // how long the nodes wait for each other to stop
+  // An elastic job (--num-nodes MIN:MAX): node_rank and num_nodes come from each round's
+  // membership; every node sends a heartbeat, node 0 (`host`) watches them; a round that ends
+  // because a node joined or left, or with a node missing, is followed by a new rendezvous round
+  // that does not count as a restart.
+  bool elastic = false;
+  bool host = false;
+  std::chrono::milliseconds heartbeat{1'000};
 };
 
 // What comes after a round.
@@ -59,6 +69,8 @@ class JobRounds {
   JobRounds& operator=(const JobRounds&) = delete;
 
   int round() const { return round_; }
+  // Elastic: the round this node takes part in, its rank and the node count (rendezvous.hpp).
+  void set_membership(const Membership& m);
   int restarts() const { return restarts_; }
   // The prefix of the current round's worker keys (PL_STORE_PREFIX): "plrt/round_<r>/".
   std::string worker_prefix() const;
@@ -80,12 +92,15 @@ class JobRounds {
   bool claim_end(const std::string& kind, int code, const std::string& text);
   RoundOutcome after_success(SignalChannel& signals);
   RoundOutcome after_failure(SignalChannel& signals);
+  void watch(const std::string& end_key);
+  void heartbeat(int64_t beat, std::vector<std::pair<std::string, Clock::time_point>>& seen);
 
   const pl::Store& store_;
   RoundsOptions o_;
   int round_ = 0;
   int restarts_ = 0;
-  int stop_fd_ = -1;  // an eventfd
+  int stop_fd_ = -1;                     // an eventfd
+  std::vector<std::string> member_ids_;  // elastic: every member's id, by node rank
   std::thread watcher_;
   std::atomic<bool> watching_{false};
 };

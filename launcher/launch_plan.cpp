@@ -28,6 +28,14 @@ constexpr double kMaxExitBarrier = 86400;  // a day: a bound, not a wish
 
 void validate(const LaunchOptions& o) {
   if (o.num_nodes < 1) invalid("--num-nodes " + std::to_string(o.num_nodes) + " is not valid: it must be >= 1");
+  if (elastic(o)) {
+    if (!(o.rdzv_last_call_s > 0 && o.rdzv_last_call_s <= 3600))
+      invalid("--rdzv-last-call " + format_seconds(o.rdzv_last_call_s) +
+              " is not valid: it must be in (0, 3600] seconds");
+    if (!(o.rdzv_heartbeat_s >= 0.1 && o.rdzv_heartbeat_s <= 60))
+      invalid("--rdzv-heartbeat " + format_seconds(o.rdzv_heartbeat_s) +
+              " is not valid: it must be in [0.1, 60] seconds");
+  }
   if (o.node_rank < 0 || o.node_rank >= o.num_nodes)
     invalid("--node-rank " + std::to_string(o.node_rank) + " is out of range: with --num-nodes " +
             std::to_string(o.num_nodes) + " it must be in [0, " + std::to_string(o.num_nodes - 1) + "]");
@@ -84,6 +92,24 @@ Rendezvous plan_rendezvous(const LaunchOptions& o, const std::optional<std::stri
   return r;
 }
 
+std::pair<int, int> parse_num_nodes(const std::string& text) {
+  auto number = [&](const std::string& part) {
+    if (part.empty() || part.size() > 6 || part.find_first_not_of("0123456789") != std::string::npos) return -1;
+    return std::stoi(part);
+  };
+  const size_t colon = text.find(':');
+  const int lo = number(text.substr(0, colon)), hi = colon == std::string::npos ? lo : number(text.substr(colon + 1));
+  const std::string forms = "give a number of nodes N >= 1, or MIN:MAX with 1 <= MIN <= MAX (an elastic job)";
+  if (lo < 0 || hi < 0) invalid("--num-nodes '" + text + "' is not valid: " + forms);
+  if (lo < 1) invalid("--num-nodes '" + text + "': MIN is " + std::to_string(lo) + "; " + forms);
+  if (lo > hi)
+    invalid("--num-nodes '" + text + "': MIN " + std::to_string(lo) + " is greater than MAX " + std::to_string(hi) +
+            "; " + forms);
+  return {lo, hi};
+}
+
+bool elastic(const LaunchOptions& o) { return o.min_nodes > 0 && o.min_nodes < o.num_nodes; }
+
 std::vector<WorkerSpec> plan_workers(const pl::JobConfig& c, const LaunchOptions& o, const Rendezvous& r,
                                      const Attempt& a) {
   if (c.num_nodes != o.num_nodes)
@@ -109,7 +135,7 @@ std::vector<WorkerSpec> plan_workers(const pl::JobConfig& c, const LaunchOptions
       {"PL_USE_AGENT_STORE", "1"},
       // Each round of workers (a restart) has its own keys in that store.
       {"PL_STORE_PREFIX", a.store_prefix},
-      {"PL_RESTART_COUNT", std::to_string(a.restarts)},
+      {"PL_RESTART_COUNT", std::to_string(a.round)},
       // torchrun's names, for programs written for it.
       {"TORCHELASTIC_RESTART_COUNT", std::to_string(a.restarts)},
       {"TORCHELASTIC_MAX_RESTARTS", std::to_string(o.max_restarts)},
@@ -124,7 +150,8 @@ std::vector<WorkerSpec> plan_workers(const pl::JobConfig& c, const LaunchOptions
       common.emplace_back("PL_TRAINER_" + name, "[" + list + "]");
       continue;
     }
-    common.emplace_back("PL_TRAINER_" + name, value);
+    // An elastic job's node count is the round's.
+    common.emplace_back("PL_TRAINER_" + name, name == "NUM_NODES" ? std::to_string(c.num_nodes) : value);
   }
   if (!o.plugin_path.empty()) common.emplace_back("PL_PLUGIN_PATH", o.plugin_path);
 

@@ -16,7 +16,10 @@ using EnvList = std::vector<std::pair<std::string, std::string>>;
 
 // The launch-specific part of plrun's command line.
 struct LaunchOptions {
-  int num_nodes = 1;
+  int num_nodes = 1;             // elastic: the MAX of --num-nodes MIN:MAX until a round says how many joined
+  int min_nodes = 0;             // > 0 and < num_nodes: an elastic job (--num-nodes MIN:MAX); 0: a fixed one
+  double rdzv_last_call_s = 30;  // elastic: close a round this long after its last join (>= MIN)
+  double rdzv_heartbeat_s = 1;   // elastic: a node silent for 3 of these has left
   int node_rank = 0;
   std::optional<std::string> master_addr;  // default: 127.0.0.1 (single node); required otherwise
   std::optional<int> master_port;          // default: 0 = a free port (single node), 29500 otherwise
@@ -56,6 +59,11 @@ struct WorkerSpec {
   EnvList env;  // set on top of plrun's environment (managed_variables() removed first)
 };
 
+// --num-nodes: "N" or torchrun's "MIN:MAX" (1 <= MIN <= MAX); throws pl::Error
+// (PL_ERR_INVALID_ARGUMENT) naming the text and the valid forms.  Returns {MIN, MAX}.
+std::pair<int, int> parse_num_nodes(const std::string& text);
+bool elastic(const LaunchOptions& options);
+
 // Checks the launch options (node rank, ports, grace period, addresses); throws pl::Error
 // (PL_ERR_INVALID_ARGUMENT) naming the flag, its value and what is valid.
 void validate(const LaunchOptions& options);
@@ -68,8 +76,8 @@ Rendezvous plan_rendezvous(const LaunchOptions& options, const std::optional<std
 
 // Which round of workers of the job (see job_rounds.hpp) a plan is for.
 struct Attempt {
-  int round = 0;                               // 0, 1, ...: one per restart
-  int restarts = 0;                            // PL_RESTART_COUNT, TORCHELASTIC_RESTART_COUNT
+  int round = 0;                               // 0, 1, ...: PL_RESTART_COUNT (the workers restarted for any reason)
+  int restarts = 0;                            // TORCHELASTIC_RESTART_COUNT: restarts after failures (--max-restarts)
   std::string store_prefix = "plrt/round_0/";  // PL_STORE_PREFIX: the round's own store keys
 };
 

@@ -1,6 +1,7 @@
 #include "launcher.hpp"
 
 #include <poll.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstdlib>
@@ -9,6 +10,7 @@
 
 #include "guard.hpp"
 #include "job_rounds.hpp"
+#include "rendezvous.hpp"
 #include "supervisor.hpp"
 #include "worker_process.hpp"
 
@@ -106,7 +108,10 @@ int launch(const LaunchRequest& req) {
   // Every node must describe the same job: node 0 publishes its run id and node count, the others
   // compare before they start anything (a node of another job is refused, exit 2, and the running
   // job is unaffected).
-  const std::string job_text = "--run-id '" + req.options.run_id + "', --num-nodes " + std::to_string(config.num_nodes);
+  const bool is_elastic = elastic(req.options);
+  const std::string job_text = "--run-id '" + req.options.run_id + "', --num-nodes " +
+                               (is_elastic ? std::to_string(req.options.min_nodes) + ":" : std::string()) +
+                               std::to_string(config.num_nodes);
   if (rdv.serve_store) {
     store->set("plrun/job", job_text);
   } else {
@@ -124,26 +129,58 @@ int launch(const LaunchRequest& req) {
   rounds_options.max_restarts = req.options.max_restarts;
   rounds_options.exit_barrier =
       std::chrono::milliseconds(static_cast<long long>(req.options.exit_barrier_timeout_s * 1000));
+  rounds_options.elastic = is_elastic;
+  rounds_options.host = rdv.serve_store;
+  rounds_options.heartbeat = std::chrono::milliseconds(static_cast<long long>(req.options.rdzv_heartbeat_s * 1000));
   JobRounds rounds(*store, rounds_options);
+  std::optional<ElasticRendezvous> rendezvous;
+  if (is_elastic) {
+    ElasticOptions eo;
+    eo.host = rdv.serve_store;
+    eo.min_nodes = req.options.min_nodes;
+    eo.max_nodes = req.options.num_nodes;
+    eo.last_call = std::chrono::milliseconds(static_cast<long long>(req.options.rdzv_last_call_s * 1000));
+    char host[256] = "?";
+    ::gethostname(host, sizeof host - 1);
+    eo.id = std::string(host) + ":" + std::to_string(::getpid());
+    rendezvous.emplace(*store, eo);
+  }
 
   SupervisorOptions so;
   so.grace = std::chrono::milliseconds(static_cast<long long>(req.options.grace_period_s * 1000));
   so.on_event = [&rounds](const WorkerEvent& ev, bool stopping) { rounds.on_worker_event(ev, stopping); };
   so.stop_fd = rounds.stop_fd();
   for (;;) {
+    pl::JobConfig round_config = config;
+    LaunchOptions round_options = req.options;
+    if (rendezvous) {  // the round's members decide the node ranks and the world size
+      int sig = 0;
+      const auto m = rendezvous->join(rounds.round(), signals, &sig);
+      if (!m) return 128 + sig;
+      rounds.set_membership(*m);
+      job.num_nodes = m->num_nodes;
+      round_config = rt.resolve(job);
+      round_options.node_rank = m->node_rank;
+      round_options.num_nodes = m->num_nodes;
+      std::string ids;
+      for (const auto& id : m->ids) ids += (ids.empty() ? "" : ", ") + id;
+      rt.log(PL_LOG_INFO, "plrun: round " + std::to_string(m->round) + ": " + std::to_string(m->num_nodes) +
+                              " node(s) (" + ids + "), world size " + std::to_string(round_config.world_size) +
+                              "; this node is node " + std::to_string(m->node_rank));
+    }
     Attempt attempt{rounds.round(), rounds.restarts(), rounds.worker_prefix()};
     std::vector<Launch> launches;
-    for (auto& spec : plan_workers(config, req.options, rdv, attempt)) {
+    for (auto& spec : plan_workers(round_config, round_options, rdv, attempt)) {
       ExecImage image{program, req.command, worker_environment(environ, spec.env)};
       launches.push_back({std::move(spec), std::move(image)});
     }
     std::string round_text;
-    if (req.options.max_restarts > 0)
+    if (req.options.max_restarts > 0 || is_elastic)
       round_text = ", round " + std::to_string(attempt.round) + ", restarts " + std::to_string(attempt.restarts) +
                    " of " + std::to_string(req.options.max_restarts);
-    rt.log(PL_LOG_INFO, "plrun: node " + std::to_string(req.options.node_rank) + " of " +
-                            std::to_string(config.num_nodes) + ": starting " + std::to_string(launches.size()) +
-                            " process(es) of a world of " + std::to_string(config.world_size) + " (strategy " +
+    rt.log(PL_LOG_INFO, "plrun: node " + std::to_string(round_options.node_rank) + " of " +
+                            std::to_string(round_config.num_nodes) + ": starting " + std::to_string(launches.size()) +
+                            " process(es) of a world of " + std::to_string(round_config.world_size) + " (strategy " +
                             config.strategy + ", launch " + pl::launch_mode_name(config.launch_mode) + ", store " +
                             rdv.master_addr + ":" + std::to_string(rdv.master_port) + round_text + ")");
     rounds.begin_round();

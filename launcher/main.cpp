@@ -160,7 +160,16 @@ int main(int argc, char** argv) {
                  "A strategy option KEY=VALUE, e.g. bucket_cap_mb=10 (repeatable; a later one overrides an earlier "
                  "one for its key)")
       ->allow_extra_args(false);
-  app.add_option("--num-nodes", req.num_nodes, "Number of machines")->capture_default_str();
+  std::string num_nodes_text = "1";
+  app.add_option("--num-nodes,--nnodes", num_nodes_text,
+                 "Number of machines N, or MIN:MAX for an elastic job (nodes may join and leave between MIN and MAX)")
+      ->capture_default_str();
+  app.add_option("--rdzv-last-call", launch.rdzv_last_call_s,
+                 "Elastic: seconds a round stays open after its last join once MIN nodes joined")
+      ->capture_default_str();
+  app.add_option("--rdzv-heartbeat", launch.rdzv_heartbeat_s,
+                 "Elastic: seconds between a node's heartbeats; 3 missed: the node has left")
+      ->capture_default_str();
   app.add_option("--precision", req.precision, "32-true, 16-mixed, bf16-mixed")->capture_default_str();
   app.add_option("--process-group-backend", req.process_group_backend, "gloo or nccl (default: nccl on cuda)");
   app.add_option("--assume-device-count", req.assume_device_count,
@@ -209,6 +218,8 @@ int main(int argc, char** argv) {
       pl::set_option(req.strategy_options, key, value);
     }
     req.devices = pl::Devices::from_text(devices);
+    const auto nodes_range = plrt::launcher::parse_num_nodes(num_nodes_text);
+    req.num_nodes = nodes_range.second;  // an elastic job is resolved (--dry-run) at its MAX
     if (list || dry_run || command.empty()) {
       pl::RuntimeOptions opts;
       opts.plugin_dirs = plugin_dirs;
@@ -231,6 +242,7 @@ int main(int argc, char** argv) {
     lr.command = command;
     lr.plugin_dirs = plugin_dirs;
     launch.num_nodes = req.num_nodes;
+    launch.min_nodes = nodes_range.first < nodes_range.second ? nodes_range.first : 0;
     // Only the flags given here reach the program (PL_TRAINER_*): its own defaults apply otherwise.
     for (const auto& [flag, name] :
          std::vector<std::pair<std::string, std::string>>{{"--accelerator", "ACCELERATOR"},

@@ -169,3 +169,65 @@ TEST(LaunchRestarts, ANodeOfAnotherJobIsRefusedAndTheJobGoesOn) {
   ASSERT_TRUE(r.all_ok()) << r.report();
   EXPECT_THAT(right.output, HasSubstr("[rank 1] store ok: 2 ranks met"));
 }
+
+TEST(LaunchRestarts, BadNodeRangesAndElasticFlagsExitTwoBeforeAnythingStarts) {
+  ScratchDir dir;
+  struct Case {
+    std::vector<std::string> flags;
+    std::string message;
+  };
+  const std::string forms = "give a number of nodes N >= 1, or MIN:MAX with 1 <= MIN <= MAX (an elastic job)";
+  const std::vector<Case> cases = {
+      {{"--num-nodes", "3:1"}, "--num-nodes '3:1': MIN 3 is greater than MAX 1; " + forms},
+      {{"--num-nodes", "0:2"}, "--num-nodes '0:2': MIN is 0; " + forms},
+      {{"--num-nodes", "0"}, "--num-nodes '0': MIN is 0"},
+      {{"--nnodes", "1:"}, "--num-nodes '1:' is not valid: " + forms},
+      {{"--num-nodes", ":3"}, "--num-nodes ':3' is not valid"},
+      {{"--num-nodes", "a:b"}, "--num-nodes 'a:b' is not valid"},
+      {{"--num-nodes", "1:2:3"}, "--num-nodes '1:2:3' is not valid"},
+      {{"--num-nodes", "-1"}, "--num-nodes '-1' is not valid"},
+      {{"--num-nodes", "1:3", "--master-addr", "127.0.0.1", "--rdzv-last-call", "0"},
+       "--rdzv-last-call 0 is not valid: it must be in (0, 3600] seconds"},
+      {{"--num-nodes", "1:3", "--master-addr", "127.0.0.1", "--rdzv-heartbeat", "0.01"},
+       "--rdzv-heartbeat 0.01 is not valid: it must be in [0.1, 60] seconds"},
+  };
+  for (const auto& c : cases) {
+    auto p = run_plrun(ppd_job(1, c.flags, {"--out-dir", dir.str()}), {{"PL_JOB_TOKEN", "t"}});
+    EXPECT_EQ(p.exit_code, 2) << p.output;
+    EXPECT_THAT(p.output, HasSubstr(c.message));
+  }
+  EXPECT_TRUE(std::filesystem::is_empty(dir.path())) << "a worker started despite the bad flags";
+}
+
+TEST(LaunchRestarts, AnElasticNodeJoinsARunningRoundWhichMakesRoomWithoutARestart) {
+  ScratchDir dir;
+  const std::string port = std::to_string(plrt_test::free_tcp_port());
+  auto node = [&](int rank) {
+    auto s = plrun_spec(ppd_job(1,
+                                {"--num-nodes", "1:2", "--node-rank", std::to_string(rank), "--master-addr",
+                                 "127.0.0.1", "--master-port", port, "--rdzv-last-call", "0.5", "--grace-period", "1"},
+                                {"--out-dir", dir.str(), "--sleep-ms", "2500"}),
+                        {{"PL_JOB_TOKEN", "elastic"}});
+    s.label = "node " + std::to_string(rank);
+    return s;
+  };
+  plrt_test::Job first({node(0)});
+  ASSERT_TRUE(wait_for_reports(dir, {"rank-0"}));  // round 0 runs with node 0 alone
+  EXPECT_EQ(env_of(report(dir, "rank-0"), "WORLD_SIZE"), "1");
+  std::filesystem::remove(dir.path() / "rank-0.json");
+  auto second = plrt_test::run_job({node(1)}, {std::chrono::seconds(30)});
+  plrt_test::WaitOptions w;
+  w.deadline = std::chrono::seconds(30);
+  auto r = first.wait(w);
+  ASSERT_TRUE(r.all_ok()) << r.report();
+  ASSERT_TRUE(second.all_ok()) << second.report();
+  EXPECT_THAT(r.processes[0].output,
+              HasSubstr("asked to join the job; the nodes meet again for round 1 (not counted as a restart)"));
+  for (const char* who : {"rank-0", "rank-1"}) {
+    auto j = report(dir, who);
+    EXPECT_EQ(env_of(j, "WORLD_SIZE"), "2") << who;
+    EXPECT_EQ(env_of(j, "PL_RESTART_COUNT"), "1") << who;            // restarted once (so a trainer resumes)
+    EXPECT_EQ(env_of(j, "TORCHELASTIC_RESTART_COUNT"), "0") << who;  // not a failure
+    EXPECT_EQ(env_of(j, "PL_TRAINER_NUM_NODES"), "2") << who;
+  }
+}
