@@ -231,6 +231,7 @@ int main(int argc, char** argv) {
         auto config = rt.resolve(req);
         nlohmann::json j = to_json(config);
         j["command"] = command;
+        if (nodes_range.first < nodes_range.second) j["min_nodes"] = nodes_range.first;  // an elastic job
         std::cout << j.dump(2) << "\n";
         return 0;
       }

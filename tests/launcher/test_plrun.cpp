@@ -141,7 +141,8 @@ TEST(Plrun, InvalidInputsExitTwoWithTheError) {
   expect_invalid("--dry-run --accelerator tpu", "no accelerator plugin named 'tpu'");
   expect_invalid("--dry-run --strategy ddq", "no strategy plugin named 'ddq'");
   expect_invalid("--dry-run --precision 8", "precision='8'");
-  expect_invalid("--dry-run --num-nodes 0", "num_nodes=0");
+  expect_invalid("--dry-run --num-nodes 0", "--num-nodes '0': MIN is 0");
+  expect_invalid("--dry-run --num-nodes 3:2", "--num-nodes '3:2': MIN 3 is greater than MAX 2");
   expect_invalid("--dry-run --num-nodes two", "--num-nodes");
   expect_invalid("--dry-run --process-group-backend nccl", "needs CUDA devices");
   expect_invalid("--dry-run --assume-device-count -5", "--assume-device-count -5");
