@@ -16,6 +16,7 @@
 
 #include "fd_limit.hpp"
 #include "launcher.hpp"
+#include "log_file.hpp"
 
 namespace {
 
@@ -25,7 +26,8 @@ const char* kDescription =
     "plrun: launches plrt training jobs (PyTorch Lightning's strategies for C++ programs).\n"
     "\n"
     "  plrun [job flags] [--num-nodes N --node-rank I --master-addr H --master-port P]\n"
-    "        [--grace-period S] [--exit-barrier-timeout S] -- program args...\n"
+    "        [--grace-period S] [--exit-barrier-timeout S] [--max-restarts N] [--run-id ID]\n"
+    "        [--log-dir DIR] -- program args...\n"
     "  plrun --dry-run [job flags] [--assume-device-count N]\n"
     "  plrun --list-plugins [--json]\n"
     "\n"
@@ -44,7 +46,13 @@ const char* kDescription =
     "for the whole job.  Output lines are prefixed \"[rank N] \" (\"[node N] \" for a process per\n"
     "node).  SIGINT, SIGTERM and SIGHUP are passed to the workers, then SIGKILL after the grace\n"
     "period; plrun exits 128+signal.  When a worker fails, plrun stops the others and exits with\n"
-    "its code (128+signal if it was killed).\n"
+    "its code (128+signal if it was killed).  On that SIGTERM plrt's Trainer finishes its step,\n"
+    "writes checkpoints/last and the program exits 143 (resume it with ckpt_path \"last\").  With\n"
+    "--max-restarts N a failed round (a worker failed, or was sent SIGTERM itself, e.g. evicted)\n"
+    "restarts every worker, up to N times; restarted workers resume from checkpoints/last.\n"
+    "--log-dir DIR also writes each worker's output, without the prefix, to\n"
+    "DIR/<run id>/attempt_<round>/<rank, or node<k> for a process per node>/{stdout,stderr}.log\n"
+    "(one attempt_<round> folder per restart; files are appended to).\n"
     "\n"
     "Several nodes: run plrun on each with the same --num-nodes, --master-addr (node 0's address)\n"
     "and --master-port (default 29500), its own --node-rank, and the same PL_JOB_TOKEN in the\n"
@@ -179,6 +187,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--run-id", launch.run_id, "The job's name, the same on every node (TORCHELASTIC_RUN_ID)")
       ->capture_default_str();
+  std::string log_dir;
+  auto* log_dir_opt = app.add_option(
+      "--log-dir", log_dir,
+      "Also write each worker's output to DIR/<run id>/attempt_<round>/<rank or node<k>>/{stdout,stderr}.log");
   app.add_option("command", command, "The program to launch and its arguments (after --)");
 
   try {
@@ -190,6 +202,7 @@ int main(int argc, char** argv) {
     std::cerr << "plrun: error: " << e.what() << "\n(see plrun --help)\n";
     return kExitInvalid;
   }
+  if (log_dir_opt->count()) launch.log_dir = log_dir;
   if (addr_opt->count()) launch.master_addr = addr_opt->as<std::string>();
   if (app.count("--master-port")) launch.master_port = master_port;
   if (req.assume_device_count < -1) {
@@ -239,6 +252,10 @@ int main(int argc, char** argv) {
       launch.trainer_flags.emplace_back("STRATEGY_OPTIONS", pl::encode_options(req.strategy_options));
     launch.plugin_path = worker_plugin_path(plugin_dirs);
     lr.options = launch;
+    if (launch.log_dir) {  // before anything starts: a folder plrun cannot write to is a bad flag
+      plrt::launcher::validate(launch);
+      plrt::launcher::prepare_log_dir(*launch.log_dir);
+    }
     return plrt::launcher::launch(lr);
   } catch (const pl::Error& e) {
     std::cerr << "plrun: error: " << e.what() << "\n";
