@@ -14,7 +14,6 @@
 #include <thread>
 
 #include "training_support.hpp"
-#include "worker_scan.hpp"
 
 namespace {
 
@@ -23,6 +22,54 @@ using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
 constexpr int kShards = 4;
+
+// A process of /proc: its parent and what it runs.
+struct Proc {
+  pid_t pid = 0, ppid = 0;
+  char state = '?';
+  std::string cmdline;
+};
+
+// Processes come and go while /proc is read: one that is gone is skipped.
+std::vector<Proc> processes() {
+  std::vector<Proc> out;
+  std::error_code ec;
+  for (fs::directory_iterator it("/proc", ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream stat(it->path() / "stat");
+    std::string line;
+    if (!std::getline(stat, line)) continue;
+    const size_t close = line.rfind(')');
+    if (close == std::string::npos || close + 4 >= line.size()) continue;
+    Proc p;
+    p.pid = std::atoi(name.c_str());
+    p.state = line[close + 2];
+    p.ppid = std::atoi(line.c_str() + close + 4);
+    std::ifstream cmd(it->path() / "cmdline");
+    std::getline(cmd, p.cmdline, '\0');
+    std::string rest((std::istreambuf_iterator<char>(cmd)), std::istreambuf_iterator<char>());
+    p.cmdline += " " + rest;
+    std::replace(p.cmdline.begin(), p.cmdline.end(), '\0', ' ');
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+// The live plrt-mlp processes under `root` (plrun's pid), at any depth.
+std::vector<pid_t> workers_under(pid_t root) {
+  const auto all = processes();
+  std::set<pid_t> tree{root};
+  for (bool grew = true; grew;) {
+    grew = false;
+    for (const auto& p : all)
+      if (tree.count(p.ppid) && tree.insert(p.pid).second) grew = true;
+  }
+  std::vector<pid_t> out;
+  for (const auto& p : all)
+    if (p.pid != root && tree.count(p.pid) && p.state != 'Z' && p.cmdline.find(MLP_PATH) == 0) out.push_back(p.pid);
+  return out;
+}
 
 // Live processes whose command line names `marker` (the trial's own folder).
 std::vector<pid_t> left_with(const std::string& marker) {

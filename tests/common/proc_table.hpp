@@ -1,0 +1,68 @@
+// The processes of this machine as /proc shows them, for the tests that check what a job leaves
+// behind: pid, parent, process group, state and arguments.  Processes come and go while /proc is
+// read: one that is gone by the time its files are read is skipped.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace plrt_test {
+
+struct ProcInfo {
+  pid_t pid = 0, ppid = 0, pgrp = 0;
+  char state = '?';               // 'Z': a zombie (its command line is empty)
+  std::vector<std::string> args;  // the command line, split at its NULs
+  bool has_arg(const std::string& a) const {
+    for (const auto& x : args)
+      if (x == a) return true;
+    return false;
+  }
+};
+
+inline std::vector<ProcInfo> proc_table() {
+  std::vector<ProcInfo> out;
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it("/proc", ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream stat(it->path() / "stat");
+    std::string line;
+    if (!std::getline(stat, line)) continue;
+    const size_t close = line.rfind(')');
+    if (close == std::string::npos || close + 2 >= line.size()) continue;
+    ProcInfo p;
+    p.pid = static_cast<pid_t>(std::atol(name.c_str()));
+    std::istringstream rest(line.substr(close + 2));
+    long ppid = 0, pgrp = 0;
+    if (!(rest >> p.state >> ppid >> pgrp)) continue;
+    p.ppid = static_cast<pid_t>(ppid);
+    p.pgrp = static_cast<pid_t>(pgrp);
+    std::ifstream cmd(it->path() / "cmdline", std::ios::binary);
+    std::string all((std::istreambuf_iterator<char>(cmd)), std::istreambuf_iterator<char>());
+    std::stringstream ss(all);
+    for (std::string a; std::getline(ss, a, '\0');) p.args.push_back(a);
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+// `root` and every process under it, at any depth.
+inline std::set<pid_t> process_tree(pid_t root, const std::vector<ProcInfo>& table) {
+  std::set<pid_t> tree{root};
+  for (bool grew = true; grew;) {
+    grew = false;
+    for (const auto& p : table)
+      if (tree.count(p.ppid) && tree.insert(p.pid).second) grew = true;
+  }
+  return tree;
+}
+
+}  // namespace plrt_test
