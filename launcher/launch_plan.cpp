@@ -63,6 +63,12 @@ void validate(const LaunchOptions& o) {
       o.run_id.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") !=
           std::string::npos)
     invalid("--run-id '" + o.run_id + "' is not valid: use 1 to 128 letters, digits, '.', '_' or '-'");
+  if (o.log_dir) {
+    if (o.log_dir->empty()) invalid("--log-dir is empty: give a folder for the workers' log files");
+    if (o.run_id == "." || o.run_id == "..")
+      invalid("--run-id '" + o.run_id + "' is not valid with --log-dir: it names a folder under " + *o.log_dir +
+              "; use another name");
+  }
   if (!(o.exit_barrier_timeout_s > 0 && o.exit_barrier_timeout_s <= kMaxExitBarrier))
     invalid("--exit-barrier-timeout " + format_seconds(o.exit_barrier_timeout_s) + " is not valid: it must be in (0, " +
             format_seconds(kMaxExitBarrier) + "] seconds");
@@ -109,6 +115,13 @@ std::pair<int, int> parse_num_nodes(const std::string& text) {
 }
 
 bool elastic(const LaunchOptions& o) { return o.min_nodes > 0 && o.min_nodes < o.num_nodes; }
+
+std::string worker_log_folder(const std::string& log_dir, const std::string& run_id, int round,
+                              const std::string& who) {
+  std::string dir = log_dir;
+  if (!dir.empty() && dir.back() != '/') dir += '/';
+  return dir + run_id + "/attempt_" + std::to_string(round) + "/" + who;
+}
 
 std::vector<WorkerSpec> plan_workers(const pl::JobConfig& c, const LaunchOptions& o, const Rendezvous& r,
                                      const Attempt& a) {
@@ -161,7 +174,7 @@ std::vector<WorkerSpec> plan_workers(const pl::JobConfig& c, const LaunchOptions
     case PL_LAUNCH_PROCESS_PER_DEVICE:
       for (int local = 0; local < ppn; ++local) {
         const std::string rank = std::to_string(o.node_rank * ppn + local);
-        WorkerSpec w{"rank " + rank, "[rank " + rank + "] ", false, common};
+        WorkerSpec w{"rank " + rank, "[rank " + rank + "] ", false, common, "", ""};
         w.env.emplace_back("RANK", rank);
         w.env.emplace_back("LOCAL_RANK", std::to_string(local));
         out.push_back(std::move(w));
@@ -169,14 +182,14 @@ std::vector<WorkerSpec> plan_workers(const pl::JobConfig& c, const LaunchOptions
       break;
     case PL_LAUNCH_SPAWN: {
       // The program starts the node's LOCAL_WORLD_SIZE workers itself (ddp_spawn): it has no rank.
-      WorkerSpec w{"node " + node, "[node " + node + "] ", true, common};
+      WorkerSpec w{"node " + node, "[node " + node + "] ", true, common, "", ""};
       w.env.emplace_back("PL_LAUNCH_MODE", "spawn");
       out.push_back(std::move(w));
       break;
     }
     case PL_LAUNCH_SINGLE_PROCESS: {
       // One process drives all of this node's devices: it is the node's only rank.
-      WorkerSpec w{"node " + node, "[node " + node + "] ", true, common};
+      WorkerSpec w{"node " + node, "[node " + node + "] ", true, common, "", ""};
       w.env.emplace_back("RANK", std::to_string(o.node_rank * ppn));
       w.env.emplace_back("LOCAL_RANK", "0");
       out.push_back(std::move(w));
@@ -186,6 +199,14 @@ std::vector<WorkerSpec> plan_workers(const pl::JobConfig& c, const LaunchOptions
       invalid("the strategy '" + c.strategy + "' asked for launch mode " + std::to_string(c.launch_mode) +
               ", which plrun does not know");
   }
+  if (o.log_dir)
+    for (auto& w : out) {
+      // "rank 3" -> "3", "node 1" -> "node1"
+      const std::string who = w.node_level ? "node" + node : w.label.substr(w.label.find(' ') + 1);
+      const std::string folder = worker_log_folder(*o.log_dir, o.run_id, a.round, who);
+      w.stdout_log = folder + "/stdout.log";
+      w.stderr_log = folder + "/stderr.log";
+    }
   return out;
 }
 

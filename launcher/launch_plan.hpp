@@ -27,6 +27,9 @@ struct LaunchOptions {
   double exit_barrier_timeout_s = 300;     // several nodes: how long node 0 waits for the others (torchrun's)
   int max_restarts = 0;                    // restarts of every worker after a failure, counted job-wide
   std::string run_id = "none";             // TORCHELASTIC_RUN_ID (torchrun's --rdzv-id default)
+  // --log-dir (torchrun's): each worker's output also goes, unprefixed, to
+  // <log_dir>/<run_id>/attempt_<round>/<rank, or node<k> for a process per node>/{stdout,stderr}.log.
+  std::optional<std::string> log_dir;
   // The trainer flags given on the command line, as given: {"DEVICES", "2"} becomes
   // PL_TRAINER_DEVICES=2.  Flags not given are not passed, so that a program's defaults apply.
   // DEVICES "usable[:N]" is the exception: the workers get the resolved list ("[1, 3]").
@@ -57,6 +60,9 @@ struct WorkerSpec {
   // "[rank M] ", and such lines are passed as they are.
   bool node_level = false;
   EnvList env;  // set on top of plrun's environment (managed_variables() removed first)
+  // --log-dir: files that get the worker's output too, raw (no prefix), appended to; the supervisor
+  // creates their folders.  "": none.
+  std::string stdout_log, stderr_log;
 };
 
 // --num-nodes: "N" or torchrun's "MIN:MAX" (1 <= MIN <= MAX); throws pl::Error
@@ -64,7 +70,8 @@ struct WorkerSpec {
 std::pair<int, int> parse_num_nodes(const std::string& text);
 bool elastic(const LaunchOptions& options);
 
-// Checks the launch options (node rank, ports, grace period, addresses); throws pl::Error
+// Checks the launch options (node rank, ports, grace period, addresses, run id, log folder's
+// name); throws pl::Error
 // (PL_ERR_INVALID_ARGUMENT) naming the flag, its value and what is valid.
 void validate(const LaunchOptions& options);
 
@@ -81,8 +88,12 @@ struct Attempt {
   std::string store_prefix = "plrt/round_0/";  // PL_STORE_PREFIX: the round's own store keys
 };
 
-// The processes to start on this node and their environment.  `rdv.master_port` must be the real
-// port by now (node 0 reads it back from its store).
+// Where --log-dir puts a worker's output in an attempt: <log_dir>/<run_id>/attempt_<round>/<who>,
+// `who` being the global rank ("3") or "node<k>" for a process per node.
+std::string worker_log_folder(const std::string& log_dir, const std::string& run_id, int round, const std::string& who);
+
+// The processes to start on this node and their environment (and, with --log-dir, their log files).  `rdv.master_port`
+// must be the real port by now (node 0 reads it back from its store).
 std::vector<WorkerSpec> plan_workers(const pl::JobConfig& config, const LaunchOptions& options, const Rendezvous& rdv,
                                      const Attempt& attempt = {});
 

@@ -16,6 +16,7 @@
 
 #include "fd_limit.hpp"
 #include "launcher.hpp"
+#include "log_file.hpp"
 
 namespace {
 
@@ -60,6 +61,14 @@ const char* kDescription =
     "free port on 127.0.0.1 and a fresh token unless PL_JOB_TOKEN is set.  When its workers\n"
     "succeed, node 0's plrun serves the store until every node's workers are done (at most\n"
     "--exit-barrier-timeout), so that no node loses the store before its workers finish.\n"
+    "\n"
+    "Preemption: on a SIGTERM (plrun's, passed on, or the workers' own) plrt's Trainer finishes its\n"
+    "step, the ranks agree, it writes checkpoints/last and the program exits 143; resume with\n"
+    "ckpt_path \"last\".  Workers that exit so without plrun being signalled (an eviction) end the\n"
+    "round as a failure: --max-restarts restarts them and they resume from that checkpoint.\n"
+    "--log-dir DIR also writes each worker's output, without the prefix, to\n"
+    "DIR/<run id>/attempt_<round>/<rank, or node<k> for a process per node>/{stdout,stderr}.log\n"
+    "(one attempt_<round> folder per round; the files are appended to).\n"
     "\n"
     "--devices takes Lightning's forms: 2 (the first two), -1 (all), \"1, 3\" or [1,3] (those\n"
     "indices), \"2,\" (index 2), auto.  With the cpu accelerator it is a number of processes.\n"
@@ -196,6 +205,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--run-id", launch.run_id, "The job's name, the same on every node (TORCHELASTIC_RUN_ID)")
       ->capture_default_str();
+  std::string log_dir;
+  auto* log_dir_opt = app.add_option(
+      "--log-dir", log_dir,
+      "Also write each worker's output to DIR/<run id>/attempt_<round>/<rank or node<k>>/{stdout,stderr}.log");
   app.add_option("command", command, "The program to launch and its arguments (after --)");
 
   try {
@@ -207,6 +220,7 @@ int main(int argc, char** argv) {
     std::cerr << "plrun: error: " << e.what() << "\n(see plrun --help)\n";
     return kExitInvalid;
   }
+  if (log_dir_opt->count()) launch.log_dir = log_dir;
   if (addr_opt->count()) launch.master_addr = addr_opt->as<std::string>();
   if (app.count("--master-port")) launch.master_port = master_port;
   if (req.assume_device_count < -1) {
@@ -260,6 +274,10 @@ int main(int argc, char** argv) {
       launch.trainer_flags.emplace_back("STRATEGY_OPTIONS", pl::encode_options(req.strategy_options));
     launch.plugin_path = worker_plugin_path(plugin_dirs);
     lr.options = launch;
+    if (launch.log_dir) {  // before anything starts: a folder plrun cannot write to is a bad flag
+      plrt::launcher::validate(launch);
+      plrt::launcher::prepare_log_dir(*launch.log_dir);
+    }
     return plrt::launcher::launch(lr);
   } catch (const pl::Error& e) {
     std::cerr << "plrun: error: " << e.what() << "\n";

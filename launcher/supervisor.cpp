@@ -13,6 +13,7 @@
 #include <string>
 
 #include "line_prefixer.hpp"
+#include "log_file.hpp"
 #include "output_sink.hpp"
 #include "process_tree.hpp"
 
@@ -40,6 +41,7 @@ struct Worker {
   bool reaped = false;
   int fds[2] = {-1, -1};  // its stdout, its stderr
   LinePrefixer lines[2];
+  LogFile logs[2];  // --log-dir: its raw stdout and stderr
 
   // Started and not reaped: its pid, hence its process group's id, is still its own.
   bool running() const { return pid > 0 && !reaped; }
@@ -109,6 +111,7 @@ class Supervisor {
         on_stop_request();
         return;
       }
+      open_logs(w);
       StartedWorker s;
       try {
         s = start_worker(w.image);
@@ -137,6 +140,19 @@ class Supervisor {
       w.fds[0] = s.out_fd;
       w.fds[1] = s.err_fd;
     }
+  }
+
+  // Before the worker starts, so that the files hold its output from the first byte.
+  void open_logs(Worker& w) {
+    const std::string* paths[2] = {&w.spec.stdout_log, &w.spec.stderr_log};
+    for (int k = 0; k < 2; ++k)
+      if (std::string why = w.logs[k].open(*paths[k]); !why.empty())
+        say("warning: --log-dir: " + why + "; " + w.spec.label + "'s output goes to the terminal only");
+  }
+
+  void log_raw(Worker& w, int k, std::string_view data) {
+    if (std::string why = w.logs[k].write(data); !why.empty())
+      say("warning: --log-dir: " + why + "; " + w.spec.label + "'s further output goes to the terminal only");
   }
 
   void loop() {
@@ -229,6 +245,7 @@ class Supervisor {
     for (int i = 0; i < 4; ++i) {  // at most 256 KiB per turn, so that one chatty worker does not starve the others
       ssize_t n = ::read(w.fds[k], buf, sizeof buf);
       if (n > 0) {
+        log_raw(w, k, std::string_view(buf, static_cast<size_t>(n)));
         w.lines[k].feed(std::string_view(buf, static_cast<size_t>(n)), out);
         continue;
       }

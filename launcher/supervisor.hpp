@@ -1,5 +1,6 @@
 // plrun's supervision of the workers on its node, as torchrun's agent does it: start them, pass on
-// their output line by line with their rank, forward plrun's signals, stop the job when a worker
+// their output line by line with their rank (and, with --log-dir, raw to each worker's files: see
+// WorkerSpec::stdout_log), forward plrun's signals, stop the job when a worker
 // fails (exits non-zero, is killed, or is stopped), and leave no process behind.  One thread, one
 // poll loop; every wait in it is bounded.  One call is one round; a restart loop calls it again
 // with the same SignalChannel.

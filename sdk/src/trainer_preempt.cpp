@@ -1,6 +1,8 @@
 // Preemption (Lightning's SLURM behaviour): SLURM, and Kubernetes, send SIGTERM some time before
 // they kill a job (`sbatch --signal=TERM@<s>`, scancel, a node drained, the time limit's KillWait).
-// While fit runs with checkpoint_on_sigterm on (by default when SLURM launched the job), a SIGTERM
+// plrun passes its SIGTERM on to the workers (SIGKILL after --grace-period) and restarts workers that
+// exit with one's code under --max-restarts.  While fit runs with checkpoint_on_sigterm on (by
+// default when SLURM or plrun launched the job), a SIGTERM
 // only sets a flag.  After every optimizer step the ranks agree on it with one reduce (MAX) of one
 // value, so they all stop after the same step even when the signal reached them at different
 // points; then fit writes checkpoints/last (batches_done says where to resume) and returns, with
@@ -49,6 +51,8 @@ Trainer::Impl::StepAgreement Trainer::Impl::agree_after_step() {
   return {flags[0] > 0, flags[1] > 0};
 }
 
-bool Trainer::Impl::watch_sigterm() const { return o.checkpoint_on_sigterm.value_or(env.source == "slurm"); }
+bool Trainer::Impl::watch_sigterm() const {
+  return o.checkpoint_on_sigterm.value_or(env.source == "slurm" || env.source == "plrun");
+}
 
 }  // namespace pl

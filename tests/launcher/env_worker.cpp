@@ -4,6 +4,7 @@
 // only), record or ignore stop signals, use the job's store, sleep.
 //
 //   env_worker [--out-dir D] [--print T] [--eprint T] [--print-tagged T] [--print-logger T]
+//              [--print-restart T] (T, a space and PL_RESTART_COUNT on stdout)
 //              [--partial T] [--flood-stderr N] [--store-check] [--record-signals]
 //              [--ignore-sigterm] [--fail-rank R (--exit-code C | --kill-signal S)] [--delay-ms T]
 //              [--sleep-ms T]
@@ -59,7 +60,8 @@ const char* const kReported[] = {"RANK",
 
 struct Args {
   std::string out_dir, partial;
-  std::vector<std::pair<int, std::string>> prints;  // 1: stdout, 2: stderr, 3: tagged, 4: logger style
+  std::vector<std::pair<int, std::string>>
+      prints;  // 1: stdout, 2: stderr, 3: tagged, 4: logger style, 5: with the restart count
   int flood = 0;
   bool store_check = false, record_signals = false, ignore_sigterm = false;
   int fail_rank = -1, exit_code = -1, kill_signal = 0;
@@ -92,6 +94,8 @@ Args parse(int argc, char** argv) {
       a.prints.emplace_back(3, value());
     else if (f == "--print-logger")
       a.prints.emplace_back(4, value());
+    else if (f == "--print-restart")
+      a.prints.emplace_back(5, value());
     else if (f == "--partial")
       a.partial = value();
     else if (f == "--flood-stderr")
@@ -211,6 +215,7 @@ int main(int argc, char** argv) {
     if (kind == 2) std::cerr << text << "\n";
     if (kind == 3) std::cout << own_tag << " " << text << "\n";
     if (kind == 4) std::cout << "[12:00:00.000] [info] " << own_tag << " " << text << "\n";
+    if (kind == 5) std::cout << text << " " << env_or("PL_RESTART_COUNT", "0") << "\n";
   }
   std::cout.flush();
   for (int i = 0; i < a.flood; ++i) std::cerr << "flood " << i << " " << std::string(40, 'x') << "\n";

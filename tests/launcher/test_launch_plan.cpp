@@ -142,6 +142,33 @@ TEST(LaunchPlan, SpawnModeHasNoRank) {
   EXPECT_EQ(env.count("PL_PLUGIN_PATH"), 0u);  // nothing given: the inherited one stays
 }
 
+// --log-dir: <dir>/<run id>/attempt_<round>/<global rank, or node<k>>/{stdout,stderr}.log.
+TEST(LaunchPlan, LogDirNamesEachWorkersFilesByAttempt) {
+  LaunchOptions o;
+  o.num_nodes = 2;
+  o.node_rank = 1;
+  o.run_id = "job-3";
+  Rendezvous r{"h", 4000, false, "tok"};
+  Attempt a{2, 2, "plrt/round_2/"};
+  EXPECT_EQ(plan_workers(job(PL_LAUNCH_PROCESS_PER_DEVICE, 2, 2), o, r, a)[0].stdout_log, "");  // no --log-dir
+  o.log_dir = "/logs/";
+  auto ws = plan_workers(job(PL_LAUNCH_PROCESS_PER_DEVICE, 2, 2), o, r, a);
+  ASSERT_EQ(ws.size(), 2u);
+  EXPECT_EQ(ws[0].stdout_log, "/logs/job-3/attempt_2/2/stdout.log");
+  EXPECT_EQ(ws[1].stderr_log, "/logs/job-3/attempt_2/3/stderr.log");
+  o.log_dir = "rel";
+  auto spawn = plan_workers(job(PL_LAUNCH_SPAWN, 4, 2), o, r, {});
+  ASSERT_EQ(spawn.size(), 1u);
+  EXPECT_EQ(spawn[0].stdout_log, "rel/job-3/attempt_0/node1/stdout.log");
+  EXPECT_EQ(spawn[0].stderr_log, "rel/job-3/attempt_0/node1/stderr.log");
+  o.master_addr = "h";
+  o.log_dir = "";
+  EXPECT_THAT(invalid_message([&] { validate(o); }), HasSubstr("--log-dir is empty"));
+  o.log_dir = "/logs";
+  o.run_id = "..";
+  EXPECT_THAT(invalid_message([&] { validate(o); }), HasSubstr("--run-id '..' is not valid with --log-dir"));
+}
+
 TEST(LaunchPlan, SingleProcessIsTheNodesOnlyRank) {
   LaunchOptions o;
   o.num_nodes = 3;

@@ -75,7 +75,12 @@ struct TrainerOptions {
   // `sbatch --signal=TERM@60`, scancel) lets every rank finish its step; the ranks agree (one small
   // collective after every optimizer step while this is on), checkpoints/last is written (also
   // with enable_checkpointing false) and fit returns with interrupted() true.  Unset: on when SLURM
-  // launched the job.  PL_TRAINER_CHECKPOINT_ON_SIGTERM (0 or 1) overrides it.
+  // or plrun launched the job: plrun passes its SIGTERM on to the workers and SIGKILLs them after
+  // --grace-period (3 s, at most 5), so the step, the agreement and the save must fit in it; when
+  // only the workers got the signal (an eviction), their exit (128 + SIGTERM) is a failed round
+  // that plrun --max-restarts restarts, and the restarted workers resume from checkpoints/last.
+  // Off otherwise (torchrun, mpirun, horovodrun, a single process).
+  // PL_TRAINER_CHECKPOINT_ON_SIGTERM (0 or 1) overrides it.
   std::optional<bool> checkpoint_on_sigterm;
 };
 
