@@ -26,7 +26,7 @@ const char* kDescription =
     "plrun: launches plrt training jobs (PyTorch Lightning's strategies for C++ programs).\n"
     "\n"
     "  plrun [job flags] [--num-nodes N --node-rank I --master-addr H --master-port P]\n"
-    "        [--grace-period S] [--exit-barrier-timeout S] [--max-restarts N] [--run-id ID]\n"
+    "        [--grace-period S] [--exit-barrier-timeout S] [--max-restarts N] [--run-id ID] [--log-dir DIR]\n"
     "        -- program args...\n"
     "  plrun --dry-run [job flags] [--assume-device-count N]\n"
     "  plrun --list-plugins [--json]\n"
