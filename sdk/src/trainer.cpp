@@ -223,6 +223,7 @@ void Trainer::Impl::fit_here(LightningModule& m, DataLoader& train, DataLoader* 
   report_effective_batch(train);
   report_resume();
   last_checkpoint = std::chrono::steady_clock::now();
+  reset_agreement();
   int64_t max_epochs = o.max_epochs;
   if (max_epochs < 0) max_epochs = o.max_steps < 0 ? 1000 : INT64_MAX;
   m.on_fit_start();

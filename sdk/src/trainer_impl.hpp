@@ -136,6 +136,11 @@ struct Trainer::Impl {
     bool stop = false, save = false;
   };
   StepAgreement agree_after_step();
+  void reset_agreement();                       // at fit's start
+  static constexpr double kAgreeEveryMs = 100;  // how often the ranks agree (trainer_preempt.cpp)
+  static constexpr int64_t kMaxAgreeSteps = 10000;
+  int64_t agree_countdown = 0, steps_since_agreement = 0;
+  std::chrono::steady_clock::time_point last_agreement;
   bool in_training_step = false;
   std::shared_ptr<Impl*> alive = std::make_shared<Impl*>(this);  // the grad-ready hook's liveness token
   int64_t batch_size = 1;

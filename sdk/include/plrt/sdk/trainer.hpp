@@ -73,7 +73,8 @@ struct TrainerOptions {
   bool use_distributed_sampler = true;
   // Preemption, as Lightning does under SLURM: a SIGTERM during fit (SLURM's before the time limit,
   // `sbatch --signal=TERM@60`, scancel) lets every rank finish its step; the ranks agree (one small
-  // collective after every optimizer step while this is on), checkpoints/last is written (also
+  // collective after an optimizer step, about every 100 ms of training while this is on: the signal
+  // is honoured within that and a step), checkpoints/last is written (also
   // with enable_checkpointing false) and fit returns with interrupted() true.  Unset: on when SLURM
   // or plrun launched the job: plrun passes its SIGTERM on to the workers and SIGKILLs them after
   // --grace-period (3 s, at most 5), so the step, the agreement and the save must fit in it; when
