@@ -49,15 +49,20 @@ void OutputSink::write_some() {
 }
 
 void OutputSink::flush(int timeout_ms) {
-  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  // timeout_ms without progress gives up (a reader that stopped reading); ten times it in all.
+  using Clock = std::chrono::steady_clock;
+  const auto cap = Clock::now() + 10 * std::chrono::milliseconds(timeout_ms);
+  auto until = std::min(cap, Clock::now() + std::chrono::milliseconds(timeout_ms));
   while (buffered() > 0 && !broken_) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now()).count();
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now()).count();
     if (left <= 0) return;
     pollfd p{fd_, POLLOUT, 0};
     int n = ::poll(&p, 1, static_cast<int>(left));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return;
+    const size_t before = buffered();
     on_ready(p.revents);
+    if (buffered() < before) until = std::min(cap, Clock::now() + std::chrono::milliseconds(timeout_ms));
   }
 }
 

@@ -23,7 +23,8 @@ class OutputSink {
   // that much without blocking).  An fd that is gone (the reader closed it) drops the output: the
   // job keeps running rather than dying of SIGPIPE.
   void on_ready(short revents);
-  // Writes everything left, waiting at most `timeout_ms` in all (plrun is exiting).
+  // Writes everything left (plrun is exiting), giving up after `timeout_ms` without progress (a
+  // reader that stopped reading), or 10 x `timeout_ms` in all.
   void flush(int timeout_ms);
 
  private:

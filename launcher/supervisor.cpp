@@ -156,7 +156,8 @@ class Supervisor {
   }
 
   void loop() {
-    std::optional<Clock::time_point> drain_until;
+    std::optional<Clock::time_point> drain_until, drain_cap;
+    size_t moved = 0;  // bytes read plus bytes still buffered: any change is progress
     for (;;) {
       const auto now = Clock::now();
       if (all_ended()) {
@@ -164,6 +165,14 @@ class Supervisor {
           // Whatever a worker left behind is an orphan of the job by now; its output is in the pipes.
           sweep();
           drain_until = Clock::now() + o_.drain;
+          drain_cap = Clock::now() + kMaxDrain;
+        }
+        // The pipes are read to their end: o_.drain without progress (a loaded machine, a slow
+        // reader of plrun's output) gives up, and kMaxDrain in all.
+        const size_t now_moved = total_read_ + sinks_[0].buffered() + sinks_[1].buffered();
+        if (now_moved != moved) {
+          moved = now_moved;
+          drain_until = std::min(Clock::now() + o_.drain, *drain_cap);
         }
         if (!any_stream_open() || Clock::now() >= *drain_until) return;
       } else if (give_up_at_ && now >= *give_up_at_) {
@@ -245,6 +254,7 @@ class Supervisor {
     for (int i = 0; i < 4; ++i) {  // at most 256 KiB per turn, so that one chatty worker does not starve the others
       ssize_t n = ::read(w.fds[k], buf, sizeof buf);
       if (n > 0) {
+        total_read_ += static_cast<size_t>(n);
         log_raw(w, k, std::string_view(buf, static_cast<size_t>(n)));
         w.lines[k].feed(std::string_view(buf, static_cast<size_t>(n)), out);
         continue;
@@ -391,6 +401,8 @@ class Supervisor {
   }
 
   static constexpr size_t kMaxBuffered = 4u << 20;
+  static constexpr std::chrono::seconds kMaxDrain{10};
+  size_t total_read_ = 0;
 
   SignalChannel& signals_;
   SupervisorOptions o_;
