@@ -1,7 +1,6 @@
 #include "job_rounds.hpp"
 
 #include <plrt/pl_store.h>
-#include <poll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -25,15 +24,6 @@ constexpr milliseconds kPoll{50};  // how often a node looks at a counter it wai
 constexpr milliseconds kWatchSlice{100};
 
 void say(const std::string& line) { std::cerr << "plrun: " + line + "\n" << std::flush; }
-
-// Waits up to `ms` for a stop signal; returns it, or 0.
-int wait_for_signal(SignalChannel& signals, milliseconds ms) {
-  pollfd p{signals.fd(), POLLIN, 0};
-  int n;
-  do n = ::poll(&p, 1, static_cast<int>(ms.count()));
-  while (n < 0 && errno == EINTR);
-  return n > 0 ? signals.take() : 0;
-}
 
 struct End {
   std::string kind;  // "failed" or "signal"
@@ -211,14 +201,14 @@ RoundOutcome JobRounds::after_success(SignalChannel& signals) {
           seconds(o_.exit_barrier) + " s (--exit-barrier-timeout); stopping anyway");
       return {};
     }
-    if (int sig = wait_for_signal(signals, kPoll)) return {RoundOutcome::Next::stop, 128 + sig};
+    if (int sig = signals.wait_for(kPoll)) return {RoundOutcome::Next::stop, 128 + sig};
     done = store_.add(key("done"), 0);
   }
   // Every node is done.  Node 0 serves the store until the others have seen it (briefly).
   int64_t left = store_.add(key("left"), 1);
   for (const auto until_left = Clock::now() + milliseconds(5000);
        o_.host && left < o_.num_nodes && Clock::now() < until_left;) {
-    if (int sig = wait_for_signal(signals, kPoll)) return {RoundOutcome::Next::stop, 128 + sig};
+    if (int sig = signals.wait_for(kPoll)) return {RoundOutcome::Next::stop, 128 + sig};
     left = store_.add(key("left"), 0);
   }
   return {};
@@ -277,7 +267,7 @@ RoundOutcome JobRounds::after_failure(SignalChannel& signals) {
           "); a node is gone: exiting with code " + std::to_string(end.code));
       return {RoundOutcome::Next::stop, end.code};
     }
-    if (int sig = wait_for_signal(signals, kPoll)) return {RoundOutcome::Next::stop, 128 + sig};
+    if (int sig = signals.wait_for(kPoll)) return {RoundOutcome::Next::stop, 128 + sig};
   }
   if (next.kind == "restart") {
     restarts_ = next.code;

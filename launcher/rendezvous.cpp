@@ -1,7 +1,5 @@
 #include "rendezvous.hpp"
 
-#include <poll.h>
-
 #include <cerrno>
 #include <iostream>
 #include <thread>
@@ -17,15 +15,6 @@ constexpr milliseconds kPoll{50};
 
 void say(const std::string& line) { std::cerr << "plrun: " + line + "\n" << std::flush; }
 
-// Waits up to `ms` for a stop signal; returns it, or 0.
-int wait_for_signal(SignalChannel& signals, milliseconds ms) {
-  pollfd p{signals.fd(), POLLIN, 0};
-  int n;
-  do n = ::poll(&p, 1, static_cast<int>(ms.count()));
-  while (n < 0 && errno == EINTR);
-  return n > 0 ? signals.take() : 0;
-}
-
 }  // namespace
 
 std::string rdzv_key(int round, const std::string& name) { return "plrun/rdzv/" + std::to_string(round) + "/" + name; }
@@ -39,7 +28,7 @@ std::optional<int> ElasticRendezvous::wait_int(const std::string& key, SignalCha
     if (Clock::now() >= until)
       throw pl::Error(PL_ERR_TIMEOUT, "the elastic rendezvous did not reach '" + key + "' within " +
                                           std::to_string(o_.timeout.count() / 1000) + " s");
-    if ((*signal = wait_for_signal(signals, kPoll))) return std::nullopt;
+    if ((*signal = signals.wait_for(kPoll))) return std::nullopt;
   }
 }
 
@@ -70,7 +59,7 @@ int ElasticRendezvous::close(int round, SignalChannel& signals, int* signal) {
                                           std::to_string(count) + " node(s) after " +
                                           std::to_string(o_.timeout.count() / 1000) +
                                           " s; --num-nodes asks for at least " + std::to_string(o_.min_nodes));
-    if ((*signal = wait_for_signal(signals, kPoll))) return 0;
+    if ((*signal = signals.wait_for(kPoll))) return 0;
   }
 }
 
@@ -99,7 +88,7 @@ std::optional<Membership> ElasticRendezvous::join_round(int round, SignalChannel
           r = *cur;
           break;
         }
-        if ((*signal = wait_for_signal(signals, kPoll))) return std::nullopt;
+        if ((*signal = signals.wait_for(kPoll))) return std::nullopt;
       }
     }
     const int index = static_cast<int>(store_.add(rdzv_key(r, "joined"), 1) - 1);

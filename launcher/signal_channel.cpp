@@ -1,5 +1,6 @@
 #include "signal_channel.hpp"
 
+#include <poll.h>
 #include <sys/signalfd.h>
 #include <unistd.h>
 
@@ -65,6 +66,14 @@ int SignalChannel::take() {
     if (!first_signal_) first_signal_ = sig;
     return sig;
   }
+}
+
+int SignalChannel::wait_for(std::chrono::milliseconds ms) {
+  pollfd p{fd_, POLLIN, 0};
+  int n;
+  do n = ::poll(&p, 1, static_cast<int>(ms.count()));
+  while (n < 0 && errno == EINTR);
+  return n > 0 ? take() : 0;
 }
 
 }  // namespace plrt::launcher

@@ -40,6 +40,9 @@ class SignalChannel {
   // and the supervisor must kill the job now (a kGuardDeathSignal sent while the guard lives is
   // dropped).
   int take();
+  // Waits up to `ms` for a stop signal (SIGINT, SIGTERM, SIGHUP, the guard's death); returns it
+  // (as take() does), or 0.
+  int wait_for(std::chrono::milliseconds ms);
   // Whether the guard died (sticky): a later round must not start.
   bool guard_gone() const { return guard_gone_; }
   // The first stop signal take() returned in plrun's life (SIGKILL for the guard's death), or 0:

@@ -65,4 +65,17 @@ inline std::set<pid_t> process_tree(pid_t root, const std::vector<ProcInfo>& tab
   return tree;
 }
 
+// The live processes under `root` (at any depth, `root` excluded) that run `program` (argv[0]),
+// e.g. plrun's workers: plrun's pid is its guard, whose child is the supervisor, whose children
+// are the workers.
+inline std::vector<pid_t> running_under(pid_t root, const std::string& program) {
+  const auto table = proc_table();
+  const auto tree = process_tree(root, table);
+  std::vector<pid_t> out;
+  for (const auto& p : table)
+    if (p.pid != root && tree.count(p.pid) && p.state != 'Z' && !p.args.empty() && p.args[0] == program)
+      out.push_back(p.pid);
+  return out;
+}
+
 }  // namespace plrt_test

@@ -24,17 +24,8 @@ using std::chrono::milliseconds;
 
 constexpr int kShards = 4;
 
-// The live plrt-mlp processes under `root` (plrun's pid: its guard, whose child is the supervisor,
-// whose children are the workers).
-std::vector<pid_t> workers_under(pid_t root) {
-  const auto table = plrt_test::proc_table();
-  const auto tree = plrt_test::process_tree(root, table);
-  std::vector<pid_t> out;
-  for (const auto& p : table)
-    if (p.pid != root && tree.count(p.pid) && p.state != 'Z' && !p.args.empty() && p.args[0] == MLP_PATH)
-      out.push_back(p.pid);
-  return out;
-}
+// plrun's workers (plrt-mlp) under its pid.
+std::vector<pid_t> workers_under(pid_t root) { return plrt_test::running_under(root, MLP_PATH); }
 
 // Live processes with an argument that names `marker` (the trial's own folder).
 std::vector<pid_t> left_with(const std::string& marker) {

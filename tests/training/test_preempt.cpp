@@ -29,17 +29,8 @@ std::vector<std::string> job(const TempDir& dir, const std::string& name, std::v
   return plrun("ddp", 2, mlp_args(a));
 }
 
-// The live plrt-mlp processes under `root` (plrun's pid: its guard, whose child is the supervisor,
-// whose children are the workers).
-std::vector<pid_t> workers_under(pid_t root) {
-  const auto table = plrt_test::proc_table();
-  const auto tree = plrt_test::process_tree(root, table);
-  std::vector<pid_t> out;
-  for (const auto& p : table)
-    if (p.pid != root && tree.count(p.pid) && p.state != 'Z' && !p.args.empty() && p.args[0] == MLP_PATH)
-      out.push_back(p.pid);
-  return out;
-}
+// plrun's workers (plrt-mlp) under its pid.
+std::vector<pid_t> workers_under(pid_t root) { return plrt_test::running_under(root, MLP_PATH); }
 
 plrt_test::ProcessSpec spec_of(std::vector<std::string> argv) {
   plrt_test::ProcessSpec spec;
