@@ -55,6 +55,7 @@ set(CPACK_DEBIAN_COMPRESSION_TYPE gzip)
 set(CPACK_DEBIAN_PACKAGE_SECTION devel)
 set(CPACK_DEBIAN_RUNTIME_PACKAGE_NAME plrt)
 set(CPACK_DEBIAN_RUNTIME_PACKAGE_SHLIBDEPS ON)  # dpkg-shlibdeps: libgloo0, libopenblas0, libspdlog...
+set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS ON)   # shlibs for libplrt_runtime.so.0, and the ldconfig trigger
 set(CPACK_DEBIAN_DEV_PACKAGE_NAME plrt-dev)
 set(CPACK_DEBIAN_DEV_PACKAGE_DEPENDS "plrt (= ${PROJECT_VERSION}), libdlpack-dev")
 set(CPACK_DEBIAN_CUDA_PACKAGE_NAME plrt-cuda)
