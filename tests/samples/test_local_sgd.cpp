@@ -192,6 +192,24 @@ void matches_averaged_single_runs(int world, int k, int steps) {
 TEST(LocalSgd, TwoRanksEveryTwoStepsMatchAveragedSingleRuns) { matches_averaged_single_runs(2, 2, 5); }
 TEST(LocalSgd, ThreeRanksEveryThreeStepsMatchAveragedSingleRuns) { matches_averaged_single_runs(3, 3, 7); }
 
+// A checkpoint is taken right after sync_weights (the count restarts there) and keeps each rank's
+// own momentum (local_optimizer_state): one epoch, then a resumed second, is the two-epoch run.
+TEST(LocalSgd, ResumedRunEqualsUninterruptedRun) {
+  TempDir dir;
+  const std::string plugins = build_sample(dir);
+  auto args = [&](const std::string& epochs, const std::string& root, std::vector<std::string> more) {
+    auto a = mlp_args({"--momentum", "0.9", "--batch-size", "16", "--epochs", epochs, "--root-dir", dir / root});
+    a.insert(a.end(), more.begin(), more.end());
+    return with_options(plrun("local_sgd", 2, a), {"sync_every=4"});  // 66 steps an epoch: not a multiple
+  };
+  EXPECT_RAN(run(args("2", "full", {"--save", dir / "full.safetensors"}), plugin_path(plugins)));
+  EXPECT_RAN(run(args("1", "part", {}), plugin_path(plugins)));
+  auto resumed =
+      run(args("2", "part", {"--resume", "last", "--save", dir / "resumed.safetensors"}), plugin_path(plugins));
+  EXPECT_RAN(resumed);
+  EXPECT_LE(relative_difference(dir / "resumed.safetensors", dir / "full.safetensors"), 1e-7);
+}
+
 TEST(LocalSgd, BadOptionsExit2NamingTheValue) {
   TempDir dir;
   const std::string plugins = build_sample(dir);
