@@ -7,9 +7,9 @@
 //  - sync_every=K > 1: single_device runs of each rank's data, averaged here every K steps.  The
 //    data has one row per rank and the batch size is 1, so whichever row the sampler hands a rank,
 //    the ranks' rows are all the rows: the average does not depend on the sampler's order.
-// Also: bad options exit 2 naming the value; pg.<name> options reach the process group; and the
-// trainer's warning for a strategy that asks for a process group and answers none
-// (tests/plugins/forgets_group.c), which local_sgd never triggers.
+// Also: a resumed run equals the uninterrupted one; bad options exit 2 naming the value; pg.<name>
+// options reach the process group; and the trainer's warning for a strategy that asks for a process
+// group and answers none (tests/plugins/forgets_group.c), which local_sgd never triggers.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
