@@ -57,7 +57,9 @@ static PL_Error* fail(const PL_Strategy* s, PL_ErrorCode code, const char* messa
  * before a worker starts.  Errors are made by the host, so the entry point (at the end) keeps the
  * loading host's error_new, that function only: it takes no context, so any runtime's serves. */
 typedef PL_Error* (*ErrorNewFn)(PL_ErrorCode code, const char* message);
-static ErrorNewFn g_error_new = NULL; /* read and written with __atomic_* (runtimes may load at once) */
+/* Read and written with the __atomic builtins (GCC and Clang; C99 has no atomics): runtimes may load
+ * the plugin from several threads at once. */
+static ErrorNewFn g_error_new = NULL;
 
 /* The one parser of the options, for launch_info and create alike (they cannot disagree):
  * sync_every=<integer >= 1>, and pg.<name>=<value>, which create forwards to the process group. */
