@@ -97,6 +97,38 @@ void StrategyHandle::create(const Runtime& rt, const std::string& name, const Ac
   c.options = {sizeof(PL_OptionList), items.data(), items.size()};
   check(host_, api_->create(host_, &c, &s_));
   if (auto f = PL_STRAT_ENTRY(process_group)) check(host_, f(s_, &pg_api_, &pg_));
+  if (s.world_size > 1 && pg_ == nullptr) warn_without_group(ref.path, c.options);
+}
+
+// A strategy that communicates but answers no process_group() looks to the trainer like one that
+// runs alone: its metric collectives and the checkpoint's RNG gather quietly stay on this rank
+// (metrics.cpp's Collectives), so say so once, naming the plugin's file and the fix.  Only for a
+// strategy whose launch_info asks for a process group (one training each rank alone on purpose,
+// needs_process_group 0, is left alone), and only for what its own entries do not cover.
+void StrategyHandle::warn_without_group(const std::string& path, const PL_OptionList& options) const {
+  PL_LaunchInfo info{};
+  info.struct_size = sizeof info;
+  if (PL_Error* e = api_->launch_info(&options, &info)) {  // accepted when the job was resolved
+    host_->error_destroy(e);
+    return;
+  }
+  if (!info.needs_process_group) return;
+  std::string lost;
+  if (!has_reduce() || !has_all_gather())
+    lost =
+        "log(sync_dist=True) and the epoch metrics stay this rank's own values, and checkpoints keep rank 0's "
+        "RNG state only";
+  if (!has_agree_skip())
+    lost += std::string(lost.empty() ? "" : "; ") + "under 16-mixed each rank decides alone whether to skip a step";
+  if (lost.empty()) return;
+  host_->log(host_->ctx, PL_LOG_WARN, "trainer",
+             ("strategy '" + name_ + "' (" + path +
+              ") asks for a process group (launch_info: needs_process_group) but its process_group() " +
+              (PL_STRAT_ENTRY(process_group) ? "answered no group" : "entry is NULL") +
+              ", so the trainer's own collectives do not reach the other ranks: " + lost +
+              ". Fix: answer the group the strategy made in its process_group() entry (or implement reduce, "
+              "all_gather and agree_skip)")
+                 .c_str());
 }
 
 void StrategyHandle::setup(std::vector<PL_Parameter>& params) {

@@ -97,6 +97,9 @@ class StrategyHandle {
   double stat(const std::string& name) const;
 
  private:
+  // create's warning for a strategy that asks for a process group and answers none.
+  void warn_without_group(const std::string& path, const PL_OptionList& options) const;
+
   const PL_Host* host_ = nullptr;
   const PL_StrategyApi* api_ = nullptr;
   PL_Strategy* s_ = nullptr;
