@@ -1,7 +1,8 @@
 // plrun: launches plrt jobs as torchrun does (one process per device, or one per node for the
 // spawn and single-process strategies), lists plrt's plugins and resolves a job's configuration
-// (Lightning's knobs).  Exit codes: 0 success, 2 invalid input (the error on stderr), 1 anything
-// else; when it launches, the job's code (see supervisor.hpp).
+// (Lightning's knobs).  Exit codes (pl::exit_code_for, plrt/sdk/exit_code.hpp): 0 success, 2 bad
+// input (a flag CLI11 refuses, a bad value, a plugin not found or of another ABI; the error on
+// stderr), 1 anything else; when it launches, the job's code (see supervisor.hpp).
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
@@ -9,6 +10,7 @@
 #include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <plrt/sdk/exit_code.hpp>
 #include <plrt/sdk/options.hpp>
 #include <plrt/sdk/runtime.hpp>
 #include <string>
@@ -19,8 +21,6 @@
 #include "log_file.hpp"
 
 namespace {
-
-constexpr int kExitInvalid = 2;
 
 const char* kDescription =
     "plrun: launches plrt training jobs (PyTorch Lightning's strategies for C++ programs).\n"
@@ -77,7 +77,12 @@ const char* kDescription =
     "and PL_USABLE_MAX_UTILIZATION (10) percent); \"usable\" takes every free one.  plrun checks\n"
     "once and gives the workers the list (PL_TRAINER_DEVICES=[1, 3]); --dry-run shows it.\n"
     "Plugins are found by name in --plugin-path, PL_PLUGIN_PATH, the build tree and the install\n"
-    "folder.  PL_LOG_LEVEL sets the log level (trace, debug, info, warn, error, critical, off).";
+    "folder.  PL_LOG_LEVEL sets the log level (trace, debug, info, warn, error, critical, off).\n"
+    "\n"
+    "Exit codes: 0 success; 2 bad input, before anything starts (a flag or value plrun refuses, a\n"
+    "plugin that is not found or is built for another ABI; the error names it); 1 another failure;\n"
+    "once the workers run, the code of the worker that ended the job (128+N when killed by signal N),\n"
+    "so a worker refusing its own input (plrt-mlp's flags, a strategy it cannot load) exits plrun 2.";
 
 std::string pad(const std::string& s, size_t w) { return s.size() >= w ? s : s + std::string(w - s.size(), ' '); }
 
@@ -213,19 +218,17 @@ int main(int argc, char** argv) {
 
   try {
     app.parse(argc, argv);
-  } catch (const CLI::CallForHelp&) {
-    std::cout << app.help();
-    return 0;
   } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return app.exit(e);  // --help
     std::cerr << "plrun: error: " << e.what() << "\n(see plrun --help)\n";
-    return kExitInvalid;
+    return pl::kExitBadInput;  // CLI11's own codes (105 to 114) would read as a failed job
   }
   if (log_dir_opt->count()) launch.log_dir = log_dir;
   if (addr_opt->count()) launch.master_addr = addr_opt->as<std::string>();
   if (app.count("--master-port")) launch.master_port = master_port;
   if (req.assume_device_count < -1) {
     std::cerr << "plrun: error: --assume-device-count " << req.assume_device_count << ": must be >= 0\n";
-    return kExitInvalid;
+    return pl::kExitBadInput;
   }
 
   try {
@@ -251,7 +254,7 @@ int main(int argc, char** argv) {
       }
       std::cerr << "plrun: error: nothing to do: give a program to launch after --, or --list-plugins or "
                    "--dry-run (see plrun --help)\n";
-      return kExitInvalid;
+      return pl::kExitBadInput;
     }
     // Launching: the launcher makes its own runtime, after it has set up its signal handling.
     plrt::launcher::LaunchRequest lr;
@@ -281,9 +284,9 @@ int main(int argc, char** argv) {
     return plrt::launcher::launch(lr);
   } catch (const pl::Error& e) {
     std::cerr << "plrun: error: " << e.what() << "\n";
-    return e.code() == PL_ERR_INVALID_ARGUMENT || e.code() == PL_ERR_NOT_FOUND ? kExitInvalid : 1;
+    return pl::exit_code_for(e);
   } catch (const std::exception& e) {
     std::cerr << "plrun: error: " << e.what() << "\n";
-    return 1;
+    return pl::kExitFailure;
   }
 }

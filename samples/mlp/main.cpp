@@ -6,13 +6,16 @@
 //   plrun --strategy ddp --devices 2 -- plrt-mlp --strategy-option bucket_cap_mb=0.5
 //   plrun --max-restarts 3 ... -- plrt-mlp --checkpoint-every-steps 100   (a restart resumes from 'last')
 //
-// Exit codes: 0 success, 2 invalid input (the error on stderr), 1 anything else.
+// Exit codes (pl::exit_code_for, plrt/sdk/exit_code.hpp): 0 success, 2 bad input (a flag CLI11
+// refuses, a bad value, a strategy or plugin not found or of another ABI; the error on stderr), 143
+// when stopped by SIGTERM with a checkpoint, 1 anything else.
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <csignal>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <plrt/sdk/exit_code.hpp>
 #include <plrt/sdk/options.hpp>
 #include <plrt/sdk/random.hpp>
 #include <plrt/sdk/safetensors.hpp>
@@ -123,7 +126,9 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return app.exit(e);  // --help
+    std::cerr << "plrt-mlp: error: " << e.what() << "\n(see plrt-mlp --help)\n";
+    return pl::kExitBadInput;  // not CLI11's own codes (105 to 114), which would read as a failure
   }
 
   try {
@@ -220,9 +225,9 @@ int main(int argc, char** argv) {
     return 0;
   } catch (const pl::Error& e) {
     std::cerr << "plrt-mlp: error: " << e.what() << "\n";
-    return e.code() == PL_ERR_INVALID_ARGUMENT || e.code() == PL_ERR_NOT_FOUND ? 2 : 1;
+    return pl::exit_code_for(e);
   } catch (const std::exception& e) {
     std::cerr << "plrt-mlp: error: " << e.what() << "\n";
-    return 1;
+    return pl::kExitFailure;
   }
 }

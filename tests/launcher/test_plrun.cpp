@@ -1,5 +1,7 @@
 // plrun as a user runs it: --help, --list-plugins [--json], --dry-run, and exit code 2 with the
-// error on stderr for every invalid input (launching jobs: test_launch_*.cpp beside this file).
+// error on stderr for every invalid input (CLI11's parse errors and plugins of another ABI
+// included; launching jobs: test_launch_*.cpp beside this file; a worker's own bad input:
+// tests/training/test_exit_codes.cpp).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/resource.h>
@@ -12,6 +14,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 using ::testing::HasSubstr;
 
@@ -153,6 +157,41 @@ TEST(Plrun, InvalidInputsExitTwoWithTheError) {
   expect_invalid("--master-port 65536 -- true", "--master-port 65536");
   expect_invalid("--num-nodes 2 --master-addr h -- true", "PL_JOB_TOKEN");
   expect_invalid("-- no-such-program-plrt-abc", "program 'no-such-program-plrt-abc' not found");
+}
+
+// What CLI11 refuses: exit 2 (not CLI11's own codes, 105 to 114) with its message naming the flag.
+TEST(Plrun, CommandLineErrorsExitTwo) {
+  for (const auto& [args, says] : std::vector<std::pair<std::string, std::string>>{
+           {"--dry-run --no-such-flag", "--no-such-flag"},        // unknown flag
+           {"--dry-run --master-port abc", "abc"},                // not a number
+           {"--dry-run --grace-period soon", "soon"},             // not a number (float)
+           {"--dry-run --max-restarts 1.5", "1.5"},               // not an integer
+           {"--dry-run --devices", "--devices"},                  // missing value
+           {"--dry-run --run-id", "--run-id"},                    // missing value
+           {"--dry-run --strategy-option", "--strategy-option"},  // missing value
+           {"--list-plugins --json=maybe", "--json = maybe"},     // a flag's value not a bool
+       }) {
+    auto r = plrun(args);
+    EXPECT_EQ(r.code, 2) << args << "\nstderr: " << r.err;
+    EXPECT_THAT(r.err, HasSubstr(says)) << args;
+    EXPECT_THAT(r.err, HasSubstr("plrun: error: ")) << args;
+    EXPECT_THAT(r.err, HasSubstr("(see plrun --help)")) << args;
+  }
+}
+
+// A plugin named on the command line that this runtime cannot use (built for another ABI, refusing
+// the host) is bad input too: exit 2 naming the file and why, as --dry-run and when launching.
+TEST(Plrun, PluginOfAnotherAbiExitsTwo) {
+  for (const auto& [variant, says] : std::vector<std::pair<std::string, std::string>>{
+           {"newer_major", "built for plrt plugin ABI 2.3, newer than this runtime's major 1"},
+           {"refuses_host", "the plugin refused the host"},
+           {"small_table", "PL_StrategyApi table is 16 bytes"},
+       }) {
+    const std::string flags = std::string("--plugin-path ") + PLRT_TEST_BROKEN_DIR + "/" + variant +
+                              " --accelerator cpu --devices 2 --strategy " + variant;
+    expect_invalid("--dry-run " + flags, "libplrt_strategy_" + variant + ".so: " + says);
+    expect_invalid(flags + " -- echo started", says);
+  }
 }
 
 TEST(Plrun, DryRunShowsTheStrategyOptions) {
