@@ -63,5 +63,34 @@ TEST_F(InstalledSamples, StrategyPluginCWithOneGccLineAndPkgConfig) {
   train_local_sgd(src, 2);
 }
 
+// embed_c: its 1-process and 3-process runs print checked results on every rank.
+void expect_embed_runs(const fs::path& prefix, const fs::path& program, const fs::path& cwd) {
+  auto r = run({program.string()}, {}, cwd);
+  ASSERT_TRUE(r.ok()) << describe(r);
+  EXPECT_THAT(r.output, HasSubstr("embed_c rank 0/1: allreduce sum [1 2 3 4] ok"));
+  r = run({(prefix / "bin/plrun").string(), "--devices", "3", "--", program.string()}, {}, cwd);
+  ASSERT_TRUE(r.ok()) << describe(r);
+  for (int rank = 0; rank < 3; ++rank)
+    EXPECT_THAT(r.output, HasSubstr("embed_c rank " + std::to_string(rank) + "/3: allreduce sum [6 12 18 24] ok"));
+  EXPECT_THAT(r.output, HasSubstr("allgather [0 0] [1 1] [2 4] ok"));
+}
+
+TEST_F(InstalledSamples, EmbedCWithFindPackageRunsAloneAndUnderPlrun) {
+  fs::path src = copy_sample("embed_c");
+  ASSERT_TRUE(cmake_build(src, tmp_.path() / "build", prefix_.string()));
+  expect_embed_runs(prefix_, tmp_.path() / "build/embed_c", tmp_.path());
+}
+
+TEST_F(InstalledSamples, EmbedCWithOneGccLineAndPkgConfig) {
+  fs::path src = copy_sample("embed_c");
+  auto r = sh(std::string(C_COMPILER_PATH) +
+                  " -std=c99 -Wall -Wextra -pedantic embed.c $(pkg-config --cflags --libs plrt) "
+                  "-Wl,-rpath,$(pkg-config --variable=libdir plrt) -o embed_c",
+              pkg_config_env(), src);
+  ASSERT_TRUE(r.ok()) << describe(r);
+  EXPECT_EQ(r.output, "") << "the sample builds without a warning";
+  expect_embed_runs(prefix_, src / "embed_c", tmp_.path());
+}
+
 }  // namespace
 }  // namespace plrt_install_test
