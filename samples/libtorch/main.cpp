@@ -4,6 +4,7 @@
 //
 //   plrun --strategy ddp --devices 2 -- plrt-libtorch --steps 200
 //   plrun --strategy bagua --devices 2 -- plrt-libtorch --steps 200 --save cnn.safetensors
+//   plrun --strategy ddp_sharded --devices 2 -- plrt-libtorch --steps 200
 //   plrt-libtorch --steps 0 --save init.safetensors        (one process: the seeded initial weights)
 //
 // The data are synthetic and deterministic (a formula of the sample's index, so that a reference
@@ -147,6 +148,11 @@ int main(int argc, char** argv) {
         loss.backward();  // the hooks report each gradient as autograd finishes it
         loss_value = loss.item<double>();
       });
+      // ddp and bagua name every parameter whole.  A sharded strategy (ddp_sharded) names this
+      // rank's shard, and after the step gathers every element from its owner; torch's SGD steps
+      // whole tensors, which stays exact for an element-wise optimizer (what it writes outside the
+      // shard is overwritten by the gather, and that part of its momentum never reaches the shard)
+      // but keeps the optimizer's state whole: ZeRO's saving needs an optimizer that steps ranges.
       sync.optimizer_step([&](const std::vector<pl::ParamRange>&) { opt.step(); });
       grads.zero_grad();
     }

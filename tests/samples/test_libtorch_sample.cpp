@@ -1,6 +1,6 @@
-// plrt-libtorch (samples/libtorch) under plrun against PyTorch's own DistributedDataParallel (gloo):
-// the same initial weights (written by the sample alone, read by both), the same synthetic batches
-// per rank, the same SGD; after N steps every weight agrees to 1e-5.  The reference
+// plrt-libtorch (samples/libtorch) under plrun (ddp, ddp with no hooks, bagua, ddp_sharded) against PyTorch's own
+// DistributedDataParallel (gloo): the same initial weights (written by the sample alone, read by both), the same
+// synthetic batches per rank, the same SGD; after N steps every weight agrees to 1e-5.  The reference
 // (samples/libtorch/torch_ddp_reference.py) uses nothing of plrt.  Skipped, saying why, where the
 // sample was not built (no libtorch-dev) or Debian's python3 cannot import torch.
 #include <gtest/gtest.h>
@@ -88,7 +88,7 @@ struct TempDir {
 // One test for every strategy, so that PyTorch's run (the slow part: two Python processes importing
 // torch) happens once: the sample alone writes the initial weights, PyTorch DDP trains from them,
 // then plrun trains the sample from them under each strategy.
-TEST(LibtorchSample, WeightsAfterTrainingEqualPyTorchDdpUnderDdpAndBagua) {
+TEST(LibtorchSample, WeightsAfterTrainingEqualPyTorchDdpUnderDdpBaguaAndSharded) {
   if (const std::string why = unavailable(); !why.empty()) GTEST_SKIP() << why;
   TempDir dir;
   const std::string init = dir / "init.safetensors", reference = dir / "torch_ddp.safetensors";
@@ -102,7 +102,7 @@ TEST(LibtorchSample, WeightsAfterTrainingEqualPyTorchDdpUnderDdpAndBagua) {
   ASSERT_TRUE(torch_run.ok()) << torch_run.status() << "\n" << torch_run.output;
 
   // the strategy, then the sample's extra flags
-  const std::vector<std::vector<std::string>> variants{{"ddp"}, {"ddp", "--no-hooks"}, {"bagua"}};
+  const std::vector<std::vector<std::string>> variants{{"ddp"}, {"ddp", "--no-hooks"}, {"bagua"}, {"ddp_sharded"}};
   for (const auto& v : variants) {
     const std::string tag = v[0] + (v.size() > 1 ? v[1] : "");
     SCOPED_TRACE(tag);

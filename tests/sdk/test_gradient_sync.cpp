@@ -136,6 +136,60 @@ TEST_P(TwoRanks, GradientsBecomeTheMeanInTheProgramsMemoryAndRankZerosValuesWin)
 
 INSTANTIATE_TEST_SUITE_P(GradientSync, TwoRanks, ::testing::Values("ddp", "bagua"));
 
+// ddp_sharded: each rank is handed its shard (the two ranks' ranges partition every trainable
+// element), holds the mean gradient there, and after the step has every element from its owner.
+TEST(GradientSync, ShardedStrategyHandsEachRankItsShardAndGathersTheValues) {
+  const int port = plrt_test::free_tcp_port();
+  std::vector<Model> models{model_of(0), model_of(1)};
+  std::vector<std::string> errors(2);
+  std::vector<std::vector<pl::ParamRange>> seen(2);
+  auto body = [&](int r) {
+    try {
+      GradientSync sync(options("ddp_sharded", 2, rank_env(r, 2, port)));
+      Model& m = models[static_cast<size_t>(r)];
+      sync.setup(m.params());
+      sync.backward([&] {
+        for (size_t i = 0; i < m.gw.size(); ++i) m.gw[i] = grad_value(r, i);
+        for (size_t i = 0; i < m.gb.size(); ++i) m.gb[i] = grad_value(r, i + 10);
+      });
+      sync.optimizer_step([&](const std::vector<pl::ParamRange>& ranges) {
+        seen[static_cast<size_t>(r)] = ranges;
+        for (const auto& range : ranges) {  // value = 100 + the (mean) gradient, in the shard only
+          std::vector<float>& v = range.param == 0 ? m.w : m.b;
+          const std::vector<float>& g = range.param == 0 ? m.gw : m.gb;
+          for (int64_t i = range.begin; i < range.end; ++i)
+            v[static_cast<size_t>(i)] = 100.f + g[static_cast<size_t>(i)];
+        }
+      });
+      sync.teardown();
+    } catch (const std::exception& e) {
+      errors[static_cast<size_t>(r)] = e.what();
+    }
+  };
+  std::thread t0(body, 0), t1(body, 1);
+  t0.join();
+  t1.join();
+  ASSERT_EQ(errors[0], "");
+  ASSERT_EQ(errors[1], "");
+  std::vector<int> owners_w(5, 0), owners_b(2, 0);
+  for (int r = 0; r < 2; ++r)
+    for (const auto& range : seen[static_cast<size_t>(r)]) {
+      ASSERT_LT(range.param, 2u) << "the buffer is never a range";
+      for (int64_t i = range.begin; i < range.end; ++i)
+        ++(range.param == 0 ? owners_w : owners_b)[static_cast<size_t>(i)];
+    }
+  EXPECT_EQ(owners_w, std::vector<int>(5, 1));
+  EXPECT_EQ(owners_b, std::vector<int>(2, 1));
+  EXPECT_FALSE(seen[0].empty() || seen[1].empty()) << "each rank owns a part";
+  for (int r = 0; r < 2; ++r) {
+    for (size_t i = 0; i < 5; ++i)
+      EXPECT_FLOAT_EQ(models[static_cast<size_t>(r)].w[i], 100.f + (grad_value(0, i) + grad_value(1, i)) / 2) << r;
+    for (size_t i = 0; i < 2; ++i)
+      EXPECT_FLOAT_EQ(models[static_cast<size_t>(r)].b[i], 100.f + (grad_value(0, i + 10) + grad_value(1, i + 10)) / 2)
+          << r;
+  }
+}
+
 TEST(GradientSync, OneProcessStepsEveryTrainableEntryAndSyncsNothing) {
   GradientSync sync(options("single_device", 1, std::nullopt));
   EXPECT_EQ(sync.world_size(), 1);
@@ -175,6 +229,66 @@ TEST(GradientSync, StrategiesItCannotDriveAreRefusedByName) {
   EXPECT_NE(world.find("WORLD_SIZE=3"), std::string::npos) << world;
   auto unknown = error_of([] { GradientSync s(options("no_such_strategy", 1, std::nullopt)); });
   EXPECT_NE(unknown.find("no_such_strategy"), std::string::npos) << unknown;
+}
+
+// What a strategy asks of the optimizer is the program's to do: bagua's qadam (the SDK would form
+// QAdam's first moment) is refused; horovod's requests come back from bind_optimizer, and a step
+// without that call is refused rather than run with a learning rate or state the strategy did not
+// get.
+TEST(GradientSync, WhatAStrategyAsksOfTheOptimizerGoesToTheProgram) {
+  auto with = [](const std::string& strategy, pl::OptionList opts) {
+    auto o = options(strategy, 1, std::nullopt);
+    o.strategy_options = std::move(opts);
+    return o;
+  };
+  {
+    GradientSync sync(with("bagua", {{"algorithm", "qadam"}}));
+    Model m = model_of(0);
+    sync.setup(m.params());
+    const std::string sgd = error_of([&] { sync.bind_optimizer("torch.optim.SGD"); });
+    EXPECT_NE(sgd.find("QAdam"), std::string::npos) << sgd;
+  }
+  {
+    GradientSync sync(with("bagua", {{"algorithm", "qadam"}}));
+    Model m = model_of(0);
+    sync.setup(m.params());
+    const std::string qadam = error_of([&] { sync.bind_optimizer("QAdam", {{"warmup_steps", "10"}}); });
+    EXPECT_NE(qadam.find("strategy 'bagua' averages the optimizer's first moment"), std::string::npos) << qadam;
+  }
+  // horovod at two ranks (threads): the learning rate x2 and rank 0's optimizer state
+  for (const bool bind : {true, false}) {
+    const int port = plrt_test::free_tcp_port();
+    std::vector<std::string> errors(2);
+    std::vector<pl::OptimizerRequests> asked(2);
+    auto body = [&](int r) {
+      try {
+        GradientSync sync(options("horovod", 2, rank_env(r, 2, port)));
+        Model m = model_of(r);
+        sync.setup(m.params());
+        if (bind) asked[static_cast<size_t>(r)] = sync.bind_optimizer("torch.optim.SGD", {{"lr", "0.1"}});
+        sync.backward([] {});
+        sync.teardown();
+      } catch (const pl::Error& e) {
+        errors[static_cast<size_t>(r)] = e.what();
+      }
+    };
+    std::thread t0(body, 0), t1(body, 1);
+    t0.join();
+    t1.join();
+    for (int r = 0; r < 2; ++r) {
+      if (bind) {
+        EXPECT_EQ(errors[static_cast<size_t>(r)], "");
+        EXPECT_EQ(asked[static_cast<size_t>(r)].lr_scale, 2.0);
+        EXPECT_TRUE(asked[static_cast<size_t>(r)].broadcast_optimizer_state);
+      } else {
+        EXPECT_NE(errors[static_cast<size_t>(r)].find("strategy 'horovod' asks the optimizer for its learning rate x2 "
+                                                      "and rank 0's optimizer state; call "
+                                                      "GradientSync::bind_optimizer before the first step"),
+                  std::string::npos)
+            << errors[static_cast<size_t>(r)];
+      }
+    }
+  }
 }
 
 TEST(GradientSync, CallsBeforeSetupAreErrors) {
