@@ -10,9 +10,10 @@ Both sides time the steps after --warmup on rank 0 (set-up and process start exc
 ratio compares the training loops: libtorch's forward, backward and SGD are the same code on both
 sides; the gradient synchronisation differs (plrt's ddp / bagua over plrt's gloo plugin, hooked on
 each parameter's AccumulateGrad, against torch's Reducer over torch's gloo).  Also plrt's ddp with
---no-hooks (every gradient reduced after backward: no overlap) and ddp_sharded (reduce-scatter, then
-the allgather of the values; torch's SGD still steps whole tensors, see the sample).  It prints the median steps/s of
-each and their ratio.  The sample must be built (libtorch-dev installed).
+--no-hooks (every gradient reduced after backward: no overlap), ddp_sharded (reduce-scatter, then
+the allgather of the values; torch's SGD still steps whole tensors, see the sample) and horovod
+(its fusion thread negotiating every cycle; its learning rate x2 changes nothing of the speed).
+It prints the median steps/s of each and their ratio.  The sample must be built (libtorch-dev).
 """
 import argparse
 import json
@@ -61,7 +62,7 @@ def main():
     if subprocess.run([a.python, "-c", "import torch"], capture_output=True).returncode != 0:
         sys.exit(f"{a.python} cannot import torch (apt-get install python3-torch)")
     variants = [("ddp", "ddp", ()), ("ddp --no-hooks", "ddp", ("--no-hooks",)), ("bagua", "bagua", ()),
-                ("ddp_sharded", "ddp_sharded", ())]
+                ("ddp_sharded", "ddp_sharded", ()), ("horovod", "horovod", ())]
     print(f"{'ranks':>5} {'plrt strategy':<16} {'plrt steps/s':>13} {'torch DDP steps/s':>18} {'ratio':>6}")
     for world in [int(w) for w in a.worlds.split(",")]:
         torch = []

@@ -132,7 +132,18 @@ int main(int argc, char** argv) {
     if (!init.empty()) load_weights(net, init);
     torch::optim::SGD opt(net->parameters(), torch::optim::SGDOptions(lr).momentum(momentum));
     TorchGradientSync grads(sync, *net, !no_hooks);  // ddp: rank 0's weights on every rank from here
-    sync.bind_optimizer("torch.optim.SGD", {{"lr", std::to_string(lr)}, {"momentum", std::to_string(momentum)}});
+    const pl::OptimizerRequests asked =
+        sync.bind_optimizer("torch.optim.SGD", {{"lr", std::to_string(lr)}, {"momentum", std::to_string(momentum)}});
+    if (asked.lr_scale != 1.0) {  // horovod: the learning rate times the world size
+      for (auto& group : opt.param_groups())
+        static_cast<torch::optim::SGDOptions&>(group.options()).lr(lr * asked.lr_scale);
+      if (rank == 0)
+        std::cout << "plrt-libtorch: learning rate " << lr << " -> " << lr * asked.lr_scale << " ("
+                  << asked.lr_scale_reason << ")" << std::endl;
+    }
+    // asked.broadcast_optimizer_state (horovod): rank 0's optimizer state on every rank before the
+    // first step.  A fresh SGD has none yet (its momentum buffers are made at the first step, from
+    // gradients every rank shares), so every rank's already is rank 0's.
 
     torch::Tensor x = torch::empty({batch_size, 1, kSide, kSide});
     torch::Tensor y = torch::empty({batch_size}, torch::kLong);

@@ -97,16 +97,21 @@ class GradientSync {
   void setup(std::vector<ExternalParameter> params);
   const std::vector<ExternalParameter>& parameters() const;
 
-  // Tells the strategy the program's optimizer (optional; before the first step).  A strategy that
-  // needs a particular optimizer refuses another here; one that would have the SDK form the
-  // optimizer's first moment in the gradients (bagua's qadam) is refused, since the optimizer is
-  // the program's.
+  // Tells the strategy the program's optimizer (name and hyperparameters as text; steps already
+  // taken), once, after setup and before the first step, and returns what the strategy asks of it,
+  // which the program applies (horovod: the learning rate x world size, rank 0's optimizer state).
+  // A strategy that needs a particular optimizer refuses another here; one that would have the SDK
+  // form the optimizer's first moment in the gradients (bagua's qadam) is refused, since the
+  // optimizer is the program's.  Without this call, the first backward binds an optimizer named
+  // "external" and refuses to go on if the strategy asks anything of it.
   OptimizerRequests bind_optimizer(const std::string& name, const OptionList& hyperparameters = {}, int64_t steps = 0);
 
   // One forward and backward, run by the strategy (ddp broadcasts rank 0's buffers first), then
   // after_backward: with grad sync on, every trainable gradient holds the strategy's reduction (ddp:
   // the ranks' mean) when it returns; gradients never reported with grad_ready are reduced then.
-  // An exception thrown by forward_backward is rethrown (after the strategy has finished the step).
+  // An exception thrown by forward_backward is rethrown as it is, after_backward not called: the
+  // strategy's step may be left unfinished (ddp refuses the next backward once a gradient was
+  // reported, and the other ranks wait for this one's), so the program should tear down.
   void backward(const std::function<void()>& forward_backward);
   // Inside backward's function: params[index]'s gradient is final (an autograd hook calls it),
   // so the strategy may start its bucket's communication while backward goes on.
