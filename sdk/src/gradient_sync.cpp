@@ -185,6 +185,13 @@ void GradientSync::Impl::check_params() const {
       if (t.numel < 0 || t.ndim < 0 || t.ndim > PL_MAX_DIMS)
         bad(w + "has numel " + std::to_string(t.numel) + " and ndim " + std::to_string(t.ndim) +
             "; valid: numel >= 0, ndim 0.." + std::to_string(PL_MAX_DIMS));
+      if (t.ndim > 0) {
+        int64_t product = 1;
+        for (int d = 0; d < t.ndim; ++d) product = t.shape[d] < 0 ? -1 : product * t.shape[d];
+        if (product != t.numel)
+          bad(w + "has numel " + std::to_string(t.numel) + " but shape " + shape_text(t) +
+              "; numel must be the product of the shape");
+      }
       if (t.data == nullptr && t.numel > 0)
         bad(w + "has no memory (data NULL for " + std::to_string(t.numel) + " elements)");
       if (t.device.type != device.type || (device.type != PL_DEVICE_CPU && t.device.index != device.index))

@@ -103,9 +103,20 @@ TEST_P(TwoRanks, GradientsBecomeTheMeanInTheProgramsMemoryAndRankZerosValuesWin)
         for (size_t i = 0; i < m.gb.size(); ++i) m.gb[i] = grad_value(r, i + 10);
       });
       EXPECT_EQ(m.gw.data(), gw_memory);
+      const std::vector<float> mean_w = m.gw;
       sync.optimizer_step([&](const std::vector<pl::ParamRange>& ranges) { seen[static_cast<size_t>(r)] = ranges; });
       losses[static_cast<size_t>(r)] = {1.0 + r, 2.0 * r};
       sync.all_reduce(losses[static_cast<size_t>(r)], PL_REDUCE_SUM);
+      // grad sync off (accumulation): the gradients stay each rank's own
+      sync.set_grad_sync(false);
+      std::vector<float> own(m.gw.size());
+      sync.backward([&] {
+        for (size_t i = 0; i < m.gw.size(); ++i) own[i] = m.gw[i] = grad_value(r, i) * 2;
+        sync.grad_ready(0);
+      });
+      EXPECT_EQ(m.gw, own) << "rank " << r;
+      sync.set_grad_sync(true);
+      m.gw = mean_w;  // what the checks below expect
       sync.teardown();
     } catch (const std::exception& e) {
       errors[static_cast<size_t>(r)] = e.what();
@@ -325,6 +336,8 @@ TEST(GradientSync, BadEntriesAreNamedBeforeTheStrategySeesThem) {
       }),
       "value is on cuda:0 but this process trains on cpu");
   has(setup_error([](auto& p, Model&) { p[0].value.ndim = 9; }), "valid: numel >= 0, ndim 0..");
+  has(setup_error([](auto& p, Model&) { p[0].value.numel = 6; }), "value has numel 6 but shape [5]");
+  has(setup_error([](auto& p, Model&) { p[1].grad.shape[0] = -2; }), "grad has numel 2 but shape [-2]");
 
   GradientSync sync(options("single_device", 1, std::nullopt));
   Model m = model_of(0);
