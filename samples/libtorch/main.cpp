@@ -5,6 +5,7 @@
 //   plrun --strategy ddp --devices 2 -- plrt-libtorch --steps 200
 //   plrun --strategy bagua --devices 2 -- plrt-libtorch --steps 200 --save cnn.safetensors
 //   plrun --strategy ddp_sharded --devices 2 -- plrt-libtorch --steps 200
+//   torchrun --nproc_per_node 2 --no_python plrt-libtorch --strategy ddp --devices 2
 //   plrt-libtorch --steps 0 --save init.safetensors        (one process: the seeded initial weights)
 //
 // The data are synthetic and deterministic (a formula of the sample's index, so that a reference
@@ -87,7 +88,7 @@ int main(int argc, char** argv) {
   int64_t steps = 100, batch_size = 32, samples = 4096, warmup = 5, threads = 1;
   double lr = 0.05, momentum = 0.9;
   uint64_t seed = 42;
-  std::string init, save, report, strategy = "auto";
+  std::string init, save, report, strategy = "auto", devices = "auto";
   std::vector<std::string> strategy_options;
   bool no_hooks = false;
   app.add_option("--steps", steps, "Optimizer steps")->check(CLI::NonNegativeNumber)->capture_default_str();
@@ -108,6 +109,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--threads", threads, "torch::set_num_threads")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--strategy", strategy, "plrt strategy (plrun --strategy overrides it)")->capture_default_str();
+  app.add_option("--devices", devices,
+                 "Processes per node under torchrun, srun or mpirun (plrun's --devices overrides it)")
+      ->capture_default_str();
   app.add_option("--strategy-option", strategy_options, "KEY=VALUE for the strategy (repeatable)");
   app.add_flag("--no-hooks", no_hooks, "No per-gradient autograd hooks: every gradient is reduced after backward");
   try {
@@ -120,6 +124,7 @@ int main(int argc, char** argv) {
     torch::set_num_threads(static_cast<int>(threads));
     pl::GradientSyncOptions so;
     so.strategy = strategy;
+    so.devices = pl::Devices::from_text(devices);
     for (const auto& kv : strategy_options) {
       auto [key, value] = pl::parse_option_assignment("--strategy-option", kv);
       pl::set_option(so.strategy_options, key, value);
