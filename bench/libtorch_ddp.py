@@ -1,0 +1,81 @@
+#!/usr/bin/env python3
+"""Training speed of samples/libtorch (plrt-libtorch: a libtorch CNN, conv 1-8, conv 8-16, linear
+256-10 on 1x16x16 images, SGD with momentum, one CPU thread per rank) with its gradients averaged
+by plrt's strategies under plrun, beside the same model and batches trained by PyTorch's own
+DistributedDataParallel (gloo; samples/libtorch/torch_ddp_reference.py), in the same run.
+
+    python3 bench/libtorch_ddp.py --build build/release [--steps 500] [--repeats 3] [--batch-size 32]
+
+Both sides time the steps after --warmup on rank 0 (set-up and process start excluded), so the
+ratio compares the training loops: libtorch's forward, backward and SGD are the same code on both
+sides; the gradient synchronisation differs (plrt's ddp / bagua over plrt's gloo plugin, hooked on
+each parameter's AccumulateGrad, against torch's Reducer over torch's gloo).  Also plrt's ddp with
+--no-hooks (every gradient reduced after backward: no overlap), ddp_sharded (reduce-scatter, then
+the allgather of the values; torch's SGD still steps whole tensors, see the sample) and horovod
+(its fusion thread negotiating every cycle; its learning rate x2 changes nothing of the speed).
+It prints the median steps/s of each and their ratio.  The sample must be built (libtorch-dev).
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REFERENCE = os.path.join(HERE, "..", "samples", "libtorch", "torch_ddp_reference.py")
+
+
+def run_plrt(build, world, strategy, a, extra=()):
+    with tempfile.TemporaryDirectory() as tmp:
+        report = os.path.join(tmp, "report.json")
+        cmd = [os.path.join(build, "bin", "plrun"), "--accelerator", "cpu", "--strategy", strategy, "--devices",
+               str(world), "--", os.path.join(build, "bin", "plrt-libtorch"), "--steps", str(a.steps), "--warmup",
+               str(a.warmup), "--batch-size", str(a.batch_size), "--report", report, *extra]
+        env = dict(os.environ, PL_LOG_LEVEL="warn", OMP_NUM_THREADS="1")
+        subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL)
+        with open(report) as f:
+            return json.load(f)["steps_per_s"]
+
+
+def run_torch(python, world, a):
+    cmd = [python, REFERENCE, "--world", str(world), "--steps", str(a.steps), "--warmup", str(a.warmup),
+           "--batch-size", str(a.batch_size)]
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    out = subprocess.run(cmd, check=True, env=env, capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])["steps_per_s"]
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--build", default=os.path.join(HERE, "..", "build", "release"))
+    p.add_argument("--steps", type=int, default=500)
+    p.add_argument("--warmup", type=int, default=20)
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--worlds", default="2")
+    p.add_argument("--python", default="/usr/bin/python3", help="a Python with torch (Debian's python3-torch)")
+    a = p.parse_args()
+    if not os.path.exists(os.path.join(a.build, "bin", "plrt-libtorch")):
+        sys.exit(f"{a.build}/bin/plrt-libtorch is missing: install libtorch-dev (scripts/setup.sh) and rebuild")
+    if subprocess.run([a.python, "-c", "import torch"], capture_output=True).returncode != 0:
+        sys.exit(f"{a.python} cannot import torch (apt-get install python3-torch)")
+    variants = [("ddp", "ddp", ()), ("ddp --no-hooks", "ddp", ("--no-hooks",)), ("bagua", "bagua", ()),
+                ("ddp_sharded", "ddp_sharded", ()), ("horovod", "horovod", ())]
+    print(f"{'ranks':>5} {'plrt strategy':<16} {'plrt steps/s':>13} {'torch DDP steps/s':>18} {'ratio':>6}")
+    for world in [int(w) for w in a.worlds.split(",")]:
+        torch = []
+        plrt = {name: [] for name, _, _ in variants}
+        for _ in range(a.repeats):  # alternated, so a slow spell of a shared machine hits both
+            torch.append(run_torch(a.python, world, a))
+            for name, strategy, extra in variants:
+                plrt[name].append(run_plrt(a.build, world, strategy, a, extra))
+        ts = statistics.median(torch)
+        for name, _, _ in variants:
+            ps = statistics.median(plrt[name])
+            print(f"{world:>5} {name:<16} {ps:>13.1f} {ts:>18.1f} {ps / ts:>6.2f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,216 @@
+// plrt-libtorch: a small torch::nn CNN trained with libtorch's autograd and optimizer, its
+// gradients synchronised by a plrt strategy (pl::GradientSync over DLPack views of the torch
+// tensors; the strategy averages them in place).
+//
+//   plrun --strategy ddp --devices 2 -- plrt-libtorch --steps 200
+//   plrun --strategy bagua --devices 2 -- plrt-libtorch --steps 200 --save cnn.safetensors
+//   plrun --strategy ddp_sharded --devices 2 -- plrt-libtorch --steps 200
+//   torchrun --nproc_per_node 2 --no_python plrt-libtorch --strategy ddp --devices 2
+//   plrt-libtorch --steps 0 --save init.safetensors        (one process: the seeded initial weights)
+//
+// The data are synthetic and deterministic (a formula of the sample's index, so that a reference
+// in another language computes the same images): 1x16x16 images of 10 classes, each a class
+// pattern plus per-image noise, both multiples of 1/1024.  At step s, rank r of W takes the B
+// samples starting at ((s * W + r) * B) mod N.  Exit codes: 0 success, 2 invalid input, 1 otherwise.
+#include <torch/torch.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <plrt/sdk/gradient_sync.hpp>
+#include <plrt/sdk/safetensors.hpp>
+
+#include "torch_sync.hpp"
+
+namespace {
+
+constexpr int64_t kSide = 16, kPixels = kSide * kSide, kClasses = 10;
+
+// Image n's pixels and label (bench/libtorch_ddp.py and tests/samples compute the same).
+void make_sample(int64_t n, uint64_t seed, float* pixels, int64_t* label) {
+  const int64_t y = n % kClasses;
+  for (int64_t p = 0; p < kPixels; ++p) {
+    const uint64_t h =
+        (static_cast<uint64_t>(n) * 2654435761ULL + static_cast<uint64_t>(p) * 40503ULL + seed * 97ULL) & 0xffffffffULL;
+    const float noise = static_cast<float>(h >> 22) / 1024.0f - 0.5f;
+    const float pattern = static_cast<float>((y * 31 + p * 17) % 64) / 64.0f - 0.5f;
+    pixels[p] = pattern + noise;  // exact: both are multiples of 1/1024 in [-1, 1)
+  }
+  *label = y;
+}
+
+struct NetImpl : torch::nn::Module {
+  NetImpl()
+      : conv1(register_module("conv1", torch::nn::Conv2d(torch::nn::Conv2dOptions(1, 8, 3).padding(1)))),
+        conv2(register_module("conv2", torch::nn::Conv2d(torch::nn::Conv2dOptions(8, 16, 3).padding(1)))),
+        fc(register_module("fc", torch::nn::Linear(16 * (kSide / 4) * (kSide / 4), kClasses))) {}
+  torch::Tensor forward(torch::Tensor x) {
+    x = torch::max_pool2d(torch::relu(conv1(x)), 2);
+    x = torch::max_pool2d(torch::relu(conv2(x)), 2);
+    return fc(x.flatten(1));
+  }
+  torch::nn::Conv2d conv1, conv2;
+  torch::nn::Linear fc;
+};
+TORCH_MODULE(Net);
+
+void load_weights(Net& net, const std::string& path) {
+  pl::safetensors::File f = pl::safetensors::load(path);
+  torch::NoGradGuard no_grad;
+  for (auto& item : net->named_parameters()) {
+    auto it = f.tensors.find(item.key());
+    if (it == f.tensors.end()) throw pl::Error(PL_ERR_INVALID_ARGUMENT, path + " has no tensor '" + item.key() + "'");
+    const pl::Tensor& t = it->second;
+    if (t.dtype() != PL_F32 || t.numel() != item.value().numel())
+      throw pl::Error(PL_ERR_INVALID_ARGUMENT, path + ": '" + item.key() + "' has " + std::to_string(t.numel()) +
+                                                   " elements (or is not F32); the model's has " +
+                                                   std::to_string(item.value().numel()));
+    std::memcpy(item.value().data_ptr<float>(), t.data(), t.nbytes());
+  }
+}
+
+void save_weights(Net& net, const std::string& path) {
+  std::vector<std::pair<std::string, pl::Tensor>> out;
+  for (auto& item : net->named_parameters()) {
+    torch::Tensor v = item.value().detach().contiguous();
+    std::vector<float> values(v.data_ptr<float>(), v.data_ptr<float>() + v.numel());
+    out.emplace_back(item.key(), pl::Tensor::from_vector(values, v.sizes().vec()));
+  }
+  pl::safetensors::save(path, out);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app("plrt-libtorch: a libtorch CNN whose gradients plrt's strategies synchronise", "plrt-libtorch");
+  int64_t steps = 100, batch_size = 32, samples = 4096, warmup = 5, threads = 1;
+  double lr = 0.05, momentum = 0.9;
+  uint64_t seed = 42;
+  std::string init, save, report, strategy = "auto", devices = "auto";
+  std::vector<std::string> strategy_options;
+  bool no_hooks = false;
+  app.add_option("--steps", steps, "Optimizer steps")->check(CLI::NonNegativeNumber)->capture_default_str();
+  app.add_option("--batch-size", batch_size, "Samples per step and process")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--samples", samples, "Samples in the synthetic set")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--lr", lr, "SGD learning rate")->check(CLI::NonNegativeNumber)->capture_default_str();
+  app.add_option("--momentum", momentum, "SGD momentum")->check(CLI::NonNegativeNumber)->capture_default_str();
+  app.add_option("--seed", seed, "torch::manual_seed for the initial weights, and the data's")->capture_default_str();
+  app.add_option("--init", init, "safetensors file with the initial weights (default: seeded init)");
+  app.add_option("--save", save, "Write the final weights (safetensors) here (rank 0)");
+  app.add_option("--report", report, "Write a JSON summary (steps/s, final loss) here (rank 0)");
+  app.add_option("--warmup", warmup, "Steps not timed in steps/s")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--threads", threads, "torch::set_num_threads")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--strategy", strategy, "plrt strategy (plrun --strategy overrides it)")->capture_default_str();
+  app.add_option("--devices", devices,
+                 "Processes per node under torchrun, srun or mpirun (plrun's --devices overrides it)")
+      ->capture_default_str();
+  app.add_option("--strategy-option", strategy_options, "KEY=VALUE for the strategy (repeatable)");
+  app.add_flag("--no-hooks", no_hooks, "No per-gradient autograd hooks: every gradient is reduced after backward");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+
+  try {
+    torch::set_num_threads(static_cast<int>(threads));
+    pl::GradientSyncOptions so;
+    so.strategy = strategy;
+    so.devices = pl::Devices::from_text(devices);
+    for (const auto& kv : strategy_options) {
+      auto [key, value] = pl::parse_option_assignment("--strategy-option", kv);
+      pl::set_option(so.strategy_options, key, value);
+    }
+    pl::GradientSync sync(so);
+    const int rank = sync.rank(), world = sync.world_size();
+
+    torch::manual_seed(seed);
+    Net net;
+    if (!init.empty()) load_weights(net, init);
+    torch::optim::SGD opt(net->parameters(), torch::optim::SGDOptions(lr).momentum(momentum));
+    TorchGradientSync grads(sync, *net, !no_hooks);  // ddp: rank 0's weights on every rank from here
+    const pl::OptimizerRequests asked =
+        sync.bind_optimizer("torch.optim.SGD", {{"lr", std::to_string(lr)}, {"momentum", std::to_string(momentum)}});
+    if (asked.lr_scale != 1.0) {  // horovod: the learning rate times the world size
+      for (auto& group : opt.param_groups())
+        static_cast<torch::optim::SGDOptions&>(group.options()).lr(lr * asked.lr_scale);
+      if (rank == 0)
+        std::cout << "plrt-libtorch: learning rate " << lr << " -> " << lr * asked.lr_scale << " ("
+                  << asked.lr_scale_reason << ")" << std::endl;
+    }
+    // asked.broadcast_optimizer_state (horovod): rank 0's optimizer state on every rank before the
+    // first step.  A fresh SGD has none yet (its momentum buffers are made at the first step, from
+    // gradients every rank shares), so every rank's already is rank 0's.
+
+    torch::Tensor x = torch::empty({batch_size, 1, kSide, kSide});
+    torch::Tensor y = torch::empty({batch_size}, torch::kLong);
+    double loss_value = 0;
+    auto t0 = std::chrono::steady_clock::now();
+    for (int64_t s = 0; s < steps; ++s) {
+      if (s == warmup) t0 = std::chrono::steady_clock::now();
+      for (int64_t j = 0; j < batch_size; ++j)
+        make_sample(((s * world + rank) * batch_size + j) % samples, seed, x.data_ptr<float>() + j * kPixels,
+                    y.data_ptr<int64_t>() + j);
+      sync.backward([&] {
+        torch::Tensor loss = torch::nn::functional::cross_entropy(net->forward(x), y);
+        loss.backward();  // the hooks report each gradient as autograd finishes it
+        loss_value = loss.item<double>();
+      });
+      // ddp and bagua name every parameter whole.  A sharded strategy (ddp_sharded) names this
+      // rank's shard, and after the step gathers every element from its owner; torch's SGD steps
+      // whole tensors, which stays exact for an element-wise optimizer (what it writes outside the
+      // shard is overwritten by the gather, and that part of its momentum never reaches the shard)
+      // but keeps the optimizer's state whole: ZeRO's saving needs an optimizer that steps ranges.
+      sync.optimizer_step([&](const std::vector<pl::ParamRange>&) { opt.step(); });
+      grads.zero_grad();
+    }
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const int64_t timed = std::max<int64_t>(0, steps - warmup);
+    std::vector<double> mean_loss{loss_value / world};
+    sync.all_reduce(mean_loss, PL_REDUCE_SUM);
+    if (rank == 0) {
+      const double per_s = timed > 0 && seconds > 0 ? static_cast<double>(timed) / seconds : 0.0;
+      std::cout << "plrt-libtorch: " << sync.job().strategy << " x" << world << ", " << steps << " steps, last loss "
+                << mean_loss[0] << ", " << per_s << " steps/s" << std::endl;
+      if (!save.empty()) save_weights(net, save);
+      if (!report.empty()) {
+        nlohmann::json j{{"strategy", sync.job().strategy},
+                         {"world_size", world},
+                         {"steps", steps},
+                         {"timed_steps", timed},
+                         {"seconds", seconds},
+                         {"steps_per_s", per_s},
+                         {"loss", mean_loss[0]},
+                         {"batch_size", batch_size}};
+        // the strategy's statistics this sample knows of (early_launches: buckets started during
+        // backward, by the hooks; the rest: time in gradient communication, and the part not hidden)
+        nlohmann::json stats = nlohmann::json::object();
+        for (const char* name : {"early_launches", "buckets", "allreduce_ms", "exposed_allreduce_ms", "grad_comm_ms",
+                                 "exposed_grad_comm_ms"}) {
+          try {
+            stats[name] = sync.stat(name);
+          } catch (const pl::Error&) {  // not one of this strategy's
+          }
+        }
+        j["strategy_stats"] = stats;
+        std::ofstream(report) << j.dump(2) << "\n";
+      }
+    }
+    sync.teardown();
+    return 0;
+  } catch (const pl::Error& e) {
+    std::cerr << "plrt-libtorch: " << e.what() << std::endl;
+    return e.code() == PL_ERR_INVALID_ARGUMENT ? 2 : 1;
+  } catch (const std::exception& e) {
+    std::cerr << "plrt-libtorch: " << e.what() << std::endl;
+    return 1;
+  }
+}
