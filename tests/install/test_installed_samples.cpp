@@ -92,5 +92,21 @@ TEST_F(InstalledSamples, EmbedCWithOneGccLineAndPkgConfig) {
   expect_embed_runs(prefix_, src / "embed_c", tmp_.path());
 }
 
+// samples/libtorch built out of tree against the installed SDK (find_package(plrt) and Torch), and
+// trained by the installed plrun's ddp; its numbers against PyTorch DDP are tests/samples' job.
+TEST_F(InstalledSamples, LibtorchWithFindPackageTrainsUnderPlrun) {
+#ifndef PLRT_HAVE_TORCH
+  GTEST_SKIP() << "libtorch-dev is not installed: samples/libtorch was not built (scripts/setup.sh installs it)";
+#endif
+  fs::path src = copy_sample("libtorch");
+  ASSERT_TRUE(cmake_build(src, tmp_.path() / "build", prefix_.string()));
+  auto r = run({(prefix_ / "bin/plrun").string(), "--strategy", "ddp", "--devices", "2", "--",
+                (tmp_.path() / "build/plrt-libtorch").string(), "--steps", "5", "--batch-size", "8", "--warmup", "0",
+                "--report", "report.json"},
+               {}, tmp_.path());
+  ASSERT_TRUE(r.ok()) << describe(r);
+  EXPECT_TRUE(fs::exists(tmp_.path() / "report.json")) << r.output;
+}
+
 }  // namespace
 }  // namespace plrt_install_test
