@@ -22,6 +22,7 @@ packages=(
   openmpi-bin              # mpirun: tests/engines runs plrt-mlp under Open MPI (issue 14)
   python3-torch            # torchrun: tests/engines runs plrt-mlp under torchrun; torch_load_check.py
   slurm-wlm munge          # tests/slurm: a one-node SLURM cluster (slurmctld, slurmd, srun, sbatch; munged)
+  abigail-tools            # abidw, abidiff: the ABI check against abi/ (scripts/abi-check, ctest -L abi)
 )
 
 missing=()

@@ -2,6 +2,7 @@
 // error on stderr for every invalid input (launching jobs: test_launch_*.cpp beside this file).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <plrt/pl_abi.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -12,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include <vector>
 
 using ::testing::HasSubstr;
 
@@ -153,6 +155,33 @@ TEST(Plrun, InvalidInputsExitTwoWithTheError) {
   expect_invalid("--master-port 65536 -- true", "--master-port 65536");
   expect_invalid("--num-nodes 2 --master-addr h -- true", "PL_JOB_TOKEN");
   expect_invalid("-- no-such-program-plrt-abc", "program 'no-such-program-plrt-abc' not found");
+}
+
+TEST(Plrun, PluginPathMustBeAnExistingFolder) {
+  const std::string marker = "/tmp/plrun-plugin-path-marker-" + std::to_string(::getpid());
+  std::remove(marker.c_str());
+  for (const std::string& mode : std::vector<std::string>{"--list-plugins", "--dry-run", "-- touch " + marker}) {
+    expect_invalid("--plugin-path /nonexistent-plrt-plugins " + mode,
+                   "--plugin-path '/nonexistent-plrt-plugins' does not exist; give an existing folder");
+    expect_invalid(kTestPlugins + " --plugin-path /etc/hostname " + mode,
+                   "--plugin-path '/etc/hostname' is not a folder");
+    expect_invalid("--plugin-path '' " + mode, "--plugin-path '' is empty");
+  }
+  EXPECT_NE(::access(marker.c_str(), F_OK), 0) << "the program ran despite the bad --plugin-path";
+  // An existing folder is fine; a PL_PLUGIN_PATH entry that does not exist is only a warning.
+  auto r = plrun(kTestPlugins + " --list-plugins", "PL_PLUGIN_PATH=/nonexistent-plrt-env");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("independent_c"));
+  EXPECT_THAT(r.err, HasSubstr("PL_PLUGIN_PATH entry '/nonexistent-plrt-env' does not exist"));
+}
+
+TEST(Plrun, Version) {
+  auto r = plrun("--version");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, std::string("plrun ") + PLRT_EXPECTED_VERSION + "\nruntime " + PLRT_EXPECTED_VERSION +
+                       " (libplrt_runtime), plugin ABI " + std::to_string(PL_ABI_MAJOR) + "." +
+                       std::to_string(PL_ABI_MINOR) + "\n");
+  EXPECT_THAT(plrun("--help").out, HasSubstr("--version"));
 }
 
 TEST(Plrun, DryRunShowsTheStrategyOptions) {
