@@ -8,6 +8,9 @@ struct whose members were reordered or retyped without a size change.  This clos
 
   - every struct of the baseline still exists, is no smaller, and keeps every member at the same
     offset with the same type; a new member lies after the baseline's last member (appended);
+  - a struct that another struct holds by value (PL_Tensor in PL_Parameter), or that is passed as
+    an array (the names in FIXED_SIZE_TYPES.txt: the array's stride is its size), keeps its size:
+    a field appended to it must fit in its tail padding (as PL_Parameter.kind did in 1.4);
   - every typedef keeps its underlying type; every named enum keeps each enumerator's value;
   - every exported function and variable keeps its type (new ones may be added).
 Types are compared by their spelled-out form ("const PL_Host*", "PL_Error* (const char*)").
@@ -89,8 +92,22 @@ def members(corpus, struct):
     return out
 
 
-def compare(old, new):
+def embedded_structs(corpus):
+    """Names of the structs that another struct holds by value (a member that is the struct itself)."""
+    names = set()
+    for s in corpus.structs.values():
+        for m in s.findall("data-member"):
+            el = corpus.types.get(m.find("var-decl").get("type-id"))
+            while el is not None and el.tag in ("typedef-decl", "qualified-type-def"):
+                el = corpus.types.get(el.get("type-id"))
+            if el is not None and el.tag == "class-decl" and el.get("name"):
+                names.add(el.get("name"))
+    return names
+
+
+def compare(old, new, fixed_size=()):
     problems = []
+    fixed = set(fixed_size) | embedded_structs(old)
     for name, s_old in sorted(old.structs.items()):
         s_new = new.structs.get(name)
         if s_new is None:
@@ -99,6 +116,11 @@ def compare(old, new):
         size_old, size_new = int(s_old.get("size-in-bits", "0")), int(s_new.get("size-in-bits", "0"))
         if size_new < size_old:
             problems.append("struct %s shrank from %d to %d bits" % (name, size_old, size_new))
+        elif size_new != size_old and name in fixed:
+            problems.append("struct %s grew from %d to %d bits, but its size is fixed: %s" %
+                            (name, size_old, size_new,
+                             "another struct holds it by value" if name in embedded_structs(old) else
+                             "it is passed as an array (abi/fixed_size_types.txt), so its size is the stride"))
         m_old, m_new = members(old, s_old), members(new, s_new)
         for field, (offset, spelled) in m_old.items():
             if field not in m_new:
@@ -142,10 +164,14 @@ def compare(old, new):
 
 
 def main():
-    if len(sys.argv) != 3:
-        print("usage: abi_layout.py BASELINE.xml CURRENT.xml", file=sys.stderr)
+    if len(sys.argv) not in (3, 4):
+        print("usage: abi_layout.py BASELINE.xml CURRENT.xml [FIXED_SIZE_TYPES.txt]", file=sys.stderr)
         return 2
-    problems = compare(Corpus(sys.argv[1]), Corpus(sys.argv[2]))
+    fixed = []
+    if len(sys.argv) == 4:
+        with open(sys.argv[3]) as f:
+            fixed = [line.split("#")[0].strip() for line in f if line.split("#")[0].strip()]
+    problems = compare(Corpus(sys.argv[1]), Corpus(sys.argv[2]), fixed)
     for p in problems:
         print("  incompatible: " + p)
     return 1 if problems else 0

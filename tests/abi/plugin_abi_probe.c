@@ -1,7 +1,8 @@
 /*
  * The plugin ABI as a shared library, for abidw: the headers under plugin_api/plrt/ declare types
  * only, so this exports one function per public struct, function table, scalar typedef and
- * function-pointer typedef; abidw then records each type's full layout (built with -g).  Its
+ * function-pointer typedef, and each constant's value; abidw then records each type's full layout
+ * (built with -g).  Its
  * baseline is abi/plugin_abi.xml (scripts/abi-check, scripts/abi-bless).  scripts/abi-check fails
  * when a header declares a type that is not probed here.
  */
@@ -57,3 +58,54 @@ PROBE(PL_Alias)
 PROBE(PL_Plugin)
 PROBE(PL_PluginEntryFn)
 PROBE(PL_PluginAbiVersionFn)
+
+/* Constants: the values of the enumerators and of the fixed macros, each as the length of an array
+ * type (a pointer to it, so that nothing is stored), which abidw records: a changed value is a
+ * changed type.  PL_ABI_MINOR and PL_DTYPE_COUNT grow by design and are left out. */
+#define PROBE_CONST(c) PL_EXPORT char(*const plrt_abi_const_##c)[(c) + 1] = 0;
+
+PROBE_CONST(PL_ABI_MAJOR)
+PROBE_CONST(PL_MAX_DIMS)
+PROBE_CONST(PL_DEFAULT_TIMEOUT_MS)
+PROBE_CONST(PL_ERR_OK)
+PROBE_CONST(PL_ERR_INVALID_ARGUMENT)
+PROBE_CONST(PL_ERR_NOT_FOUND)
+PROBE_CONST(PL_ERR_UNSUPPORTED)
+PROBE_CONST(PL_ERR_VERSION)
+PROBE_CONST(PL_ERR_TIMEOUT)
+PROBE_CONST(PL_ERR_RUNTIME)
+PROBE_CONST(PL_ERR_RESOURCE)
+PROBE_CONST(PL_ERR_INTERNAL)
+PROBE_CONST(PL_PLUGIN_ACCELERATOR)
+PROBE_CONST(PL_PLUGIN_PROCESS_GROUP)
+PROBE_CONST(PL_PLUGIN_STRATEGY)
+PROBE_CONST(PL_LOG_TRACE)
+PROBE_CONST(PL_LOG_DEBUG)
+PROBE_CONST(PL_LOG_INFO)
+PROBE_CONST(PL_LOG_WARN)
+PROBE_CONST(PL_LOG_ERROR)
+PROBE_CONST(PL_LOG_CRITICAL)
+PROBE_CONST(PL_LOG_OFF)
+PROBE_CONST(PL_ACCEL_DEVICES_ARE_PROCESSES)
+PROBE_CONST(PL_ACCEL_SYNCHRONOUS)
+PROBE_CONST(PL_REDUCE_SUM)
+PROBE_CONST(PL_REDUCE_AVG)
+PROBE_CONST(PL_REDUCE_MIN)
+PROBE_CONST(PL_REDUCE_MAX)
+PROBE_CONST(PL_REDUCE_PRODUCT)
+PROBE_CONST(PL_LAUNCH_PROCESS_PER_DEVICE)
+PROBE_CONST(PL_LAUNCH_SPAWN)
+PROBE_CONST(PL_LAUNCH_SINGLE_PROCESS)
+PROBE_CONST(PL_PARAM_TRAINABLE)
+PROBE_CONST(PL_PARAM_FROZEN)
+PROBE_CONST(PL_PARAM_BUFFER)
+PROBE_CONST(PL_DTYPE_INVALID)
+PROBE_CONST(PL_F32)
+PROBE_CONST(PL_F64)
+PROBE_CONST(PL_F16)
+PROBE_CONST(PL_BF16)
+PROBE_CONST(PL_I32)
+PROBE_CONST(PL_I64)
+PROBE_CONST(PL_U8)
+PROBE_CONST(PL_DEVICE_CPU)
+PROBE_CONST(PL_DEVICE_CUDA)

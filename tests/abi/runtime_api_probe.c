@@ -12,6 +12,8 @@
   PL_EXPORT void plrt_abi_probe_##T(T* value); \
   PL_EXPORT void plrt_abi_probe_##T(T* value) { (void)value; }
 #define PROBE_FN(f) PL_EXPORT __typeof__(f)* const plrt_abi_fn_##f = 0;
+/* A constant's value as the length of an array type (see plugin_abi_probe.c). */
+#define PROBE_CONST(c) PL_EXPORT char(*const plrt_abi_const_##c)[(c) + 1] = 0;
 
 PROBE(PL_LogCallback)
 PROBE(PL_RuntimeOptions)
@@ -44,3 +46,11 @@ PROBE_FN(pl_store_destroy)
 PROBE_FN(pl_find_usable_devices)
 PROBE_FN(pl_runtime_version)
 PROBE_FN(pl_runtime_abi_version)
+
+PROBE_CONST(PL_DEVICES_AUTO)
+PROBE_CONST(PL_DEVICES_INT)
+PROBE_CONST(PL_DEVICES_LIST)
+PROBE_CONST(PL_DEVICES_STRING)
+PROBE_CONST(PL_DEVICES_FLOAT)
+PROBE_CONST(PL_DEVICES_BOOL)
+PROBE_CONST(PL_DEVICES_TEXT)
