@@ -30,6 +30,7 @@ const char* kDescription =
     "        -- program args...\n"
     "  plrun --dry-run [job flags] [--assume-device-count N]\n"
     "  plrun --list-plugins [--json]\n"
+    "  plrun --version\n"
     "\n"
     "job flags: --accelerator A --devices D --strategy S --precision P --process-group-backend B\n"
     "           --strategy-option KEY=VALUE (repeatable)\n"
@@ -76,8 +77,10 @@ const char* kDescription =
     "a context can be made, other processes use at most PL_USABLE_MAX_FOREIGN_MEMORY_MB (1024) MiB\n"
     "and PL_USABLE_MAX_UTILIZATION (10) percent); \"usable\" takes every free one.  plrun checks\n"
     "once and gives the workers the list (PL_TRAINER_DEVICES=[1, 3]); --dry-run shows it.\n"
-    "Plugins are found by name in --plugin-path, PL_PLUGIN_PATH, the build tree and the install\n"
-    "folder.  PL_LOG_LEVEL sets the log level (trace, debug, info, warn, error, critical, off).\n"
+    "Plugins are found by name in --plugin-path (existing folders), then plrt/plugins beside\n"
+    "libplrt_runtime.so (the installed plugins), then PL_PLUGIN_PATH.  PL_LOG_LEVEL sets the log\n"
+    "level (trace, debug, info, warn, error, critical, off).  plrun --version prints plrun's, the\n"
+    "runtime's and the plugin ABI's versions.\n"
     "\n"
     "Exit codes: 0 success; 2 bad input, before anything starts (a flag or value plrun refuses, a\n"
     "plugin that is not found or is built for another ABI; the error names it); 1 another failure;\n"
@@ -156,7 +159,7 @@ int main(int argc, char** argv) {
   plrt::launcher::raise_fd_limit();  // node 0 serves the store: one descriptor per connection
   CLI::App app(kDescription, "plrun");
   app.set_help_flag("-h,--help", "Print this help and exit");
-  bool list = false, as_json = false, dry_run = false;
+  bool list = false, as_json = false, dry_run = false, version = false;
   pl::JobRequest req;
   std::string devices = "auto";
   std::vector<std::string> plugin_dirs;
@@ -164,6 +167,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> command;
   plrt::launcher::LaunchOptions launch;
   int master_port = -1;
+  app.add_flag("--version", version, "Print plrun's version, the runtime library's and its plugin ABI's, and exit");
   app.add_flag("--list-plugins", list, "List the plugins found (kind, name, version, description, file)");
   app.add_flag("--json", as_json, "With --list-plugins: print JSON");
   app.add_flag("--dry-run", dry_run, "Print the resolved configuration as JSON and exit");
@@ -222,6 +226,27 @@ int main(int argc, char** argv) {
     if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return app.exit(e);  // --help
     std::cerr << "plrun: error: " << e.what() << "\n(see plrun --help)\n";
     return pl::kExitBadInput;  // CLI11's own codes (105 to 114) would read as a failed job
+  }
+  if (version) {
+    int32_t abi_major = 0, abi_minor = 0;
+    pl_runtime_abi_version(&abi_major, &abi_minor);
+    std::cout << "plrun " << PLRT_VERSION << "\nruntime " << pl_runtime_version() << " (libplrt_runtime), plugin ABI "
+              << abi_major << "." << abi_minor << "\n";
+    return 0;
+  }
+  // Every --plugin-path must be a folder: a typo is bad input, before any work (the runtime checks
+  // it too; this names the flag and keeps plrun from starting its guard for nothing).
+  for (const auto& dir : plugin_dirs) {
+    std::error_code ec;
+    const auto status = std::filesystem::status(dir, ec);
+    if (!std::filesystem::is_directory(status)) {
+      std::cerr << "plrun: error: --plugin-path '" << dir << "' "
+                << (dir.empty()                       ? "is empty"
+                    : std::filesystem::exists(status) ? "is not a folder"
+                                                      : "does not exist")
+                << "; give an existing folder that holds libplrt_<kind>_<name>.so files\n";
+      return pl::kExitBadInput;
+    }
   }
   if (log_dir_opt->count()) launch.log_dir = log_dir;
   if (addr_opt->count()) launch.master_addr = addr_opt->as<std::string>();

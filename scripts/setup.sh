@@ -23,6 +23,7 @@ packages=(
   python3-torch            # torchrun: tests/engines runs plrt-mlp under torchrun; torch_load_check.py
   libtorch-dev             # samples/libtorch (a torch::nn CNN synchronised by plrt) and its DDP reference test
   slurm-wlm munge          # tests/slurm: a one-node SLURM cluster (slurmctld, slurmd, srun, sbatch; munged)
+  abigail-tools            # abidw, abidiff: the ABI check against abi/ (scripts/abi-check, ctest -L abi)
 )
 
 missing=()

@@ -21,6 +21,13 @@
  *     the minor that introduced it; with an older plugin it falls back to the old way.
  *  7. Instance pointers (PL_Accelerator*, PL_Strategy*, ...) handed to a table's functions must
  *     not be NULL: without an instance there is no host to report the error through.
+ *  8. A plugin may declare a newer minor than the host's (it was built against newer headers).
+ *     The host loads it, with a warning that names the file and both versions: the host reads
+ *     only the fields it knows, which the newer structs still carry (rule 2).  By rule 3 such a
+ *     plugin checks PL_Host.abi_minor and PL_HAS_FIELD before it uses anything added after the
+ *     host's minor, and its entry refuses (PL_ERR_VERSION, through host->error_new) a host that
+ *     lacks something it cannot do without; the host then reports that refusal, naming the file.
+ *  Checked in CI against stored baselines (abi/, scripts/abi-check; docs/abi.md).
  *
  * HISTORY
  *  1.0  the first contract.

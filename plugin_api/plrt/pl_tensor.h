@@ -88,6 +88,37 @@ static inline const char* pl_dtype_name(PL_DType dtype) {
   }
 }
 
+/* Describes the contiguous row-major tensor of `ndim` dimensions `shape` (borrowed; may be NULL
+ * when ndim == 0) at `data` (borrowed: the caller keeps owning it) on `device`: sets every field,
+ * struct_size to this header's sizeof(PL_Tensor), numel to the product of the shape (1 for
+ * ndim == 0: a scalar) and the unused shape entries to 0.  Returns PL_ERR_OK, or
+ * PL_ERR_INVALID_ARGUMENT when t is NULL, ndim is outside [0, PL_MAX_DIMS], shape is NULL with
+ * ndim > 0, an extent is negative, or numel would not fit in int64_t; *t (when not NULL) is then
+ * an empty descriptor (dtype PL_DTYPE_INVALID, data NULL, numel 0), which every kernel refuses.
+ * A flat buffer of n elements is ndim 1, shape {n}.  Header-only: nothing crosses the ABI. */
+static inline PL_ErrorCode pl_tensor_init(PL_Tensor* t, void* data, PL_DType dtype, PL_Device device, int32_t ndim,
+                                          const int64_t* shape) {
+  int64_t numel = 1;
+  int32_t i;
+  int ok = 1;
+  if (t == NULL) return PL_ERR_INVALID_ARGUMENT;
+  if (ndim < 0 || ndim > PL_MAX_DIMS || (ndim > 0 && shape == NULL)) ok = 0;
+  for (i = 0; ok && i < ndim; ++i) {
+    if (shape[i] < 0 || (shape[i] > 0 && numel > INT64_MAX / shape[i]))
+      ok = 0;
+    else
+      numel *= shape[i];
+  }
+  t->struct_size = sizeof(PL_Tensor);
+  t->data = ok ? data : NULL;
+  t->dtype = ok ? dtype : PL_DTYPE_INVALID;
+  t->device = device;
+  t->numel = ok ? numel : 0;
+  t->ndim = ok ? ndim : 0;
+  for (i = 0; i < PL_MAX_DIMS; ++i) t->shape[i] = (ok && i < ndim) ? shape[i] : 0;
+  return ok ? PL_ERR_OK : PL_ERR_INVALID_ARGUMENT;
+}
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -150,47 +150,14 @@ size_t edit_distance(const std::string& a, const std::string& b) {
   return prev[b.size()];
 }
 
-std::vector<fs::path> default_search_dirs(const std::vector<std::string>& explicit_dirs, bool use_env,
-                                          bool use_defaults) {
-  std::vector<fs::path> dirs;
-  for (const auto& d : explicit_dirs)
-    if (!d.empty()) dirs.emplace_back(d);
-  if (use_env) {
-    if (const char* env = std::getenv("PL_PLUGIN_PATH")) {
-      std::stringstream ss(env);
-      std::string item;
-      while (std::getline(ss, item, ':'))
-        if (!item.empty()) dirs.emplace_back(item);
-    }
-  }
-  if (use_defaults) {
-#ifdef PLRT_BUILD_PLUGIN_DIR
-    dirs.emplace_back(PLRT_BUILD_PLUGIN_DIR);
-#endif
-    fs::path here = dll::this_library_location();
-    if (!here.empty()) dirs.push_back(here.parent_path() / "plrt" / "plugins");
-#ifdef PLRT_INSTALL_PLUGIN_DIR
-    dirs.emplace_back(PLRT_INSTALL_PLUGIN_DIR);
-#endif
-  }
-  // Remove duplicates (the build tree and "beside the library" coincide in a build).
-  std::vector<fs::path> unique;
-  std::set<std::string> seen;
-  for (auto& d : dirs) {
-    std::error_code ec;
-    fs::path key = fs::weakly_canonical(d, ec);
-    if (seen.insert((ec ? d : key).string()).second) unique.push_back(d);
-  }
-  return unique;
-}
-
-PluginLoader::PluginLoader(std::vector<fs::path> search_dirs, const PL_Host* host)
-    : dirs_(std::move(search_dirs)), host_(host) {}
+PluginLoader::PluginLoader(std::vector<SearchDir> search_dirs, const PL_Host* host,
+                           std::function<void(const std::string&)> warn)
+    : dirs_(std::move(search_dirs)), host_(host), warn_(std::move(warn)) {}
 
 std::vector<fs::path> PluginLoader::candidate_files(std::optional<PL_PluginKind> kind) const {
   std::vector<fs::path> files;
   std::set<std::string> names;  // the first directory that has a file name wins
-  for (const auto& dir : dirs_) {
+  for (const auto& [dir, origin] : dirs_) {
     std::error_code ec;
     if (!fs::is_directory(dir, ec)) continue;
     std::vector<fs::path> here;
@@ -275,6 +242,10 @@ const LoadedPlugin& PluginLoader::load_file(const fs::path& path, std::optional<
     file_error(PL_ERR_VERSION, path,
                "descriptor declares ABI major " + std::to_string(d->abi_major) + ", this runtime speaks " +
                    std::to_string(PL_ABI_MAJOR));
+  if (d->abi_minor < 0)
+    file_error(PL_ERR_VERSION, path,
+               "descriptor declares ABI minor " + std::to_string(d->abi_minor) + "; a minor version is >= 0");
+  const bool newer_minor = d->abi_minor > PL_ABI_MINOR;
   if (d->kind != PL_PLUGIN_ACCELERATOR && d->kind != PL_PLUGIN_PROCESS_GROUP && d->kind != PL_PLUGIN_STRATEGY)
     file_error(PL_ERR_INVALID_ARGUMENT, path,
                "descriptor has kind " + std::to_string(d->kind) + "; valid: accelerator, process_group, strategy");
@@ -312,6 +283,19 @@ const LoadedPlugin& PluginLoader::load_file(const fs::path& path, std::optional<
       file_error(PL_ERR_INVALID_ARGUMENT, path,
                  std::string("alias '") + a.name + "' has presets.count > 0 but no items");
   }
+  // A newer minor is accepted (pl_abi.h, rule 8): such a plugin checks the host's version itself
+  // and refuses an older host in its entry when it needs more than it has; warn once per file, as
+  // one that does not check would misbehave.
+  if (newer_minor && warn_) {
+    const std::string ours = std::to_string(PL_ABI_MAJOR) + "." + std::to_string(PL_ABI_MINOR);
+    const std::string theirs = std::to_string(d->abi_major) + "." + std::to_string(d->abi_minor);
+    warn_("plugin file " + canon.string() + " (" + kind_name(d->kind) + " '" + d->name +
+          "') was built for plugin ABI " + theirs + ", newer than this runtime's " + ours +
+          ". It is loaded: its entry accepted this host, and a plugin of a newer minor must check PL_Host.abi_minor "
+          "and PL_HAS_FIELD before it uses anything added after " +
+          ours + " (pl_abi.h, rule 8). If it fails or misbehaves, upgrade plrt to a runtime of ABI " + theirs +
+          " or later, or rebuild the plugin against this runtime's headers (ABI " + ours + ")");
+  }
   plugin->descriptor = d;
   auto& ref = *plugin;
   loaded_.emplace(canon, std::move(plugin));
@@ -335,7 +319,7 @@ Resolution PluginLoader::resolve(PL_PluginKind kind, const std::string& name_or_
 
   // 1. A file named for it, first directory first.
   const std::string file = plugin_file_name(kind, name);
-  for (const auto& dir : dirs_) {
+  for (const auto& [dir, origin] : dirs_) {
     std::error_code ec;
     if (fs::exists(dir / file, ec)) {
       const LoadedPlugin& p = load_file(dir / file, kind);
@@ -373,9 +357,15 @@ Resolution PluginLoader::resolve(PL_PluginKind kind, const std::string& name_or_
     if (edit_distance(name, *best) <= std::max<size_t>(2, name.size() / 3)) msg += " (closest: '" + *best + "')";
   }
   std::vector<std::string> dir_names;
-  for (const auto& d : dirs_) dir_names.push_back(d.string());
+  for (const auto& [dir, origin] : dirs_) {
+    std::error_code ec;
+    dir_names.push_back(dir.string() + " (" + origin_name(origin) + (fs::is_directory(dir, ec) ? "" : ", missing") +
+                        ")");
+  }
   msg += ". Looked for " + file + " in: " + (dir_names.empty() ? std::string("(no directories)") : join(dir_names));
-  msg += " (set PL_PLUGIN_PATH to add directories)";
+  msg +=
+      ". Add folders with plrun --plugin-path (PL_RuntimeOptions.plugin_dirs) or PL_PLUGIN_PATH; an installed "
+      "runtime's own plugins are in plrt/plugins beside libplrt_runtime.so";
   if (!problems.empty()) msg += ". Files that failed to load: " + join(problems, "; ");
   fail(PL_ERR_NOT_FOUND, msg);
 }

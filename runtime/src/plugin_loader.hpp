@@ -1,10 +1,11 @@
-// Finding plugins by name: the search path, the file-name pattern, loading through Boost.DLL,
-// and every check a plugin file must pass before the runtime trusts it.
+// Finding plugins by name: the file-name pattern, loading through Boost.DLL, and every check a
+// plugin file must pass before the runtime trusts it.  The folders searched: search_path.hpp.
 #pragma once
 
 #include <plrt/pl_plugin.h>
 
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "dll_shim.hpp"
+#include "search_path.hpp"
 
 namespace plrt::rt {
 
@@ -41,9 +43,10 @@ struct Resolution {
 
 class PluginLoader {
  public:
-  PluginLoader(std::vector<std::filesystem::path> search_dirs, const PL_Host* host);
+  // `warn` receives the lines worth a warning that are no error (a plugin of a newer minor ABI).
+  PluginLoader(std::vector<SearchDir> search_dirs, const PL_Host* host, std::function<void(const std::string&)> warn);
 
-  const std::vector<std::filesystem::path>& search_dirs() const { return dirs_; }
+  const std::vector<SearchDir>& search_dirs() const { return dirs_; }
 
   // Resolves `name_or_path` (a name, an alias, or a path containing '/') to a plugin of `kind`.
   // Throws Error with a message naming the file and the reason, or the available names.
@@ -56,16 +59,12 @@ class PluginLoader {
   const LoadedPlugin& load_file(const std::filesystem::path& path, std::optional<PL_PluginKind> expected_kind);
   std::vector<std::filesystem::path> candidate_files(std::optional<PL_PluginKind> kind) const;
 
-  std::vector<std::filesystem::path> dirs_;
+  std::vector<SearchDir> dirs_;
   const PL_Host* host_;
+  std::function<void(const std::string&)> warn_;
   std::recursive_mutex mutex_;
   std::map<std::filesystem::path, std::unique_ptr<LoadedPlugin>> loaded_;  // by canonical path
 };
-
-// The plugin folders in search order: explicit ones, PL_PLUGIN_PATH, the build tree, the install
-// folder (beside the runtime library, and the configured install prefix).  Duplicates removed.
-std::vector<std::filesystem::path> default_search_dirs(const std::vector<std::string>& explicit_dirs, bool use_env,
-                                                       bool use_defaults);
 
 // Levenshtein distance, for "did you mean".
 size_t edit_distance(const std::string& a, const std::string& b);

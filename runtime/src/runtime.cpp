@@ -1,4 +1,4 @@
-// The runtime's C API: errors, create/destroy, the host table, finding and listing plugins.
+// The runtime's C API: errors, create/destroy, the host table, finding and listing plugins, versions.
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -129,12 +129,24 @@ PL_EXPORT PL_Error* pl_runtime_create(const PL_RuntimeOptions* options, PL_Runti
     rt->host.find_plugin = host_find_plugin;
     rt->host.store_api = plrt::store::tcp_store_api();  // the rendezvous store (store/tcp_store.cpp)
 
+    // Bad folders are refused before anything is loaded (search_path.hpp).
     std::vector<std::string> dirs;
-    for (size_t i = 0; i < o.num_plugin_dirs; ++i)
-      if (o.plugin_dirs && o.plugin_dirs[i]) dirs.emplace_back(o.plugin_dirs[i]);
-    rt->loader =
-        std::make_unique<PluginLoader>(default_search_dirs(dirs, !o.skip_env_dirs, !o.skip_default_dirs), &rt->host);
-    for (const auto& d : rt->loader->search_dirs()) rt->logger->debug("plugin search path: {}", d.string());
+    if (o.num_plugin_dirs && !o.plugin_dirs)
+      fail(PL_ERR_INVALID_ARGUMENT,
+           "PL_RuntimeOptions.plugin_dirs is NULL but num_plugin_dirs is " + std::to_string(o.num_plugin_dirs));
+    for (size_t i = 0; i < o.num_plugin_dirs; ++i) {
+      if (!o.plugin_dirs[i])
+        fail(PL_ERR_INVALID_ARGUMENT, "PL_RuntimeOptions.plugin_dirs[" + std::to_string(i) + "] is NULL");
+      dirs.emplace_back(o.plugin_dirs[i]);
+    }
+    std::vector<std::string> warnings;
+    auto search = plugin_search_path(dirs, !o.skip_env_dirs, !o.skip_default_dirs, &warnings);
+    for (const auto& w : warnings) rt->logger->warn("{}", w);
+    auto* logger = rt->logger.get();  // the loader lives inside the runtime, so does the logger
+    rt->loader = std::make_unique<PluginLoader>(std::move(search), &rt->host,
+                                                [logger](const std::string& line) { logger->warn("{}", line); });
+    for (const auto& d : rt->loader->search_dirs())
+      rt->logger->debug("plugin search path: {} ({})", d.path.string(), origin_name(d.origin));
     *out = rt.release();
   });
 }
@@ -200,5 +212,12 @@ PL_EXPORT PL_Error* pl_runtime_list_plugins(PL_Runtime* rt, PL_PluginListing** o
 }
 
 PL_EXPORT void pl_plugin_listing_destroy(PL_PluginListing* listing) { delete static_cast<ListingStorage*>(listing); }
+
+PL_EXPORT const char* pl_runtime_version(void) { return PLRT_VERSION; }
+
+PL_EXPORT void pl_runtime_abi_version(int32_t* major, int32_t* minor) {
+  if (major) *major = PL_ABI_MAJOR;
+  if (minor) *minor = PL_ABI_MINOR;
+}
 
 }  // extern "C"

@@ -4,6 +4,7 @@
 // tests/training/test_exit_codes.cpp).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <plrt/pl_abi.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -192,6 +193,31 @@ TEST(Plrun, PluginOfAnotherAbiExitsTwo) {
     expect_invalid("--dry-run " + flags, "libplrt_strategy_" + variant + ".so: " + says);
     expect_invalid(flags + " -- echo started", says);
   }
+TEST(Plrun, PluginPathMustBeAnExistingFolder) {
+  const std::string marker = "/tmp/plrun-plugin-path-marker-" + std::to_string(::getpid());
+  std::remove(marker.c_str());
+  for (const std::string& mode : std::vector<std::string>{"--list-plugins", "--dry-run", "-- touch " + marker}) {
+    expect_invalid("--plugin-path /nonexistent-plrt-plugins " + mode,
+                   "--plugin-path '/nonexistent-plrt-plugins' does not exist; give an existing folder");
+    expect_invalid(kTestPlugins + " --plugin-path /etc/hostname " + mode,
+                   "--plugin-path '/etc/hostname' is not a folder");
+    expect_invalid("--plugin-path '' " + mode, "--plugin-path '' is empty");
+  }
+  EXPECT_NE(::access(marker.c_str(), F_OK), 0) << "the program ran despite the bad --plugin-path";
+  // An existing folder is fine; a PL_PLUGIN_PATH entry that does not exist is only a warning.
+  auto r = plrun(kTestPlugins + " --list-plugins", "PL_PLUGIN_PATH=/nonexistent-plrt-env");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("independent_c"));
+  EXPECT_THAT(r.err, HasSubstr("PL_PLUGIN_PATH entry '/nonexistent-plrt-env' does not exist"));
+}
+
+TEST(Plrun, Version) {
+  auto r = plrun("--version");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, std::string("plrun ") + PLRT_EXPECTED_VERSION + "\nruntime " + PLRT_EXPECTED_VERSION +
+                       " (libplrt_runtime), plugin ABI " + std::to_string(PL_ABI_MAJOR) + "." +
+                       std::to_string(PL_ABI_MINOR) + "\n");
+  EXPECT_THAT(plrun("--help").out, HasSubstr("--version"));
 }
 
 TEST(Plrun, DryRunShowsTheStrategyOptions) {

@@ -12,7 +12,7 @@ using ::testing::HasSubstr;
 
 TEST(Loader, FindsTheCpuAcceleratorInTheBuildTree) {
   pl::RuntimeOptions o;
-  o.use_env_dirs = false;  // only the default folders
+  o.use_env_dirs = false;  // only the folder beside the runtime library (build/<preset>/lib/plrt/plugins)
   o.log_level = "warn";
   pl::Runtime rt(o);
   auto cpu = rt.find(PL_PLUGIN_ACCELERATOR, "cpu");
@@ -129,9 +129,14 @@ TEST(Loader, UnknownNameListsAvailableAndClosest) {
 }
 
 TEST(Loader, UnknownNameWithNothingInstalled) {
-  pl::Runtime rt(isolated({"/nonexistent-dir"}));
+  namespace fs = std::filesystem;
+  fs::path empty = fs::temp_directory_path() / ("plrt-empty-plugins-" + std::to_string(::getpid()));
+  fs::create_directories(empty);
+  pl::Runtime rt(isolated({empty.string()}));
   auto msg = error_of([&] { rt.find(PL_PLUGIN_ACCELERATOR, "tpu"); }, PL_ERR_NOT_FOUND);
   EXPECT_THAT(msg, HasSubstr("no accelerator plugin named 'tpu'; none are installed"));
+  EXPECT_THAT(msg, HasSubstr(empty.string() + " (plugin_dirs)"));
+  fs::remove_all(empty);
 }
 
 TEST(Loader, InvalidNameIsRefused) {

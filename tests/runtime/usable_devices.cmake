@@ -8,7 +8,7 @@ add_executable(test_usable_selection test_usable_selection.cpp
   ${PROJECT_SOURCE_DIR}/runtime/src/usable_devices.cpp
   ${PROJECT_SOURCE_DIR}/runtime/src/device_parser.cpp)
 target_include_directories(test_usable_selection PRIVATE
-  ${PROJECT_SOURCE_DIR}/runtime/src ${PROJECT_SOURCE_DIR}/runtime/include)
+  ${PROJECT_SOURCE_DIR}/runtime/src ${PROJECT_SOURCE_DIR}/runtime/include ${PROJECT_BINARY_DIR}/runtime/include)
 target_link_libraries(test_usable_selection PRIVATE plrt::plugin_api GTest::gtest_main GTest::gmock)
 gtest_discover_tests(test_usable_selection)
 

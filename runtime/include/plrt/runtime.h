@@ -10,6 +10,7 @@
 #define PLRT_RUNTIME_H_
 
 #include <plrt/pl_plugin.h>
+#include <plrt/version.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -28,10 +29,13 @@ typedef void (*PL_LogCallback)(void* user, PL_LogLevel level, const char* line);
 
 typedef struct PL_RuntimeOptions {
   size_t struct_size;
-  const char* const* plugin_dirs; /* borrowed for the call; searched first, in order */
+  const char* const* plugin_dirs; /* borrowed for the call; searched first, in order; each must be
+                                     an existing folder, else pl_runtime_create fails with
+                                     PL_ERR_INVALID_ARGUMENT naming it */
   size_t num_plugin_dirs;
   int32_t skip_env_dirs;       /* nonzero: ignore PL_PLUGIN_PATH */
-  int32_t skip_default_dirs;   /* nonzero: ignore the build tree's and the install folder */
+  int32_t skip_default_dirs;   /* nonzero: ignore the folder beside the runtime library
+                                  (<folder of libplrt_runtime.so>/plrt/plugins) */
   const char* log_level;       /* borrowed; NULL: PL_LOG_LEVEL, else "info" */
   int32_t rank;                /* log prefix "[rank N]"; < 0: from $RANK, else no prefix */
   PL_LogCallback log_callback; /* NULL: stderr */
@@ -52,8 +56,12 @@ PL_RUNTIME_API const PL_Host* pl_runtime_host(PL_Runtime* runtime);
 PL_RUNTIME_API void pl_runtime_log(PL_Runtime* runtime, PL_LogLevel level, const char* message);
 
 /* Finds a plugin of `kind` by name or alias, or loads the file `name_or_path` when it contains a
- * '/'.  Search order: the options' plugin_dirs, PL_PLUGIN_PATH, the build tree, the install folder.
- * *out's pointers are owned by the runtime. */
+ * '/'.  Search order: the options' plugin_dirs, the folder beside the runtime library
+ * (<folder of libplrt_runtime.so>/plrt/plugins: the installed plugins, or build/<preset>/lib/plrt/plugins
+ * in a build tree; no folder is compiled in), then PL_PLUGIN_PATH (colon-separated; an entry that is
+ * not a folder is logged as a warning when the runtime is created).  The first folder that has the
+ * file wins.  A plugin declaring a newer minor ABI than this runtime's is loaded with a warning
+ * (pl_abi.h, rule 8).  *out's pointers are owned by the runtime. */
 PL_RUNTIME_API PL_Error* pl_runtime_find_plugin(PL_Runtime* runtime, PL_PluginKind kind, const char* name_or_path,
                                                 PL_ResolvedPlugin* out);
 
@@ -228,6 +236,15 @@ typedef struct PL_UsableDeviceOptions {
 PL_RUNTIME_API PL_Error* pl_find_usable_devices(PL_Runtime* runtime, const char* accelerator, int32_t num_devices,
                                                 const PL_UsableDeviceOptions* options, int32_t* out_ids,
                                                 size_t capacity, size_t* out_count);
+
+/* ---- versions (appended) ----
+ * The version of the runtime library itself, e.g. "0.1.0" (static): PLRT_VERSION as
+ * libplrt_runtime.so was compiled, which differs from the PLRT_VERSION a program was compiled
+ * with when it runs with another build of the library. */
+PL_RUNTIME_API const char* pl_runtime_version(void);
+/* The plugin ABI this runtime speaks: PL_ABI_MAJOR and PL_ABI_MINOR as it was compiled.  Either
+ * pointer may be NULL. */
+PL_RUNTIME_API void pl_runtime_abi_version(int32_t* major, int32_t* minor);
 
 #ifdef __cplusplus
 } /* extern "C" */

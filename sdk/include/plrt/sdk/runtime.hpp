@@ -12,9 +12,9 @@
 namespace pl {
 
 struct RuntimeOptions {
-  std::vector<std::string> plugin_dirs;   // searched first, in order
-  bool use_env_dirs = true;               // PL_PLUGIN_PATH
-  bool use_default_dirs = true;           // the build tree, the install folder
+  std::vector<std::string> plugin_dirs;   // searched first, in order; each must be an existing folder
+  bool use_env_dirs = true;               // PL_PLUGIN_PATH (searched last)
+  bool use_default_dirs = true;           // <folder of libplrt_runtime.so>/plrt/plugins (second)
   std::optional<std::string> log_level;   // default: PL_LOG_LEVEL, else "info"
   int rank = -1;                          // "[rank N]" prefix; -1: from $RANK
   PL_LogCallback log_callback = nullptr;  // default: stderr
