@@ -193,6 +193,8 @@ TEST(Plrun, PluginOfAnotherAbiExitsTwo) {
     expect_invalid("--dry-run " + flags, "libplrt_strategy_" + variant + ".so: " + says);
     expect_invalid(flags + " -- echo started", says);
   }
+}
+
 TEST(Plrun, PluginPathMustBeAnExistingFolder) {
   const std::string marker = "/tmp/plrun-plugin-path-marker-" + std::to_string(::getpid());
   std::remove(marker.c_str());
