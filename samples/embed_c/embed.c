@@ -9,7 +9,8 @@
  *   ./embed_c                               alone: a world of one, with a store of its own
  *   RANK=.. WORLD_SIZE=.. MASTER_ADDR=.. MASTER_PORT=.. ./embed_c   any torchrun-style launcher
  *
- * Options: --timeout-ms N (each store wait and collective; default 60000).
+ * Options: --timeout-ms N (each store wait and collective; default 60000); --plugin-path DIR (a
+ * folder searched for plugins before the installed ones; it must exist).
  * Exit codes, as plrt's programs (plrt/sdk/exit_code.hpp): 0 success; 2 bad input (an option, a
  * variable, a plugin not found or built for another ABI), the error naming it; 1 any other
  * failure (a peer, the network, a wrong result).  Every PL_Error is freed.
@@ -45,8 +46,9 @@ typedef struct Job {
   int rank, world_size;
   const char* master_addr; /* NULL: the store's default ($MASTER_ADDR, else 127.0.0.1) */
   int port;                /* the store's port: -1 none given (a world of one serves on a free port) */
-  int serve;               /* nonzero: this process serves the store (rank 0 unless a launcher does) */
   long timeout_ms;
+  int serve;              /* nonzero: this process serves the store (rank 0 unless a launcher does) */
+  const char* plugin_dir; /* --plugin-path, or NULL; borrowed from argv */
 } Job;
 
 /* Reads `name` as an integer in [lo, hi] into *out (unset or empty: *out keeps its default).
@@ -75,6 +77,7 @@ static int read_job(int argc, char** argv, Job* job) {
   job->world_size = 1;
   job->port = -1;
   job->timeout_ms = 60000;
+  job->plugin_dir = NULL;
   for (i = 1; i < argc; ++i) {
     char* end = NULL;
     if (strcmp(argv[i], "--timeout-ms") == 0) {
@@ -87,8 +90,15 @@ static int read_job(int argc, char** argv, Job* job) {
         fprintf(stderr, "embed_c: error: --timeout-ms '%s' is not valid: give milliseconds >= 1\n", argv[i]);
         return 2;
       }
+    } else if (strcmp(argv[i], "--plugin-path") == 0) {
+      if (i + 1 == argc) {
+        fprintf(stderr, "embed_c: error: --plugin-path needs a value: a folder of libplrt_<kind>_<name>.so files\n");
+        return 2;
+      }
+      job->plugin_dir = argv[++i]; /* checked by pl_runtime_create: an existing folder */
     } else {
-      fprintf(stderr, "embed_c: error: '%s' is not an option; usage: embed_c [--timeout-ms N]\n", argv[i]);
+      fprintf(stderr, "embed_c: error: '%s' is not an option; usage: embed_c [--timeout-ms N] [--plugin-path DIR]\n",
+              argv[i]);
       return 2;
     }
   }
@@ -290,10 +300,15 @@ int main(int argc, char** argv) {
   memset(&ro, 0, sizeof ro);
   ro.struct_size = sizeof ro;
   ro.rank = -1; /* log lines carry "[rank N]" from $RANK */
+  if (job.plugin_dir) {
+    ro.plugin_dirs = &job.plugin_dir; /* borrowed for the call; searched before the installed plugins */
+    ro.num_plugin_dirs = 1;
+  }
   rc = report("pl_runtime_create", pl_runtime_create(&ro, &rt));
   if (rc) return rc;
 
-  /* 2. The plugins, by name: found in PL_PLUGIN_PATH, the build tree or the install folder. */
+  /* 2. The plugins, by name: found in --plugin-path, beside libplrt_runtime.so (the installed
+   *    plugins), then PL_PLUGIN_PATH. */
   memset(&acc_plugin, 0, sizeof acc_plugin);
   acc_plugin.struct_size = sizeof acc_plugin;
   pg_plugin = acc_plugin;

@@ -148,7 +148,11 @@ TEST(EmbedC, BadInputExitsTwoNamingIt) {
       {{}, {{"WORLD_SIZE", "2"}, {"RANK", "2"}, {"MASTER_PORT", "29500"}}, "RANK='2' is not valid"},
       {{}, {{"WORLD_SIZE", "2"}, {"RANK", "1"}}, "MASTER_PORT is not set"},
       {{}, {{"MASTER_PORT", "70000"}}, "MASTER_PORT='70000' is not valid"},
-      {{}, {{"PL_PLUGIN_PATH", dir.path.string()}}, "built for plrt plugin ABI 2.3, newer than this runtime's major 1"},
+      {{"--plugin-path", dir.path.string()}, {}, "built for plrt plugin ABI 2.3, newer than this runtime's major 1"},
+      {{"--plugin-path", "/nonexistent-plrt-plugins"},
+       {},
+       "plugin folder '/nonexistent-plrt-plugins' (plugin_dirs[0], plrun --plugin-path) does not exist"},
+      {{"--plugin-path"}, {}, "--plugin-path needs a value"},
   };
   for (const auto& c : cases) {
     std::vector<std::string> argv{EMBED_C_PATH};
