@@ -15,6 +15,7 @@
 namespace pl {
 
 class Trainer;
+class Metric;
 
 enum class Reduce {
   Mean,
@@ -91,6 +92,11 @@ class LightningModule : public Module {
 
   // Lightning's self.log.  Outside a trainer it throws.
   void log(const std::string& name, double value, const LogOptions& options = {});
+  // A metric (metric.hpp) combined across every rank, logged as log(name, value, options) does
+  // (sync_dist needs not be set: the value is already every rank's), then reset, as Lightning does
+  // with a TorchMetrics object at the end of an epoch.  Collective: every rank calls it, from
+  // on_train_epoch_end / on_validation_epoch_end / on_test_epoch_end (not from a dp/ddp2 replica's step).
+  void log(const std::string& name, Metric& metric, const LogOptions& options = {});
   // The tensor from every rank (same shape everywhere), in rank order; {t} when alone.
   std::vector<Tensor> all_gather(const Tensor& t);
   std::vector<double> all_gather(double value);
