@@ -36,7 +36,9 @@ void LightningModule::log(const std::string& name, Metric& metric, const LogOpti
                                              "leave sync_dist false");
   const double value = metric.compute(CollectivesSync(trainer_->impl_->collectives()));
   metric.reset();
-  log(name, value, options);
+  LogOptions o = options;
+  o.batch_size = 1;  // one value of weight 1: the epoch mean stores it as computed (x·w/w may round)
+  log(name, value, o);
 }
 
 }  // namespace pl

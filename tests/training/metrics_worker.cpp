@@ -1,11 +1,14 @@
 // A rank of a job whose ranks see different amounts of validation data (their own shards, no
 // DistributedSampler): rank r has 3 + 4r rows, batches of 4, so both the batch counts and the last
 // batch sizes differ.  validation_step logs each row-mean of known values with every reduce_fx;
+// validation_step also updates a pl::MeanMetric and a pl::Accuracy (class ids from the values),
+// which on_validation_epoch_end logs with log(name, Metric&) (combined across ranks, then reset);
 // rank 0 writes callback_metrics as JSON to argv[1] so the test can compare them with the exact
 // answers.
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <plrt/sdk/torchmetrics.hpp>
 #include <plrt/sdk/trainer.hpp>
 
 namespace {
@@ -33,10 +36,26 @@ class Probe : public pl::LightningModule {
     log("max", mx, o);
     pl::LogOptions local;
     log("unsynced_mean", mean, local);
+    mean_metric_.update(batch.at(0));
+    // target: value mod 3, prediction: value mod 2 (ids of 3 classes)
+    std::vector<int64_t> target, pred;
+    for (double x : v) target.push_back(static_cast<int64_t>(x) % 3), pred.push_back(static_cast<int64_t>(x) % 2);
+    const int64_t k = static_cast<int64_t>(v.size());
+    accuracy_.update(pl::Tensor::from_vector(pred, {k}), pl::Tensor::from_vector(target, {k}));
+  }
+  void on_validation_epoch_end() override {
+    log("metric_mean", mean_metric_);
+    log("metric_accuracy", accuracy_);
+    if (mean_metric_.update_count() != 0 || accuracy_.update_count() != 0)
+      throw std::runtime_error("log(name, Metric&) did not reset the metric");
   }
   std::unique_ptr<pl::Optimizer> configure_optimizers() override {
     return std::make_unique<pl::SGD>(parameters(), pl::SgdOptions{});
   }
+
+ private:
+  pl::MeanMetric mean_metric_;
+  pl::Accuracy accuracy_{3};
 };
 
 }  // namespace

@@ -156,6 +156,7 @@ TEST(Training, SyncDistWithUnequalBatchesGivesTrueValues) {
     auto m = nlohmann::json::parse(in);
     // rank r holds rows r*100 + i for i < 3 + 4r, in batches of 4
     double total = 0, count = 0, sum_of_means = 0, mn = 1e300, mx = -1e300, rank0_mean = 0, rank0_w = 0;
+    int64_t correct = 0;
     for (int rank = 0; rank < world; ++rank) {
       int n = 3 + 4 * rank;
       for (int b = 0; b * 4 < n; ++b) {
@@ -166,6 +167,10 @@ TEST(Training, SyncDistWithUnequalBatchesGivesTrueValues) {
           s += v, mn = std::min(mn, v), mx = std::max(mx, v);
         }
         total += s, count += k, sum_of_means += s / k;
+        for (int i = b * 4; i < std::min(n, b * 4 + 4); ++i) {
+          const auto id = static_cast<int64_t>(rank * 100 + i);
+          correct += id % 3 == id % 2;
+        }
         if (rank == 0) rank0_mean += s, rank0_w += k;
       }
     }
@@ -174,6 +179,9 @@ TEST(Training, SyncDistWithUnequalBatchesGivesTrueValues) {
     EXPECT_DOUBLE_EQ(m.at("min").get<double>(), mn);
     EXPECT_DOUBLE_EQ(m.at("max").get<double>(), mx);
     EXPECT_DOUBLE_EQ(m.at("unsynced_mean").get<double>(), rank0_mean / rank0_w);
+    // log(name, Metric&) in on_validation_epoch_end: every rank's rows (pl::MeanMetric, pl::Accuracy)
+    EXPECT_NEAR(m.at("metric_mean").get<double>(), total / count, 1e-12) << "world " << world;
+    EXPECT_EQ(m.at("metric_accuracy").get<double>(), static_cast<double>(correct) / count) << "world " << world;
   }
 }
 
