@@ -126,6 +126,61 @@ TEST(TorchMetrics, ARankWithNoDataStillTakesPart) {
   });
 }
 
+// A metric of the user's own (as a TorchMetrics subclass would be): the range max - min of every
+// value seen, per column of two, on Max and Min states, plus a Cat state of its int64 counts.
+class Range : public pl::Metric {
+ public:
+  Range() : pl::Metric("Range") {
+    add_state("max", pl::StateReduce::Max, 2, -INFINITY);
+    add_state("min", pl::StateReduce::Min, 2, INFINITY);
+    add_int_state("counts", pl::StateReduce::Cat, 0, 0);
+  }
+  void update(const std::vector<double>& pairs) {
+    for (size_t i = 0; i < pairs.size(); ++i) {
+      state(0).f64[i % 2] = std::max(state(0).f64[i % 2], pairs[i]);
+      state(1).f64[i % 2] = std::min(state(1).f64[i % 2], pairs[i]);
+    }
+    state(2).i64.push_back(static_cast<int64_t>(pairs.size()));
+    count_update();
+  }
+
+ protected:
+  // column 0's range + 1000 * column 1's range + 1e6 * the number of updates on every rank
+  double compute_from(const std::vector<pl::MetricState>& s) const override {
+    return (s[0].f64[0] - s[1].f64[0]) + 1000 * (s[0].f64[1] - s[1].f64[1]) +
+           1e6 * static_cast<double>(s[2].i64.size());
+  }
+};
+
+TEST(TorchMetrics, MaxMinAndCatStatesOfAUserMetricCombineAcrossRanks) {
+  // rank r's pairs: (r - 1, 10 r), (2 r, -r); rank 2 updates twice
+  const double want = (4 - (-1)) + 1000 * (20 - (-2)) + 1e6 * 4;
+  run_ranks(3, [&](int r, const pl::ProcessGroup& pg) {
+    Range m;
+    m.update({r - 1.0, 10.0 * r, 2.0 * r, -1.0 * r});
+    if (r == 2) m.update({0, 0});
+    EXPECT_EQ(m.compute(pl::ProcessGroupSync(pg)), want) << "rank " << r;
+  });
+  Range alone;  // no sync: local
+  alone.update({1, 5, 3, 2});
+  EXPECT_EQ(alone.compute(), 2 + 1000 * 3 + 1e6);
+}
+
+TEST(TorchMetrics, Float32ScoresAndInt32IdsCountAsFloat64AndInt64) {
+  const Data d = make_data(64, 3, 3);
+  std::vector<float> f32(d.probs.begin(), d.probs.end());
+  std::vector<int32_t> t32(d.target.begin(), d.target.end());
+  pl::Accuracy a32(3), a64(3);
+  pl::AUROC u32(3), u64(3);
+  a32.update(pl::Tensor::from_vector(f32, {64, 3}), pl::Tensor::from_vector(t32, {64}));
+  a64.update(probs_rows(d, 0, 64), target_rows(d, 0, 64));
+  u32.update(pl::Tensor::from_vector(f32, {64, 3}), pl::Tensor::from_vector(t32, {64}));
+  u64.update(probs_rows(d, 0, 64), target_rows(d, 0, 64));
+  EXPECT_EQ(a32.compute(), a64.compute());
+  EXPECT_EQ(a32.compute(), ref_accuracy(d));
+  EXPECT_NEAR(u32.compute(), u64.compute(), 1e-6);  // float32 rounding may tie or untie scores
+}
+
 TEST(TorchMetrics, RanksWithDifferentMetricArgumentsAreRefusedByName) {
   run_ranks(2, [&](int r, const pl::ProcessGroup& pg) {
     pl::F1Score f1(r == 0 ? 3 : 4);
