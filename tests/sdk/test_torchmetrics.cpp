@@ -153,11 +153,12 @@ class Range : public pl::Metric {
 };
 
 TEST(TorchMetrics, MaxMinAndCatStatesOfAUserMetricCombineAcrossRanks) {
-  // rank r's pairs: (r - 1, 10 r), (2 r, -r); rank 2 updates twice
-  const double want = (4 - (-1)) + 1000 * (20 - (-2)) + 1e6 * 4;
+  // rank r's pairs: (r - 1, 50 on rank 1 else 10 r), (2 r, -r); rank 2 updates twice; each state's
+  // extremes come from different ranks (rank 0's min, rank 1's max, rank 2's), so no one rank's will do
+  const double want = (4 - (-1)) + 1000 * (50 - (-2)) + 1e6 * 4;
   run_ranks(3, [&](int r, const pl::ProcessGroup& pg) {
     Range m;
-    m.update({r - 1.0, 10.0 * r, 2.0 * r, -1.0 * r});
+    m.update({r - 1.0, r == 1 ? 50.0 : 10.0 * r, 2.0 * r, -1.0 * r});
     if (r == 2) m.update({0, 0});
     EXPECT_EQ(m.compute(pl::ProcessGroupSync(pg)), want) << "rank " << r;
   });
