@@ -22,8 +22,8 @@ std::vector<std::string> parse_logger_names(const std::string& text, const std::
                       (name.empty() ? std::string("an empty logger name") : "unknown logger '" + name + "'") +
                       "; valid: a comma-separated list of " + kValid);
     if (std::find(names.begin(), names.end(), name) != names.end())
-      throw Error(PL_ERR_INVALID_ARGUMENT,
-                  what + "='" + text + "' is not valid: '" + name + "' is named twice; valid: " + kValid);
+      throw Error(PL_ERR_INVALID_ARGUMENT, what + "='" + text + "' is not valid: '" + name +
+                                               "' is named twice; valid: a comma-separated list of " + kValid);
     names.push_back(name);
     if (end == std::string::npos) return names;
     begin = end + 1;

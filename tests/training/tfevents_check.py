@@ -124,8 +124,12 @@ def main():
     parts = name.split(".")  # events out tfevents <time> <host...> <pid> <n>
     if not (parts[3].isdigit() and parts[-1].isdigit() and parts[-2].isdigit()):
         problems.append("file name %s is not events.out.tfevents.<time>.<host>.<pid>.<n>" % name)
-    with open(os.path.join(folder, name), "rb") as f:
-        events = [event(r) for r in records(f.read())]
+    try:
+        with open(os.path.join(folder, name), "rb") as f:
+            events = [event(r) for r in records(f.read())]
+    except ValueError as e:
+        print("%s: %s" % (name, e), file=sys.stderr)
+        return 1
     now = time.time()
     if not events or events[0]["file_version"] != "brain.Event:2":
         problems.append("the first record is not file_version brain.Event:2")
