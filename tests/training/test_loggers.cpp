@@ -68,6 +68,25 @@ TEST(Loggers, TensorBoardHoldsWhatMetricsCsvHoldsUnderPlrunAtTwoRanks) {
   EXPECT_THAT(tampered.output, HasSubstr("CRC"));
 }
 
+// A resumed run keeps logging into the same version folder: metrics.csv continues, and a second
+// event file holds the later values (Lightning's TensorBoardLogger does the same).
+TEST(Loggers, AResumedRunAddsAnEventFileThatContinuesTheValues) {
+  TempDir dir;
+  const std::vector<std::string> a{"--logger", "csv,tensorboard", "--root-dir", dir.path.string()};
+  auto with = [&](std::vector<std::string> extra) {
+    extra.insert(extra.end(), a.begin(), a.end());
+    return plrun("ddp", 2, mlp_args(extra));
+  };
+  auto r = run(with({"--epochs", "1"}));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = run(with({"--epochs", "3", "--resume", "last"}));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const fs::path v0 = dir.path / "lightning_logs" / "version_0";
+  EXPECT_EQ(event_files(v0).size(), 2u);
+  auto c = check(v0, {{"trainer.max_epochs", 3}});
+  EXPECT_EQ(c.exit_code, 0) << c.output;
+}
+
 TEST(Loggers, CsvIsTheDefaultAndTheVariableOverridesTheFlag) {
   TempDir dir;
   auto r = run(mlp_args({"--accelerator", "cpu", "--epochs", "1", "--root-dir", dir.path.string()}));

@@ -116,32 +116,40 @@ def event(data):
 def main():
     folder, expected_hparams = sys.argv[1], json.loads(sys.argv[2])
     problems = []
-    files = sorted(f for f in os.listdir(folder) if f.startswith("events.out.tfevents."))
-    if len(files) != 1:
-        print("expected one event file in %s, found %s" % (folder, files), file=sys.stderr)
-        return 1
-    name = files[0]
-    parts = name.split(".")  # events out tfevents <time> <host...> <pid> <n>
-    if not (parts[3].isdigit() and parts[-1].isdigit() and parts[-2].isdigit()):
-        problems.append("file name %s is not events.out.tfevents.<time>.<host>.<pid>.<n>" % name)
-    try:
-        with open(os.path.join(folder, name), "rb") as f:
-            events = [event(r) for r in records(f.read())]
-    except ValueError as e:
-        print("%s: %s" % (name, e), file=sys.stderr)
+    # A resumed run adds a file beside the earlier run's (as Lightning's logger does): read them in
+    # the order they were made, each starting with its file_version record.
+    files = [f for f in os.listdir(folder) if f.startswith("events.out.tfevents.")]
+    if not files:
+        print("no event file in %s" % folder, file=sys.stderr)
         return 1
     now = time.time()
-    if not events or events[0]["file_version"] != "brain.Event:2":
-        problems.append("the first record is not file_version brain.Event:2")
+    read = []
+    for name in files:
+        parts = name.split(".")  # events out tfevents <time> <host...> <pid> <n>
+        if not (parts[3].isdigit() and parts[-1].isdigit() and parts[-2].isdigit()):
+            problems.append("file name %s is not events.out.tfevents.<time>.<host>.<pid>.<n>" % name)
+        try:
+            with open(os.path.join(folder, name), "rb") as f:
+                mine = [event(r) for r in records(f.read())]
+        except ValueError as e:
+            print("%s: %s" % (name, e), file=sys.stderr)
+            return 1
+        if not mine or mine[0]["file_version"] != "brain.Event:2":
+            problems.append("%s: the first record is not file_version brain.Event:2" % name)
+        elif abs(int(parts[3]) - mine[0]["wall_time"]) > 2:
+            problems.append("%s: the name's time is not the first wall time %f" % (name, mine[0]["wall_time"]))
+        read.append(mine)
+    read.sort(key=lambda mine: mine[0]["wall_time"] if mine else 0)
+    events = [e for mine in read for e in mine]
     times = [e["wall_time"] for e in events]
     if any(b < a for a, b in zip(times, times[1:])):
         problems.append("wall times go back: %s" % times)
     if not all(now - 600 < t <= now + 1 for t in times):
         problems.append("wall times not within the last 10 minutes: %s" % times[:3])
-    if abs(int(parts[3]) - times[0]) > 2:
-        problems.append("the file name's time %s is not the first wall time %f" % (parts[3], times[0]))
     got = []
-    for e in events[1:]:
+    for e in events:
+        if e["file_version"] is not None:
+            continue
         if len(e["values"]) != 1:
             problems.append("an event with %d values" % len(e["values"]))
         got += [(tag, e["step"], v) for tag, v in e["values"]]
