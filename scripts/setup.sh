@@ -21,6 +21,7 @@ packages=(
   python3                  # scripts/netem-cluster, bench/*.py
   openmpi-bin              # mpirun: tests/engines runs plrt-mlp under Open MPI (issue 14)
   python3-sklearn          # tests/sdk: the metrics checked against scikit-learn's (issue 17)
+  python3-yaml             # tests/training/tfevents_check.py reads hparams.yaml
   python3-torch            # torchrun: tests/engines runs plrt-mlp under torchrun; torch_load_check.py
   libtorch-dev             # samples/libtorch (a torch::nn CNN synchronised by plrt) and its DDP reference test
   slurm-wlm munge          # tests/slurm: a one-node SLURM cluster (slurmctld, slurmd, srun, sbatch; munged)

@@ -113,6 +113,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--gradient-clip-algorithm", topt.gradient_clip_algorithm, "norm or value")->capture_default_str();
   app.add_option("--root-dir", topt.default_root_dir, "Where lightning_logs/ goes")->capture_default_str();
+  app.add_option("--logger", topt.logger, "Loggers in lightning_logs/version_<n>/: csv, tensorboard (comma-separated)")
+      ->capture_default_str();
   bool no_checkpoint = false;
   app.add_flag("--no-checkpoint", no_checkpoint, "Write no checkpoint (by default checkpoints/last after every epoch)");
   app.add_option("--checkpoint-every-steps", topt.checkpoint_every_n_steps,

@@ -18,6 +18,19 @@ MlpClassifier::MlpClassifier(int64_t in_features, const std::vector<int64_t>& hi
   }
   relu_.resize(linear_.size() - 1);
   register_module("layers", layers_);
+  // Lightning's save_hyperparameters() in __init__: the constructor's arguments, in hparams.yaml.
+  std::string widths;
+  for (int64_t h : hidden) widths += (widths.empty() ? "" : ",") + std::to_string(h);
+  save_hyperparameters({{"in_features", static_cast<long long>(in_features)},
+                        {"hidden", widths.empty() ? "none" : widths},
+                        {"classes", static_cast<long long>(classes)},
+                        {"optimizer", optim_.name},
+                        {"lr", optim_.lr},
+                        {"momentum", optim_.momentum},
+                        {"nesterov", optim_.nesterov},
+                        {"weight_decay", optim_.weight_decay},
+                        {"warmup_steps", static_cast<long long>(optim_.warmup_steps)},
+                        {"whole_batch_loss", whole_batch_loss}});
 }
 
 pl::Tensor MlpClassifier::forward(const pl::Tensor& x) {

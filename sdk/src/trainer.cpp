@@ -258,7 +258,7 @@ void Trainer::Impl::fit_here(LightningModule& m, DataLoader& train, DataLoader* 
   if (interrupted && rank == 0)
     warn("SIGTERM: every rank stopped after step " + std::to_string(step) + "; checkpoint written to " + log_dir +
          "/checkpoints/last (resume from it)");
-  csv.flush();
+  loggers.flush();
 }
 
 // One epoch from the position the trainer is at (epoch_samples: a resumed checkpoint's, else 0).
@@ -320,7 +320,7 @@ void Trainer::Impl::train_epoch(DataLoader& train) {
       epoch_batches = b + 1;
       auto values = metrics.take_step_values();
       for (const auto& kv : values) callback[kv.first] = kv.second;
-      if (step % o.log_every_n_steps == 0 && !values.empty()) csv.add_row(epoch, step - 1, values);
+      if (step % o.log_every_n_steps == 0 && !values.empty()) loggers.add_row(epoch, step - 1, values);
       const StepAgreement next = agree_after_step();
       if (next.stop) {  // preempted: every rank stops after this same step
         interrupted = true;
@@ -357,8 +357,8 @@ std::map<std::string, double> Trainer::Impl::eval_loop(DataLoader& loader, bool 
 
 void Trainer::Impl::end_epoch_log(const std::map<std::string, double>& values, double steps_per_s) {
   for (const auto& kv : values) callback[kv.first] = kv.second;
-  csv.add_row(epoch, step > 0 ? step - 1 : 0, values);
-  csv.flush();
+  loggers.add_row(epoch, step > 0 ? step - 1 : 0, values);
+  loggers.flush();
   if (rank != 0 || !o.enable_progress) return;
   std::ostringstream os;
   os << "epoch " << epoch;

@@ -13,6 +13,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "loggers.hpp"
 #include "metrics.hpp"
 #include "strategy_handle.hpp"
 
@@ -107,7 +108,7 @@ struct Trainer::Impl {
   Tensor clip_sum;                    // f64 [1] on the gradients' device: clipping's sum of squares
   std::vector<PL_Tensor> clip_views;  // the ranges' gradient views at one step (kept for its capacity)
   plrt::sdk::MetricLog metrics;
-  plrt::sdk::CsvLog csv;
+  plrt::sdk::Loggers loggers;  // metrics.csv and TensorBoard (TrainerOptions::logger), rank 0's
   std::map<std::string, double> callback;
   int64_t epoch = 0, step = 0;
   // Where the trainer is inside `epoch` (saved in trainer.json, set by a checkpoint's load):
@@ -206,6 +207,7 @@ struct Trainer::Impl {
   // Rank 0 picks the log folder once: `continue_in` (a version folder whose metrics.csv keeps its
   // rows before step `keep_before`) or a new version_<n>.
   void open_log_dir(const std::string& continue_in, int64_t keep_before = 0);
+  void write_hparams() const;  // rank 0: <log_dir>/hparams.yaml (trainer_resume.cpp)
   // Rank 0 at fit's start: leftovers of interrupted writes whose process is gone, in the folders
   // fit writes to and the one it resumes from.
   void clean_leftovers(const std::string& resumed);

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <plrt/sdk/options.hpp>
 
+#include "loggers.hpp"
 #include "trainer_impl.hpp"
 
 namespace pl {
@@ -52,6 +53,10 @@ void Trainer::Impl::apply_env_overrides() {
   if (const char* v = std::getenv("PL_TRAINER_GRADIENT_CLIP_VAL"); v && *v)
     o.gradient_clip_val = parse_double("PL_TRAINER_GRADIENT_CLIP_VAL", v);
   str("PL_TRAINER_GRADIENT_CLIP_ALGORITHM", o.gradient_clip_algorithm);
+  if (const char* v = std::getenv("PL_TRAINER_LOGGER"); v && *v) {
+    plrt::sdk::parse_logger_names(v, "PL_TRAINER_LOGGER");  // names the variable when it is wrong
+    o.logger = v;
+  }
   if (const char* v = std::getenv("PL_TRAINER_CHECKPOINT_ON_SIGTERM"); v && *v) {
     const std::string t = v;
     if (t != "0" && t != "1")
@@ -92,6 +97,7 @@ void Trainer::Impl::check_options() const {
            " is not valid: it must be a finite number >= 0 (0: no clipping)");
   need(o.gradient_clip_algorithm == "norm" || o.gradient_clip_algorithm == "value",
        "gradient_clip_algorithm='" + o.gradient_clip_algorithm + "' is not valid; valid: norm, value");
+  plrt::sdk::parse_logger_names(o.logger, "logger");
   need(o.checkpoint_every_n_steps >= 0, "checkpoint_every_n_steps=" + std::to_string(o.checkpoint_every_n_steps) +
                                             " is not valid: it must be >= 0 (0: off)");
   need(std::isfinite(o.checkpoint_every_seconds) && o.checkpoint_every_seconds >= 0,

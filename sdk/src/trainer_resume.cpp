@@ -26,6 +26,7 @@
 #include <plrt/sdk/atomic_file.hpp>
 #include <tuple>
 
+#include "hparams_yaml.hpp"
 #include "trainer_impl.hpp"
 
 namespace pl {
@@ -166,14 +167,42 @@ void Trainer::Impl::open_log_dir(const std::string& continue_in, int64_t keep_be
     }
     fs::create_directories(log_dir, ec);
     if (ec) throw Error(PL_ERR_RUNTIME, "cannot create the log folder " + log_dir + ": " + ec.message());
+    loggers.configure(plrt::sdk::parse_logger_names(o.logger, "logger"));
     if (continue_in.empty())
-      csv.open(log_dir + "/metrics.csv");
+      loggers.open(log_dir);
     else
-      csv.open_existing(log_dir + "/metrics.csv", keep_before);
+      loggers.open_existing(log_dir, keep_before);
+    write_hparams();
   }
   rt->log(rank == 0 ? PL_LOG_INFO : PL_LOG_DEBUG,
           "trainer: " + job.strategy + " on " + job.accelerator + ", " + std::to_string(world) + " process(es), rank " +
               std::to_string(rank) + (log_dir.empty() ? "" : ", logs in " + log_dir));
+}
+
+// Lightning's hparams.yaml: the module's save_hyperparameters, and the knobs this trainer resolved
+// (after PL_TRAINER_* overrides and the job's resolution) under "trainer".
+void Trainer::Impl::write_hparams() const {
+  if (rank != 0 || log_dir.empty()) return;
+  HParams knobs{{"accelerator", job.accelerator},
+                {"strategy", job.strategy},
+                {"num_nodes", job.num_nodes},
+                {"devices_per_node", job.processes_per_node},
+                {"world_size", world},
+                {"precision", job.precision},
+                {"process_group_backend", job.process_group_backend},
+                {"max_epochs", static_cast<long long>(o.max_epochs)},
+                {"max_steps", static_cast<long long>(o.max_steps)},
+                {"accumulate_grad_batches", o.accumulate_grad_batches},
+                {"gradient_clip_val", o.gradient_clip_val},
+                {"gradient_clip_algorithm", o.gradient_clip_algorithm},
+                {"check_val_every_n_epoch", o.check_val_every_n_epoch},
+                {"log_every_n_steps", static_cast<long long>(o.log_every_n_steps)},
+                {"logger", o.logger},
+                {"default_root_dir", o.default_root_dir},
+                {"enable_checkpointing", o.enable_checkpointing},
+                {"use_distributed_sampler", o.use_distributed_sampler}};
+  if (o.seed) knobs.insert_or_assign("seed", static_cast<long long>(*o.seed));
+  write_file_atomic(log_dir + "/hparams.yaml", plrt::sdk::hparams_yaml(module ? module->hparams() : HParams{}, knobs));
 }
 
 void Trainer::Impl::clean_leftovers(const std::string& resumed) {

@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <plrt/sdk/data.hpp>
+#include <plrt/sdk/hparams.hpp>
 #include <plrt/sdk/module.hpp>
 #include <plrt/sdk/optim.hpp>
 #include <string>
@@ -101,6 +102,14 @@ class LightningModule : public Module {
   std::vector<Tensor> all_gather(const Tensor& t);
   std::vector<double> all_gather(double value);
 
+  // Lightning's save_hyperparameters: the module's hyperparameters (e.g. its constructor's
+  // arguments), merged into those saved so far (a name given again takes the new value).  Rank 0
+  // writes them to lightning_logs/version_<n>/hparams.yaml when the trainer opens its log folder,
+  // with the trainer's knobs under the key "trainer" (which is therefore not a valid name here).
+  // An empty name or "trainer" is an error naming it.
+  void save_hyperparameters(const HParams& hparams);
+  const HParams& hparams() const { return hparams_; }
+
   bool is_global_zero() const;
   int global_rank() const;
   int world_size() const;
@@ -111,6 +120,7 @@ class LightningModule : public Module {
  private:
   friend class Trainer;
   Trainer* trainer_ = nullptr;
+  HParams hparams_;
 };
 
 }  // namespace pl

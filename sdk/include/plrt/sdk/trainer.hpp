@@ -64,8 +64,15 @@ struct TrainerOptions {
   // PL_TRAINER_CHECKPOINT_EVERY_N_STEPS / PL_TRAINER_CHECKPOINT_EVERY_SECONDS override them.
   int64_t checkpoint_every_n_steps = 0;
   double checkpoint_every_seconds = 0;
-  bool enable_progress = true;           // rank 0 prints one line per epoch
-  int64_t log_every_n_steps = 50;        // step values reach the CSV every n steps
+  bool enable_progress = true;     // rank 0 prints one line per epoch
+  int64_t log_every_n_steps = 50;  // step values reach the loggers every n steps
+  // Lightning's logger: a comma-separated list of "csv" (lightning_logs/version_<n>/metrics.csv)
+  // and "tensorboard" (TensorBoard's events.out.tfevents.* beside it: every value metrics.csv gets,
+  // with the same step, plus "epoch"); rank 0 writes them, flushed at each epoch's end and when fit
+  // ends.  Either way rank 0 writes hparams.yaml there (LightningModule::save_hyperparameters and
+  // the trainer's knobs).  An unknown, empty or repeated name is an error naming the valid ones.
+  // PL_TRAINER_LOGGER overrides it.
+  std::string logger = "csv";
   std::chrono::milliseconds timeout{0};  // collectives and the store; 0: 30 minutes
   bool read_env = true;                  // apply PL_TRAINER_* overrides (plrun sets them)
   // Lightning's use_distributed_sampler: shard every loader across ranks with a DistributedSampler.
