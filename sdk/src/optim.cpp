@@ -64,6 +64,12 @@ void Optimizer::set_lr(double lr) {
 
 std::vector<std::pair<std::string, std::string>> Optimizer::hyperparameters() const { return {{"lr", num(lr_)}}; }
 
+double Optimizer::momentum() const {
+  throw Error(PL_ERR_UNSUPPORTED, name() + " has no momentum (SGD's momentum or Adam's beta1) to read or cycle");
+}
+
+void Optimizer::set_momentum(double) { (void)momentum(); }
+
 std::map<std::string, double> Optimizer::state_scalars() const {
   return {{"lr", lr_}, {"step", static_cast<double>(steps_)}};
 }
@@ -298,6 +304,19 @@ void SGD::load_state(const std::map<std::string, Tensor>& tensors, const std::ma
 }
 
 // ---- Adam / AdamW ----
+
+void SGD::set_momentum(double momentum) {
+  require(std::isfinite(momentum) && momentum >= 0, "SGD::set_momentum", "momentum", momentum,
+          "it must be finite and >= 0");
+  if (o_.nesterov && momentum <= 0)
+    throw Error(PL_ERR_INVALID_ARGUMENT, "SGD::set_momentum: nesterov needs momentum > 0 (got " + num(momentum) + ")");
+  o_.momentum = momentum;
+}
+
+void Adam::set_momentum(double beta1) {
+  require(beta1 >= 0 && beta1 < 1, name() + "::set_momentum", "beta1", beta1, "it must be in [0, 1)");
+  o_.beta1 = beta1;
+}
 
 Adam::Adam(std::vector<Parameter*> params, AdamOptions o, bool decoupled)
     : Optimizer(std::move(params), o.lr), o_(o), decoupled_(decoupled) {

@@ -217,6 +217,7 @@ void Trainer::Impl::fit_here(LightningModule& m, DataLoader& train, DataLoader* 
   use_optimizer(m.configure_optimizers());
   if (!from.empty()) load_checkpoint(from);
   bind_optimizer();
+  use_schedulers(m);  // after bind_optimizer: a strategy's lr_scale is in their base lr
   distribute(train, "train");
   if (val) distribute(*val, "validation");
   resume_position(train);
@@ -248,6 +249,7 @@ void Trainer::Impl::fit_here(LightningModule& m, DataLoader& train, DataLoader* 
     auto late = metrics.reduce_epoch(collectives());  // values logged in on_train_epoch_end
     values.insert(late.begin(), late.end());
     end_epoch_log(values, secs > 0 ? static_cast<double>(step - steps0) / secs : 0);
+    step_schedulers("epoch", epoch + 1, values);
     ++epoch;
     epoch_samples = epoch_batches = 0;
     if (o.enable_checkpointing) save_last();
@@ -314,6 +316,7 @@ void Trainer::Impl::train_epoch(DataLoader& train) {
     if (boundary) {
       optimizer_step();
       ++step;
+      step_schedulers("step", b + 1, {});
       samples_trained += window_samples;
       window_samples = 0;
       epoch_samples = train.position_after(j + 1);

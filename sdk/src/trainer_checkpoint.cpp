@@ -151,6 +151,7 @@ void Trainer::Impl::save_checkpoint(const std::string& path) {
   nlohmann::json metrics = nlohmann::json::object();
   for (const auto& [k, v] : callback) metrics[k] = v;
   j["callback_metrics"] = metrics;
+  j["lr_schedulers"] = schedulers_state();
   j["precision"] = precision.name;
   if (scaler) j["grad_scaler"] = {{"scale", scaler->scale()}, {"growth_tracker", scaler->growth_tracker()}};
   j["strategy_state"] = {{"has_state", sinfo.has_state != 0}, {"any_world_size", sinfo.any_world_size != 0}};
@@ -187,6 +188,7 @@ void Trainer::Impl::load_checkpoint(const std::string& path) {
   bool same_world = false, saved_state = false;
   std::map<std::string, double> saved_metrics;
   std::optional<std::pair<double, int64_t>> saved_scaler;
+  nlohmann::json sched;  // the learning-rate schedules' states: restored once they are made
   try {
     saved_epoch = j.at("epoch").get<int64_t>();
     saved_batches = j.at("batches_done").get<int64_t>();
@@ -209,6 +211,11 @@ void Trainer::Impl::load_checkpoint(const std::string& path) {
                            j.at("grad_scaler").at("growth_tracker").get<int64_t>());
     saved_state = j.contains("strategy_state") && j.at("strategy_state").value("has_state", false);
     layout = j.value("optimizer_files", std::string("single"));  // older checkpoints: one file
+    if (j.contains("lr_schedulers")) {  // older checkpoints: absent (no schedule state to restore)
+      sched = j.at("lr_schedulers");
+      for (const auto& e : sched)
+        (void)e.at("name").get<std::string>(), e.at("state").get<std::map<std::string, double>>();
+    }
   } catch (const nlohmann::json::exception& e) {
     throw Error(PL_ERR_INVALID_ARGUMENT,
                 "checkpoint " + path + "/trainer.json lacks a field or has a wrong type: " + e.what());
@@ -288,6 +295,7 @@ void Trainer::Impl::load_checkpoint(const std::string& path) {
          std::to_string(world) + ": per-rank random streams restart from the seed");
   }
   for (const auto& [k, v] : saved_metrics) callback[k] = v;
+  saved_schedulers = sched;
   // The loss scale continues where it was (a 32-true or bf16 checkpoint starts at the default).
   if (scaler && saved_scaler) scaler->load(saved_scaler->first, saved_scaler->second);
   info("resumed from " + path + " at epoch " + std::to_string(epoch) + ", step " + std::to_string(step));

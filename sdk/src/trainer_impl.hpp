@@ -5,6 +5,7 @@
 #include <chrono>
 #include <csignal>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <plrt/sdk/amp.hpp>
 #include <plrt/sdk/store.hpp>
@@ -92,6 +93,8 @@ struct Trainer::Impl {
   LightningModule* module = nullptr;   // the module fit/validate/test drives (set by attach)
   LightningModule* adopted = nullptr;  // the module whose trainer_ is this trainer
   std::unique_ptr<Optimizer> optimizer;
+  std::vector<LRSchedulerConfig> schedulers;  // configure_lr_schedulers' (trainer_schedulers.cpp)
+  nlohmann::json saved_schedulers;            // a checkpoint's, put into them once they are made
   // The ranges (optimizer indices) whose averaged gradients this rank holds at the accumulation
   // boundary and whose optimizer state it keeps: the strategy's owned_ranges when it shards (ABI
   // 1.5; `sharded` true: they partition the elements across ranks), else every parameter of the
@@ -199,6 +202,12 @@ struct Trainer::Impl {
   // trainer_checkpoint.cpp
   void save_checkpoint(const std::string& path);
   void load_checkpoint(const std::string& path);
+  // trainer_schedulers.cpp: configure_lr_schedulers' entries checked and a checkpoint's state put
+  // in; step_schedulers steps those of `interval` whose frequency divides `index` (the epoch's
+  // batch + 1, or the epoch + 1), a plateau one with its monitor from `values`.
+  void use_schedulers(LightningModule& m);
+  void step_schedulers(const std::string& interval, int64_t index, const std::map<std::string, double>& values);
+  nlohmann::json schedulers_state() const;
   // trainer_resume.cpp
   // fit's checkpoint: "" and "last" (or "" after a restart) resolved; rank 0 decides, the others are
   // told (a collective when "last").  check_resume_path: an explicit path's error, before any work.

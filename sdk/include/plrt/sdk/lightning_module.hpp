@@ -8,6 +8,7 @@
 #include <optional>
 #include <plrt/sdk/data.hpp>
 #include <plrt/sdk/hparams.hpp>
+#include <plrt/sdk/lr_scheduler.hpp>
 #include <plrt/sdk/module.hpp>
 #include <plrt/sdk/optim.hpp>
 #include <string>
@@ -48,6 +49,18 @@ struct ReplicaOutput {
   Tensor output_grad;      // two-phase steps: training_step_end sets d(loss)/d(output) here (any device)
 };
 
+// One learning-rate schedule and when the Trainer steps it (Lightning's lr_scheduler_config).
+// Exactly one of `scheduler` and `plateau`, made over the optimizer configure_lr_schedulers is given.
+struct LRSchedulerConfig {
+  std::shared_ptr<LRScheduler> scheduler;
+  std::shared_ptr<ReduceLROnPlateau> plateau;
+  std::string interval = "epoch";  // "epoch": after each training epoch (and its validation); "step":
+                                   // after each optimizer step
+  int64_t frequency = 1;           // >= 1: every `frequency` epochs, or batches of the epoch
+  std::string monitor;             // plateau: the logged value it watches (required), e.g. "val_loss"
+  bool strict = true;              // plateau: a monitor not logged is an error (false: warn, skip)
+};
+
 class LightningModule : public Module {
  public:
   // A module destroyed before its trainer unhooks itself from it (and the trainer's destructor
@@ -81,6 +94,12 @@ class LightningModule : public Module {
   virtual void validation_step(const Batch& batch, int64_t batch_idx) { (void)batch, (void)batch_idx; }
   virtual void test_step(const Batch& batch, int64_t batch_idx) { (void)batch, (void)batch_idx; }
   virtual std::unique_ptr<Optimizer> configure_optimizers() = 0;
+  // The learning-rate schedules of the optimizer configure_optimizers returned (Lightning's
+  // "lr_scheduler" entries of configure_optimizers' dict), made after it; none by default.
+  virtual std::vector<LRSchedulerConfig> configure_lr_schedulers(Optimizer& optimizer) {
+    (void)optimizer;
+    return {};
+  }
 
   virtual void on_fit_start() {}
   virtual void on_fit_end() {}

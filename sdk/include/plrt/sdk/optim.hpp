@@ -47,6 +47,11 @@ class Optimizer {
   void zero_grad();
   double lr() const { return lr_; }
   void set_lr(double lr);  // negative or non-finite throws
+  // The momentum a schedule may cycle (OneCycleLR): SGD's momentum, Adam's beta1 (PyTorch's
+  // `momentum` / `betas[0]`).  has_momentum() false: the rule has none (momentum() throws).
+  virtual bool has_momentum() const { return false; }
+  virtual double momentum() const;
+  virtual void set_momentum(double momentum);  // finite, in [0, 1) for beta1, >= 0 for SGD; else throws
   const std::vector<Parameter*>& params() const { return params_; }
   int64_t steps() const { return steps_; }
 
@@ -110,6 +115,9 @@ class SGD : public Optimizer {
  public:
   SGD(std::vector<Parameter*> params, SgdOptions options);
   std::string name() const override { return "SGD"; }
+  bool has_momentum() const override { return true; }
+  double momentum() const override { return o_.momentum; }
+  void set_momentum(double momentum) override;
   std::vector<std::pair<std::string, Tensor>> state_tensors() const override;
   std::map<std::string, double> state_scalars() const override;
   void load_state(const std::map<std::string, Tensor>& tensors, const std::map<std::string, double>& scalars) override;
@@ -133,6 +141,9 @@ class Adam : public Optimizer {
  public:
   Adam(std::vector<Parameter*> params, AdamOptions options, bool decoupled_weight_decay = false);
   std::string name() const override { return decoupled_ ? "AdamW" : "Adam"; }
+  bool has_momentum() const override { return true; }
+  double momentum() const override { return o_.beta1; }  // beta1
+  void set_momentum(double beta1) override;
   std::vector<std::pair<std::string, std::string>> hyperparameters() const override;
   std::vector<std::pair<std::string, Tensor>> state_tensors() const override;
   std::map<std::string, double> state_scalars() const override;
