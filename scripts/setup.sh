@@ -20,6 +20,7 @@ packages=(
   iproute2                 # ip netns, tc: scripts/netem-cluster and the multi-node tests (tests/cluster)
   python3                  # scripts/netem-cluster, bench/*.py
   openmpi-bin              # mpirun: tests/engines runs plrt-mlp under Open MPI (issue 14)
+  python3-sklearn          # scripts/get-digits: scikit-learn's bundled digits (1,797 8x8 images) for plrt-mlp --data
   python3-torch            # torchrun: tests/engines runs plrt-mlp under torchrun; torch_load_check.py
   libtorch-dev             # samples/libtorch (a torch::nn CNN synchronised by plrt) and its DDP reference test
   slurm-wlm munge          # tests/slurm: a one-node SLURM cluster (slurmctld, slurmd, srun, sbatch; munged)
