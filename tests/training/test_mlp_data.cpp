@@ -7,10 +7,13 @@
 //    accuracy (skipped, with a message, where python3 cannot import sklearn).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <cmath>
 #include <cstdlib>
+#include <iterator>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "training_support.hpp"
@@ -53,7 +56,8 @@ void write_inputs(const TempDir& dir, const Data& d) {
 
 // Softmax regression, mean cross entropy, plain SGD over `rows` in this order, batches of kBatch.
 std::vector<double> reference(const Data& d, const std::vector<int>& rows) {
-  std::vector<double> w(init_w().begin(), init_w().end()), b(init_b().begin(), init_b().end());
+  const std::vector<float> w0 = init_w(), b0 = init_b();
+  std::vector<double> w(w0.begin(), w0.end()), b(b0.begin(), b0.end());
   for (size_t s = 0; s < rows.size(); s += kBatch) {
     const size_t e = std::min(rows.size(), s + kBatch);
     std::vector<double> gw(w.size(), 0), gb(b.size(), 0);
@@ -203,20 +207,39 @@ TEST(MlpData, DigitsUnderDdpReachNinetyFivePercent) {
 
 namespace {
 
-// --epochs -1 is Lightning's max_epochs=-1: no limit (it was 1000 epochs); --max-steps stops it.
+// --epochs -1 is Lightning's max_epochs=-1: no limit (it stopped after 1000 epochs).  One step an
+// epoch; once metrics.csv shows epoch 1000 (the 1001st) the test stops it with SIGTERM.
 TEST(MlpData, EpochsMinusOneHasNoLimit) {
   TempDir dir;
-  auto r = run(mlp_args({"--accelerator",   "cpu",      "--strategy",       "single_device",
-                         "--devices",       "1",        "--samples",        "8",
-                         "--features",      "4",        "--hidden",         "none",
-                         "--classes",       "2",        "--heldout",        "0",
-                         "--batch-size",    "8",        "--epochs",         "-1",
-                         "--max-steps",     "1100",     "--no-checkpoint",  "--root-dir",
-                         dir.path.string(), "--report", dir / "report.json"}));
-  ASSERT_TRUE(r.ok()) << r.status() << "\n" << r.output.substr(0, 4000);
-  const auto j = report(dir / "report.json");
-  EXPECT_EQ(j.value("steps", 0), 1100) << "one step per epoch: more than 1000 epochs ran";
-  EXPECT_GE(j.value("epoch", 0), 1099);
+  plrt_test::ProcessSpec spec;
+  spec.argv = mlp_args({"--accelerator",   "cpu",        "--strategy",     "single_device",
+                        "--devices",       "1",          "--samples",      "8",
+                        "--features",      "4",          "--hidden",       "none",
+                        "--classes",       "2",          "--heldout",      "0",
+                        "--batch-size",    "8",          "--epochs",       "-1",
+                        "--no-checkpoint", "--root-dir", dir.path.string()});
+  spec.env = {{"PL_LOG_LEVEL", "warn"}};
+  spec.unset_env = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "PL_JOB_TOKEN"};
+  plrt_test::Job job({spec});
+  const std::string csv = dir / "lightning_logs/version_0/metrics.csv";
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(90);
+  bool past_1000 = false;
+  auto ended = [&] {  // a zombie: it exited by itself (the Job reaps it in wait)
+    std::ifstream stat("/proc/" + std::to_string(job.pid(0)) + "/stat");
+    std::string pid, comm, state;
+    stat >> pid >> comm >> state;
+    return !stat || state == "Z";
+  };
+  while (!past_1000 && !ended() && std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    std::ifstream in(csv);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    past_1000 = text.find("\n1000,") != std::string::npos;
+  }
+  job.signal(SIGTERM);
+  const auto r = job.wait().processes.at(0);
+  EXPECT_TRUE(past_1000) << "no epoch 1000 in " << csv << ": " << r.status() << "\n" << r.output;
+  EXPECT_FALSE(r.ok()) << "it ended by itself: " << r.output;
 }
 
 }  // namespace
