@@ -27,9 +27,16 @@ std::shared_ptr<pl::TensorDataset> take_rows(const pl::Tensor& x, const pl::Tens
   return std::make_shared<pl::TensorDataset>(std::vector<pl::Tensor>{xs, ys});
 }
 
-// round(N * fraction) rows, drawn from `seed`, are held out; both parts keep the file's order.
-// Fraction 0: the data as they are, in order, nothing held out.
-MlpData split(const pl::Tensor& x, const pl::Tensor& y, double fraction, uint64_t seed, int64_t classes) {
+// round(N * fraction) rows, drawn from `seed`, are held out.  File data keep the file's order in
+// both parts (fraction 0: the data as they are); the synthetic set, whose rows are drawn
+// independently anyway, takes both parts in the drawn order, as it always has (its numbers, and the
+// tests calibrated on them, stay the same).
+enum class RowOrder {
+  file,
+  drawn
+};
+MlpData split(const pl::Tensor& x, const pl::Tensor& y, double fraction, uint64_t seed, int64_t classes,
+              RowOrder row_order) {
   const int64_t n = x.size(0);
   if (!(fraction >= 0 && fraction < 1))
     throw pl::Error(PL_ERR_INVALID_ARGUMENT, "--heldout " + std::to_string(fraction) + " must be in [0, 1)");
@@ -39,17 +46,19 @@ MlpData split(const pl::Tensor& x, const pl::Tensor& y, double fraction, uint64_
     throw pl::Error(PL_ERR_INVALID_ARGUMENT, "no training samples left after holding out " + std::to_string(n_held) +
                                                  " of " + std::to_string(n) + " (--heldout " +
                                                  std::to_string(fraction) + ")");
-  std::vector<char> held(static_cast<size_t>(n), 0);
-  if (n_held > 0) {
-    std::vector<int64_t> order(static_cast<size_t>(n));
-    std::iota(order.begin(), order.end(), 0);
+  std::vector<int64_t> order(static_cast<size_t>(n));
+  std::iota(order.begin(), order.end(), 0);
+  if (n_held > 0 || row_order == RowOrder::drawn) {
     pl::Generator g(seed);
     for (int64_t i = n - 1; i > 0; --i)
       std::swap(order[static_cast<size_t>(i)], order[static_cast<size_t>(g.randint(0, i + 1))]);
-    for (int64_t i = 0; i < n_held; ++i) held[static_cast<size_t>(order[static_cast<size_t>(i)])] = 1;
   }
-  std::vector<int64_t> train_rows, held_rows;
-  for (int64_t r = 0; r < n; ++r) (held[static_cast<size_t>(r)] ? held_rows : train_rows).push_back(r);
+  std::vector<int64_t> train_rows(order.begin(), order.begin() + n_train),
+      held_rows(order.begin() + n_train, order.end());
+  if (row_order == RowOrder::file) {
+    std::sort(train_rows.begin(), train_rows.end());
+    std::sort(held_rows.begin(), held_rows.end());
+  }
   MlpData out;
   out.train = take_rows(x, y, train_rows);
   if (n_held > 0) out.heldout = take_rows(x, y, held_rows);
@@ -127,7 +136,7 @@ MlpData make_synthetic(const SyntheticSpec& s, double fraction) {
     for (int64_t j = 0; j < s.features; ++j) px[i * s.features + j] = c[j] + static_cast<float>(g.normal());
     py[i] = label;
   }
-  return split(x, y, fraction, s.seed + 1, s.classes);
+  return split(x, y, fraction, s.seed + 1, s.classes, RowOrder::drawn);
 }
 
 MlpData load_safetensors(const FileDataSpec& spec) {
@@ -142,7 +151,7 @@ MlpData load_safetensors(const FileDataSpec& spec) {
     throw pl::Error(PL_ERR_INVALID_ARGUMENT, "--data " + spec.path + ": every label is " +
                                                  std::to_string(train.max_label) +
                                                  "; a classifier needs at least 2 classes (labels 0..C-1, C >= 2)");
-  if (!val) return split(train.x, train.y, spec.heldout_fraction, spec.split_seed, classes);
+  if (!val) return split(train.x, train.y, spec.heldout_fraction, spec.split_seed, classes, RowOrder::file);
   if (val->x.size(1) != train.x.size(1))
     throw pl::Error(PL_ERR_INVALID_ARGUMENT, "--val-data " + spec.val_path + ": x has " +
                                                  std::to_string(val->x.size(1)) + " features; --data " + spec.path +
@@ -152,7 +161,7 @@ MlpData load_safetensors(const FileDataSpec& spec) {
                                                  std::to_string(val->max_label) + " but --data " + spec.path + " has " +
                                                  std::to_string(classes) + " classes (0.." +
                                                  std::to_string(classes - 1) + "); give --classes C for both");
-  MlpData out = split(train.x, train.y, 0, 0, classes);
+  MlpData out = split(train.x, train.y, 0, 0, classes, RowOrder::file);
   std::vector<int64_t> rows(static_cast<size_t>(val->x.size(0)));
   std::iota(rows.begin(), rows.end(), 0);
   out.heldout = take_rows(val->x, val->y, rows);
