@@ -20,7 +20,7 @@ packages=(
   iproute2                 # ip netns, tc: scripts/netem-cluster and the multi-node tests (tests/cluster)
   python3                  # scripts/netem-cluster, bench/*.py
   openmpi-bin              # mpirun: tests/engines runs plrt-mlp under Open MPI (issue 14)
-  python3-sklearn          # tests/sdk: the metrics checked against scikit-learn's (issue 17)
+  python3-sklearn          # scripts/get-digits (the bundled digits for plrt-mlp --data); tests/sdk: metrics vs scikit-learn's
   python3-yaml             # tests/training/tfevents_check.py reads hparams.yaml
   python3-torch            # torchrun: tests/engines runs plrt-mlp under torchrun; torch_load_check.py
   libtorch-dev             # samples/libtorch (a torch::nn CNN synchronised by plrt) and its DDP reference test

@@ -2,6 +2,7 @@
 //
 //   plrun --strategy ddp --devices 2 -- plrt-mlp --epochs 5
 //   plrt-mlp --strategy ddp_spawn --devices 2 --data mnist.safetensors --save mlp.safetensors
+//   plrun --strategy ddp --devices 2 -- plrt-mlp --data digits.safetensors --val-data digits-val.safetensors
 //   plrt-mlp --strategy dp --devices 2 --precision bf16-mixed
 //   plrun --strategy ddp --devices 2 -- plrt-mlp --strategy-option bucket_cap_mb=0.5
 //   plrun --max-restarts 3 ... -- plrt-mlp --checkpoint-every-steps 100   (a restart resumes from 'last')
@@ -9,9 +10,13 @@
 // Exit codes (pl::exit_code_for, plrt/sdk/exit_code.hpp): 0 success, 2 bad input (a flag CLI11
 // refuses, a bad value, a strategy or plugin not found or of another ABI; the error on stderr), 143
 // when stopped by SIGTERM with a checkpoint, 1 anything else.
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
+#include <cerrno>
 #include <chrono>
 #include <csignal>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -44,24 +49,55 @@ std::vector<int64_t> parse_hidden(const std::string& text) {
   return out;
 }
 
+// --seed: an integer 0..2^64-1 (CLI11 would wrap -1 to 2^64-1 and saturate a longer number).
+uint64_t parse_seed(const std::string& text) {
+  errno = 0;
+  char* end = nullptr;
+  const unsigned long long v = std::strtoull(text.c_str(), &end, 10);
+  if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos || *end != '\0' || errno == ERANGE)
+    throw pl::Error(PL_ERR_INVALID_ARGUMENT,
+                    "--seed '" + text + "' is not valid: it must be an integer 0..18446744073709551615");
+  return v;
+}
+
+// An output file of --save / --report, checked before training so that a bad path loses no work:
+// its folder must exist and be writable, and the path must not be a folder.
+void check_output_path(const char* flag, const std::string& path) {
+  namespace fs = std::filesystem;
+  if (path.empty()) return;
+  std::error_code ec;
+  if (fs::is_directory(path, ec))
+    throw pl::Error(PL_ERR_INVALID_ARGUMENT, std::string(flag) + " " + path + " is a folder; give a file path");
+  const fs::path parent = fs::path(path).parent_path().empty() ? fs::path(".") : fs::path(path).parent_path();
+  if (!fs::is_directory(parent, ec))
+    throw pl::Error(PL_ERR_INVALID_ARGUMENT, std::string(flag) + " " + path + ": the folder " + parent.string() +
+                                                 " does not exist; create it first or give another path");
+  if (::access(parent.c_str(), W_OK) != 0)
+    throw pl::Error(PL_ERR_INVALID_ARGUMENT,
+                    std::string(flag) + " " + path + ": the folder " + parent.string() + " is not writable");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app("plrt-mlp: an MLP classifier trained with plrt (Lightning's Trainer for C++)", "plrt-mlp");
-  std::string data, init, save, report, hidden = "256,128", optimizer = "sgd", resume;
+  std::string data, val_data, init, save, report, hidden = "256,128", optimizer = "sgd", resume;
   int64_t epochs = 5, batch_size = 64, max_steps = -1;
   double lr = 0.05, momentum = 0.9, heldout = 0.125, weight_decay = -1;
   int64_t warmup_steps = 100;
   bool nesterov = false;
-  uint64_t seed = 42;
+  std::string seed_text = "42";
   bool no_shuffle = false;
   SyntheticSpec synth;
   pl::TrainerOptions topt;
   std::string devices = "auto";
   app.add_option("--data", data,
-                 "safetensors file with x (F32 [N, D]) and y (I64 [N]); default: built-in synthetic data");
+                 "safetensors file with x (F32 [N, D]) and y (I64 [N]), trained on in file order (with "
+                 "--no-shuffle); default: built-in synthetic data");
+  app.add_option("--val-data", val_data,
+                 "safetensors file of validation data (as --data's), instead of a held-out part of --data");
   app.add_option("--hidden", hidden, "Hidden layer widths, e.g. 256,128 (or none)")->capture_default_str();
-  app.add_option("--epochs", epochs, "Training epochs")->capture_default_str();
+  app.add_option("--epochs", epochs, "Training epochs (-1: no limit; stop with --max-steps)")->capture_default_str();
   app.add_option("--max-steps", max_steps, "Stop after this many optimizer steps (-1: no limit)")
       ->capture_default_str();
   app.add_option("--batch-size", batch_size, "Samples per batch and process")->capture_default_str();
@@ -76,7 +112,7 @@ int main(int argc, char** argv) {
   app.add_flag("--nesterov", nesterov, "SGD: Nesterov momentum");
   app.add_option("--weight-decay", weight_decay, "Weight decay (default: the optimizer's, 0; AdamW 0.01)")
       ->check(CLI::NonNegativeNumber);
-  app.add_option("--seed", seed, "seed_everything's seed")->capture_default_str();
+  app.add_option("--seed", seed_text, "seed_everything's seed (0..2^64-1)")->capture_default_str();
   double timeout_s = 0;
   app.add_option("--timeout", timeout_s, "Seconds the store connection and each collective may take (0: the default)")
       ->check(CLI::NonNegativeNumber)
@@ -87,10 +123,16 @@ int main(int argc, char** argv) {
   app.add_option("--resume", resume,
                  "Resume from a checkpoint folder, or 'last': the newest under <root-dir>/lightning_logs (a "
                  "restarted worker, PL_RESTART_COUNT > 0, resumes from 'last' without it)");
-  app.add_option("--heldout", heldout, "Fraction of the data held out for validation")->capture_default_str();
+  app.add_option("--heldout", heldout,
+                 "Fraction of the data held out for validation, rows drawn from --seed; both parts keep the "
+                 "file's order (0: train on the data as they are; --val-data: default 0)")
+      ->capture_default_str();
   app.add_option("--samples", synth.samples, "Synthetic data: samples")->capture_default_str();
   app.add_option("--features", synth.features, "Synthetic data: features")->capture_default_str();
-  app.add_option("--classes", synth.classes, "Synthetic data: classes")->capture_default_str();
+  app.add_option("--classes", synth.classes,
+                 "Classes (synthetic data; with --data: labels must be below it, default max label + 1, at most " +
+                     std::to_string(kMaxInferredClasses) + ")")
+      ->capture_default_str();
   app.add_option("--accelerator", topt.accelerator, "cpu, cuda, auto")->capture_default_str();
   app.add_option("--devices", devices, "Lightning's devices (cpu: processes)")->capture_default_str();
   app.add_option("--strategy", topt.strategy, "auto, ddp, ddp_spawn, dp, ddp2, single_device, ...")
@@ -139,8 +181,15 @@ int main(int argc, char** argv) {
       pl::set_option(topt.strategy_options, key, value);
     }
     topt.devices = pl::Devices::from_text(devices);
+    if (epochs < -1)
+      throw pl::Error(PL_ERR_INVALID_ARGUMENT,
+                      "--epochs " + std::to_string(epochs) + " is not valid: use -1 (no limit) or >= 0");
+    if (max_steps < -1)
+      throw pl::Error(PL_ERR_INVALID_ARGUMENT,
+                      "--max-steps " + std::to_string(max_steps) + " is not valid: use -1 (no limit) or >= 0");
     topt.max_epochs = epochs;
     topt.max_steps = max_steps;
+    const uint64_t seed = parse_seed(seed_text);
     topt.seed = seed;
     topt.timeout = std::chrono::milliseconds(static_cast<long long>(timeout_s * 1000));
     topt.enable_checkpointing = !no_checkpoint;
@@ -159,8 +208,18 @@ int main(int argc, char** argv) {
       if (clip_val.empty() || *end != '\0')
         throw pl::Error(PL_ERR_INVALID_ARGUMENT, "--gradient-clip-val '" + clip_val + "' is not a number");
     }
+    if (app.count("--classes") && synth.classes < 2)
+      throw pl::Error(PL_ERR_INVALID_ARGUMENT,
+                      "--classes " + std::to_string(synth.classes) + " is not valid: a classifier needs >= 2");
+    if (!val_data.empty() && data.empty())
+      throw pl::Error(PL_ERR_INVALID_ARGUMENT, "--val-data " + val_data + " needs --data (the training file)");
+    check_output_path("--save", save);
+    check_output_path("--report", report);
+    // The data before the Trainer: a bad file is bad input, found before any work.
+    FileDataSpec file{data, val_data, app.count("--heldout") || val_data.empty() ? heldout : 0.0, seed,
+                      app.count("--classes") ? synth.classes : 0};
+    MlpData d = data.empty() ? make_synthetic(synth, heldout) : load_safetensors(file);
     pl::Trainer trainer(topt);  // seeds everything first: the model's initial weights follow --seed
-    MlpData d = data.empty() ? make_synthetic(synth, heldout) : load_safetensors(data, heldout, seed);
     MlpClassifier model(d.features, parse_hidden(hidden), d.classes,
                         {optimizer, lr, momentum, nesterov, weight_decay, warmup_steps}, whole_batch_loss);
     if (!init.empty()) model.load_state_dict(pl::safetensors::load(init).tensors, true);
@@ -185,10 +244,11 @@ int main(int argc, char** argv) {
 
     if (trainer.is_global_zero()) {
       const auto& m = trainer.callback_metrics();
-      auto get = [&](const char* k) { return m.count(k) ? m.at(k) : std::nan(""); };
-      std::printf("plrt-mlp: %lld steps in %.2f s (%.1f steps/s); held-out accuracy %.4f, loss %.4f\n",
-                  static_cast<long long>(trainer.global_step()), secs,
-                  static_cast<double>(trainer.global_step()) / secs, get("val_acc"), get("val_loss"));
+      char held[96] = "no validation ran (no held-out data, or no epoch finished)";
+      if (m.count("val_acc") && m.count("val_loss"))
+        std::snprintf(held, sizeof held, "held-out accuracy %.4f, loss %.4f", m.at("val_acc"), m.at("val_loss"));
+      std::printf("plrt-mlp: %lld steps in %.2f s (%.1f steps/s); %s\n", static_cast<long long>(trainer.global_step()),
+                  secs, static_cast<double>(trainer.global_step()) / secs, held);
       if (!save.empty()) {
         pl::safetensors::save(save, model.state_dict(), {{"format", "pt"}});
         std::printf("plrt-mlp: weights written to %s\n", save.c_str());
@@ -221,7 +281,9 @@ int main(int argc, char** argv) {
           } catch (const pl::Error&) {
           }
         }
-        std::ofstream(report) << j.dump(2) << "\n";
+        std::ofstream out(report);
+        out << j.dump(2) << "\n";
+        if (!out.flush()) throw pl::Error(PL_ERR_RUNTIME, "--report " + report + ": could not write the file");
       }
     }
     return 0;

@@ -225,8 +225,8 @@ void Trainer::Impl::fit_here(LightningModule& m, DataLoader& train, DataLoader* 
   report_resume();
   last_checkpoint = std::chrono::steady_clock::now();
   reset_agreement();
-  int64_t max_epochs = o.max_epochs;
-  if (max_epochs < 0) max_epochs = o.max_steps < 0 ? 1000 : INT64_MAX;
+  int64_t max_epochs = o.max_epochs.value_or(o.max_steps < 0 ? 1000 : -1);  // Lightning's None
+  if (max_epochs < 0) max_epochs = INT64_MAX;
   m.on_fit_start();
   interrupted = false;
   sigterm_watch.emplace(watch_sigterm());
@@ -365,7 +365,7 @@ void Trainer::Impl::end_epoch_log(const std::map<std::string, double>& values, d
   if (rank != 0 || !o.enable_progress) return;
   std::ostringstream os;
   os << "epoch " << epoch;
-  if (o.max_epochs > 0) os << "/" << o.max_epochs - 1;
+  if (o.max_epochs.value_or(0) > 0) os << "/" << *o.max_epochs - 1;
   for (const auto& kv : values) os << "  " << kv.first << "=" << fmt(kv.second);
   os << "  [" << step << " steps, " << fmt(steps_per_s) << " steps/s]";
   info(os.str());

@@ -225,15 +225,18 @@ void Trainer::Impl::load_checkpoint(const std::string& path) {
                                              "'; valid: single (optimizer.safetensors), per_rank "
                                              "(optimizer.rank<r>.safetensors for r < world_size), local (each "
                                              "rank's whole state in optimizer.rank<r>.safetensors)");
+  if (saved_epoch < 0)
+    throw Error(PL_ERR_INVALID_ARGUMENT, "checkpoint " + path + "/trainer.json has epoch " +
+                                             std::to_string(saved_epoch) + "; valid: an epoch number >= 0");
   if (saved_batches < 0 || saved_step < 0 || saved_trained < 0)
     throw Error(PL_ERR_INVALID_ARGUMENT, "checkpoint " + path + "/trainer.json has a negative batches_done (" +
                                              std::to_string(j.value("batches_done", int64_t{0})) + "), samples_done (" +
                                              std::to_string(saved_samples) + "), global_step (" +
                                              std::to_string(saved_step) + ") or samples_trained (" +
                                              std::to_string(saved_trained) + ")");
-  if (layout != "single" && saved_world < 1)
+  if (saved_world < 1)
     throw Error(PL_ERR_INVALID_ARGUMENT, "checkpoint " + path + "/trainer.json has world_size " +
-                                             std::to_string(saved_world) + "; per_rank optimizer files need >= 1");
+                                             std::to_string(saved_world) + "; valid: the process count, >= 1");
   auto model = safetensors::load(path + "/model.safetensors");
   // The optimizer state this rank keeps.  One file and an optimizer that every rank holds whole:
   // as saved (a strategy's partial ranges included).  Otherwise (this rank keeps a shard, or the

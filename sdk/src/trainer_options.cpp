@@ -46,7 +46,8 @@ void Trainer::Impl::apply_env_overrides() {
   i64("PL_TRAINER_NUM_NODES", o.num_nodes, 1);
   str("PL_TRAINER_PRECISION", o.precision);
   str("PL_TRAINER_PROCESS_GROUP_BACKEND", o.process_group_backend);
-  i64("PL_TRAINER_MAX_EPOCHS", o.max_epochs, -1);
+  if (const char* v = std::getenv("PL_TRAINER_MAX_EPOCHS"); v && *v)
+    o.max_epochs = parse_int("PL_TRAINER_MAX_EPOCHS", v, -1);
   i64("PL_TRAINER_MAX_STEPS", o.max_steps, -1);
   i64("PL_TRAINER_ACCUMULATE_GRAD_BATCHES", o.accumulate_grad_batches, 1);
   i64("PL_TRAINER_CHECK_VAL_EVERY_N_EPOCH", o.check_val_every_n_epoch, 1);
@@ -84,7 +85,8 @@ void Trainer::Impl::check_options() const {
   auto need = [](bool ok, const std::string& what) {
     if (!ok) throw Error(PL_ERR_INVALID_ARGUMENT, what);
   };
-  need(o.max_epochs >= -1, "max_epochs=" + std::to_string(o.max_epochs) + " is not valid: use -1 (no limit) or >= 0");
+  need(o.max_epochs.value_or(-1) >= -1,
+       "max_epochs=" + std::to_string(o.max_epochs.value_or(-1)) + " is not valid: use -1 (no limit) or >= 0");
   need(o.max_steps >= -1, "max_steps=" + std::to_string(o.max_steps) + " is not valid: use -1 (no limit) or >= 0");
   need(o.accumulate_grad_batches >= 1,
        "accumulate_grad_batches=" + std::to_string(o.accumulate_grad_batches) + " is not valid: it must be >= 1");

@@ -230,6 +230,14 @@ void Trainer::Impl::clean_leftovers(const std::string& resumed) {
 
 void Trainer::Impl::resume_position(DataLoader& train) {
   const int64_t n = train.dataset().size();
+  // Every batch takes at least one sample: no epoch has more batches than samples, whatever the
+  // batch size and world size it was saved with.
+  if (!resumed_from.empty() && epoch_batches > n)
+    throw Error(PL_ERR_INVALID_ARGUMENT, "checkpoint " + resumed_from + " resumes epoch " + std::to_string(epoch) +
+                                             " after batches_done " + std::to_string(epoch_batches) +
+                                             " but an epoch of the " + std::to_string(n) +
+                                             " training samples has at most " + std::to_string(n) +
+                                             " batches: resume with the data it was saved with");
   if (legacy_batches >= 0) {  // a checkpoint without samples_done: its world size's batches of this batch size
     const int64_t per = train.options().batch_size * (train.distributed() ? std::max(legacy_world, 1) : 1);
     epoch_samples = std::min(n, legacy_batches * per);

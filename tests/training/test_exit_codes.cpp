@@ -26,6 +26,17 @@ struct BadInput {
 
 std::string broken_dir(const std::string& variant) { return std::string(PLRT_TEST_BROKEN_DIR) + "/" + variant; }
 
+// A --data file of n rows of d features, labels 0, 1, 0, 1, ... except row `row`, which is `label`.
+std::string data_file(const std::string& root, const std::string& name, int64_t n, int64_t d, int64_t row,
+                      int64_t label) {
+  std::vector<float> x(static_cast<size_t>(n * d), 0.5f);
+  std::vector<int64_t> y;
+  for (int64_t i = 0; i < n; ++i) y.push_back(i == row ? label : i % 2);
+  const std::string path = root + "/" + name + ".safetensors";
+  pl::safetensors::save(path, {{"x", pl::Tensor::from_vector(x, {n, d})}, {"y", pl::Tensor::from_vector(y, {n})}});
+  return path;
+}
+
 std::vector<BadInput> bad_inputs(const std::string& root) {
   const std::vector<std::string> cpu = {"--accelerator", "cpu", "--root-dir", root};
   auto with = [&](std::vector<std::string> a) {
@@ -52,6 +63,31 @@ std::vector<BadInput> bad_inputs(const std::string& root) {
        with({"--strategy", "small_table"}),
        "small_table.so: PL_StrategyApi table is 16 bytes",
        {{"PL_PLUGIN_PATH", broken_dir("small_table")}}},
+      // issue 17: values that were taken silently, or failed only after training
+      {"negative seed", with({"--seed", "-1"}), "--seed '-1' is not valid: it must be an integer 0..", {}},
+      {"seed past 2^64", with({"--seed", "12345678901234567890123"}), "--seed '12345678901234567890123'", {}},
+      {"epochs below -1", with({"--epochs", "-2"}), "--epochs -2 is not valid: use -1 (no limit) or >= 0", {}},
+      {"--save into a missing folder",
+       with({"--save", root + "/no/such/w.safetensors"}),
+       "/no/such does not exist",
+       {}},
+      {"--report into a missing folder", with({"--report", root + "/gone/r.json"}), "/gone does not exist", {}},
+      {"--report is a folder", with({"--report", root}), "is a folder; give a file path", {}},
+      {"a label of 5,000,000",
+       with({"--data", data_file(root, "huge_label", 8, 4, 3, 5000000)}),
+       "y[3] (row 3) = 5000000 is not a valid label: labels must be 0..65535",
+       {}},
+      {"a label >= --classes",
+       with({"--data", data_file(root, "over_classes", 8, 4, 6, 7), "--classes", "5"}),
+       "y[6] (row 6) = 7 is not a valid label: labels must be 0..4 (--classes 5)",
+       {}},
+      {"an empty dataset", with({"--data", data_file(root, "empty", 0, 4, -1, 0)}), "an empty dataset", {}},
+      {"--val-data of other features",
+       with({"--data", data_file(root, "four", 8, 4, -1, 0), "--val-data", data_file(root, "five", 8, 5, -1, 0)}),
+       "x has 5 features",
+       {}},
+      {"--val-data without --data", with({"--val-data", root + "/v.safetensors"}), "needs --data", {}},
+      {"--classes 1", with({"--classes", "1"}), "--classes 1 is not valid", {}},
   };
 }
 
@@ -105,4 +141,42 @@ TEST(ExitCodes, APeerThatNeverComesIsAFailureNotBadInput) {
                 {"PL_JOB_TOKEN", plrt_test::random_token()}});
   EXPECT_EQ(r.exit_code, 1) << r.status() << "\n" << r.output;
   EXPECT_THAT(r.output, HasSubstr("plrt-mlp: error: "));
+}
+
+// A checkpoint's trainer.json with values no run writes: --resume refuses it with 2, naming the
+// field, before training (issue 17: a negative epoch, batches_done past the epoch, world_size 0).
+TEST(ExitCodes, ResumeRefusesTrainerJsonOutOfRange) {
+  TempDir dir;
+  const std::vector<std::string> base{"--accelerator", "cpu", "--strategy", "single_device",
+                                      "--devices",     "1",   "--samples",  "240",
+                                      "--heldout",     "0",   "--root-dir", dir.path.string()};
+  auto args = base;
+  args.insert(args.end(), {"--epochs", "1"});
+  auto first = run(mlp_args(args));
+  ASSERT_TRUE(first.ok()) << first.status() << "\n" << first.output;
+  const fs::path ckpt = dir.path / "lightning_logs" / "version_0" / "checkpoints" / "last";
+  ASSERT_TRUE(fs::exists(ckpt / "trainer.json"));
+  nlohmann::json saved;
+  std::ifstream(ckpt / "trainer.json") >> saved;
+  const struct {
+    const char* field;
+    int64_t value;
+    std::string says;
+  } cases[] = {
+      {"epoch", -1, "has epoch -1; valid: an epoch number >= 0"},
+      {"global_step", -3, "global_step (-3)"},
+      {"batches_done", 1000000000, "after batches_done 1000000000 but an epoch of the 240 training samples"},
+      {"world_size", 0, "has world_size 0; valid: the process count, >= 1"},
+  };
+  for (const auto& c : cases) {
+    auto j = saved;
+    j[c.field] = c.value;
+    std::ofstream(ckpt / "trainer.json") << j.dump(2);
+    auto resume = base;
+    resume.insert(resume.end(), {"--epochs", "3", "--resume", ckpt.string()});
+    auto r = run(mlp_args(resume));
+    EXPECT_EQ(r.exit_code, 2) << c.field << ": " << r.status() << "\n" << r.output;
+    EXPECT_THAT(r.output, HasSubstr(c.says)) << c.field;
+    EXPECT_THAT(r.output, Not(HasSubstr("steps in"))) << c.field << ": it trained";
+  }
 }

@@ -32,10 +32,18 @@ struct TempDir {
   std::string operator/(const std::string& name) const { return (path / name).string(); }
 };
 
-// A small problem so that every run takes well under a second of compute.
+// A small problem so that every run takes well under a second of compute.  A flag of `extra`
+// replaces the default of the same name (plrt-mlp refuses a flag given twice); with --data the
+// synthetic set's --features, --samples and --classes are left out.
 inline std::vector<std::string> mlp_args(const std::vector<std::string>& extra) {
-  std::vector<std::string> a{MLP_PATH,    "--features", "24",           "--hidden", "16,12", "--classes", "5",
-                             "--samples", "2400",       "--no-shuffle", "--seed",   "7",     "--lr",      "0.05"};
+  const std::vector<std::pair<std::string, std::string>> defaults{{"--features", "24"}, {"--hidden", "16,12"},
+                                                                  {"--classes", "5"},   {"--samples", "2400"},
+                                                                  {"--seed", "7"},      {"--lr", "0.05"}};
+  std::vector<std::string> a{MLP_PATH, "--no-shuffle"};
+  auto given = [&](const std::string& flag) { return std::find(extra.begin(), extra.end(), flag) != extra.end(); };
+  for (const auto& [flag, value] : defaults)
+    if (!given(flag) && !(given("--data") && (flag == "--features" || flag == "--samples" || flag == "--classes")))
+      a.insert(a.end(), {flag, value});
   a.insert(a.end(), extra.begin(), extra.end());
   return a;
 }

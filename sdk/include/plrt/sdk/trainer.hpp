@@ -28,7 +28,7 @@ struct TrainerOptions {
   std::string precision = "32-true";   // 32-true, 16-mixed, bf16-mixed (or 32, 16, bf16)
   amp::GradScalerOptions grad_scaler;  // 16-mixed's dynamic loss scale (torch's defaults)
   std::string process_group_backend;   // empty: nccl on cuda, gloo otherwise
-  int64_t max_epochs = -1;             // -1 and max_steps -1: 1000 epochs, as Lightning
+  std::optional<int64_t> max_epochs;   // unset: 1000 if max_steps is -1, else no limit (Lightning); -1: no limit
   int64_t max_steps = -1;              // optimizer steps; -1: no limit
   int accumulate_grad_batches = 1;
   // Lightning's gradient clipping, at every optimizer step (after 16-mixed's unscale; not on a step
