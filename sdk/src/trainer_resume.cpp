@@ -190,7 +190,10 @@ void Trainer::Impl::write_hparams() const {
                 {"world_size", world},
                 {"precision", job.precision},
                 {"process_group_backend", job.process_group_backend},
-                {"max_epochs", static_cast<long long>(o.max_epochs)},
+                // unset: Lightning's None, i.e. 1000 epochs without max_steps, else no limit (-1)
+                {"max_epochs", static_cast<long long>(o.max_epochs      ? *o.max_epochs
+                                                      : o.max_steps < 0 ? 1000
+                                                                        : -1)},
                 {"max_steps", static_cast<long long>(o.max_steps)},
                 {"accumulate_grad_batches", o.accumulate_grad_batches},
                 {"gradient_clip_val", o.gradient_clip_val},
