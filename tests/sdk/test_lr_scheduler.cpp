@@ -16,7 +16,7 @@
 #include <plrt/sdk/optim.hpp>
 #include <string>
 
-#include "spawn.hpp"
+#include "lr_reference.hpp"
 
 namespace {
 
@@ -41,23 +41,11 @@ struct Opt {
   }
 };
 
-const nlohmann::json& reference() {
-  static nlohmann::json ref = [] {
-    plrt_test::ProcessSpec spec;
-    spec.argv = {PLRT_PYTHON3, LR_REFERENCE_SCRIPT};
-    plrt_test::Job job({spec});
-    plrt_test::WaitOptions w;
-    w.deadline = std::chrono::seconds(60);
-    auto r = job.wait(w).processes.at(0);
-    if (!r.ok()) return nlohmann::json{{"error", r.status() + ": " + r.output}};
-    return nlohmann::json::parse(r.output.substr(r.output.find('{')));
-  }();
-  return ref;
-}
+using plrt_lr_test::reference;
 
 std::vector<double> values(const nlohmann::json& list) {
   std::vector<double> out;
-  for (const auto& v : list) out.push_back(std::strtod(v.get<std::string>().c_str(), nullptr));
+  for (const auto& v : list) out.push_back(plrt_lr_test::ref_value(v));
   return out;
 }
 

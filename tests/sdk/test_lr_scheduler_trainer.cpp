@@ -15,7 +15,7 @@
 #include <plrt/sdk/nn.hpp>
 #include <plrt/sdk/trainer.hpp>
 
-#include "spawn.hpp"
+#include "lr_reference.hpp"
 
 namespace {
 
@@ -90,23 +90,9 @@ struct FitRun {
   }
 };
 
-const nlohmann::json& reference() {
-  static nlohmann::json ref = [] {
-    plrt_test::ProcessSpec spec;
-    spec.argv = {PLRT_PYTHON3, LR_REFERENCE_SCRIPT};
-    plrt_test::Job job({spec});
-    plrt_test::WaitOptions w;
-    w.deadline = std::chrono::seconds(60);
-    auto r = job.wait(w).processes.at(0);
-    if (!r.ok()) return nlohmann::json{{"error", r.status() + ": " + r.output}};
-    return nlohmann::json::parse(r.output.substr(r.output.find('{')));
-  }();
-  return ref;
-}
+using plrt_lr_test::reference;
 
-double ref_lr(const std::string& key, size_t i) {
-  return std::strtod(reference()[key]["lr"].at(i).get<std::string>().c_str(), nullptr);
-}
+double ref_lr(const std::string& key, size_t i) { return plrt_lr_test::ref_value(reference()[key]["lr"].at(i)); }
 
 pl::LRSchedulerConfig cosine(pl::Optimizer& o) {
   pl::LRSchedulerConfig c;
