@@ -5,6 +5,7 @@
 // stderr), 1 anything else; when it launches, the job's code (see supervisor.hpp).
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -33,7 +34,7 @@ const char* kDescription =
     "  plrun --version\n"
     "\n"
     "job flags: --accelerator A --devices D --strategy S --precision P --process-group-backend B\n"
-    "           --strategy-option KEY=VALUE (repeatable)\n"
+    "           --strategy-option KEY=VALUE (repeatable) --timeout S\n"
     "\n"
     "plrun starts one process per device (ddp), or one per node (ddp_spawn, single-device\n"
     "strategies), as torchrun does.  Each gets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,\n"
@@ -167,6 +168,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> command;
   plrt::launcher::LaunchOptions launch;
   int master_port = -1;
+  double worker_timeout_s = 0;  // --timeout: passed on as PL_TRAINER_TIMEOUT
   app.add_flag("--version", version, "Print plrun's version, the runtime library's and its plugin ABI's, and exit");
   app.add_flag("--list-plugins", list, "List the plugins found (kind, name, version, description, file)");
   app.add_flag("--json", as_json, "With --list-plugins: print JSON");
@@ -201,6 +203,9 @@ int main(int argc, char** argv) {
                                   "(default 127.0.0.1; required with several nodes)");
   app.add_option("--master-port", master_port,
                  "The store's port (default: a free one on a single node, 29500 with several)");
+  app.add_option("--timeout", worker_timeout_s,
+                 "Seconds each collective and store wait of the workers may take (PL_TRAINER_TIMEOUT; default "
+                 "1800, PyTorch's 30 minutes): a stopped or lost rank fails the job after this long");
   app.add_option("--grace-period", launch.grace_period_s,
                  "Seconds between passing a stop signal (or SIGTERM) to the workers and SIGKILL, in [0, 5]")
       ->capture_default_str();
@@ -251,6 +256,11 @@ int main(int argc, char** argv) {
   if (log_dir_opt->count()) launch.log_dir = log_dir;
   if (addr_opt->count()) launch.master_addr = addr_opt->as<std::string>();
   if (app.count("--master-port")) launch.master_port = master_port;
+  if (app.count("--timeout") && !(std::isfinite(worker_timeout_s) && worker_timeout_s > 0 && worker_timeout_s <= 1e9)) {
+    std::cerr << "plrun: error: --timeout " << app.get_option("--timeout")->as<std::string>()
+              << " is not valid: give seconds > 0 (each collective and store wait of the workers)\n";
+    return pl::kExitBadInput;
+  }
   if (req.assume_device_count < -1) {
     std::cerr << "plrun: error: --assume-device-count " << req.assume_device_count << ": must be >= 0\n";
     return pl::kExitBadInput;
@@ -295,7 +305,8 @@ int main(int argc, char** argv) {
                                                           {"--strategy", "STRATEGY"},
                                                           {"--num-nodes", "NUM_NODES"},
                                                           {"--precision", "PRECISION"},
-                                                          {"--process-group-backend", "PROCESS_GROUP_BACKEND"}})
+                                                          {"--process-group-backend", "PROCESS_GROUP_BACKEND"},
+                                                          {"--timeout", "TIMEOUT"}})
       if (app.count(flag)) launch.trainer_flags.emplace_back(name, app.get_option(flag)->as<std::string>());
     // PL_TRAINER_STRATEGY_OPTIONS (pl::kStrategyOptionsVariable): a JSON object, so that any value survives.
     if (!req.strategy_options.empty())

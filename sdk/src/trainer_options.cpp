@@ -1,5 +1,6 @@
 // TrainerOptions from the environment (PL_TRAINER_* overrides, PL_RESTART_COUNT) and their checks,
 // both before any work: a bad value is an error naming it and what would be valid.
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <plrt/sdk/options.hpp>
@@ -71,6 +72,15 @@ void Trainer::Impl::apply_env_overrides() {
       throw Error(PL_ERR_INVALID_ARGUMENT, std::string("PL_TRAINER_CHECKPOINT_EVERY_SECONDS='") + v +
                                                "' is not valid: it must be a finite number >= 0 (0: off)");
   }
+  // Seconds (plrun --timeout): each collective and store wait; 0 keeps the default (30 minutes).
+  if (const char* v = std::getenv("PL_TRAINER_TIMEOUT"); v && *v) {
+    const double s = parse_double("PL_TRAINER_TIMEOUT", v);
+    if (!std::isfinite(s) || s < 0 || s > 1e9)
+      throw Error(PL_ERR_INVALID_ARGUMENT, std::string("PL_TRAINER_TIMEOUT='") + v +
+                                               "' is not valid: give seconds, a finite number >= 0 (0: the default, "
+                                               "30 minutes)");
+    o.timeout = std::chrono::milliseconds(static_cast<long long>(s * 1000));
+  }
   // Set by the launcher (plrun --max-restarts, torchelastic's TORCHELASTIC_RESTART_COUNT's role).
   i64("PL_RESTART_COUNT", restart_count, 0);
   if (const char* v = std::getenv("PL_TRAINER_SEED"); v && *v)
@@ -100,6 +110,8 @@ void Trainer::Impl::check_options() const {
   need(o.gradient_clip_algorithm == "norm" || o.gradient_clip_algorithm == "value",
        "gradient_clip_algorithm='" + o.gradient_clip_algorithm + "' is not valid; valid: norm, value");
   plrt::sdk::parse_logger_names(o.logger, "logger");
+  need(o.timeout.count() >= 0, "timeout=" + std::to_string(o.timeout.count()) +
+                                   " ms is not valid: it must be >= 0 (0: the default, 30 minutes)");
   need(o.checkpoint_every_n_steps >= 0, "checkpoint_every_n_steps=" + std::to_string(o.checkpoint_every_n_steps) +
                                             " is not valid: it must be >= 0 (0: off)");
   need(std::isfinite(o.checkpoint_every_seconds) && o.checkpoint_every_seconds >= 0,

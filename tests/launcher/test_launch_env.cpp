@@ -52,6 +52,7 @@ TEST_P(LaunchEnv, EveryRankGetsItsPlaceAndTheSameRendezvous) {
     EXPECT_EQ(env_of(j, "PL_TRAINER_STRATEGY"), "independent_c");
     EXPECT_EQ(env_of(j, "PL_TRAINER_ACCELERATOR"), "cpu");
     EXPECT_EQ(env_of(j, "PL_TRAINER_PRECISION"), "<unset>");
+    EXPECT_EQ(env_of(j, "PL_TRAINER_TIMEOUT"), "<unset>");
     EXPECT_EQ(env_of(j, "PL_TRAINER_NUM_NODES"), "<unset>");
     EXPECT_EQ(env_of(j, "PL_TRAINER_PROCESS_GROUP_BACKEND"), "<unset>");
     EXPECT_EQ(env_of(j, "PL_TRAINER_STRATEGY_OPTIONS"), "<unset>");
@@ -96,13 +97,15 @@ TEST(Launch, FreshTokenPerJobAndTokenFromTheEnvironment) {
   ASSERT_EQ(run_plrun(ppd_job(1, {}, {"--out-dir", a.str()})).exit_code, 0);
   ASSERT_EQ(run_plrun(ppd_job(1, {}, {"--out-dir", b.str()})).exit_code, 0);
   EXPECT_NE(env_of(report(a, "rank-0"), "PL_JOB_TOKEN"), env_of(report(b, "rank-0"), "PL_JOB_TOKEN"));
-  auto p = run_plrun(ppd_job(2, {"--precision", "bf16", "--master-port", "0"}, {"--out-dir", c.str()}),
-                     {{"PL_JOB_TOKEN", "team-token-42"}});
+  auto p =
+      run_plrun(ppd_job(2, {"--precision", "bf16", "--master-port", "0", "--timeout", "7.5"}, {"--out-dir", c.str()}),
+                {{"PL_JOB_TOKEN", "team-token-42"}});
   ASSERT_EQ(p.exit_code, 0) << p.output;
   for (const auto& who : ranks(0, 2)) {
     auto j = report(c, who);
     EXPECT_EQ(env_of(j, "PL_JOB_TOKEN"), "team-token-42");
     EXPECT_EQ(env_of(j, "PL_TRAINER_PRECISION"), "bf16");  // as given, not normalized
+    EXPECT_EQ(env_of(j, "PL_TRAINER_TIMEOUT"), "7.5");
   }
 }
 

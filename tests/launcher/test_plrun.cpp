@@ -151,6 +151,9 @@ TEST(Plrun, InvalidInputsExitTwoWithTheError) {
   expect_invalid("--dry-run --num-nodes two", "--num-nodes");
   expect_invalid("--dry-run --process-group-backend nccl", "needs CUDA devices");
   expect_invalid("--dry-run --assume-device-count -5", "--assume-device-count -5");
+  expect_invalid("--dry-run --timeout 0", "--timeout 0 is not valid: give seconds > 0");
+  expect_invalid("--dry-run --timeout -2", "--timeout -2 is not valid");
+  expect_invalid("--dry-run --timeout inf", "--timeout inf is not valid");
   expect_invalid("--no-such-flag", "--no-such-flag");
   expect_invalid("", "nothing to do");
   expect_invalid("--node-rank 1 -- true", "--node-rank 1 is out of range");
