@@ -9,6 +9,7 @@
 #include <set>
 #include <thread>
 
+#include "job_setup.hpp"
 #include "metrics.hpp"
 #include "strategy_handle.hpp"
 
@@ -127,13 +128,7 @@ void GradientSync::Impl::resolve() {
 }
 
 void GradientSync::Impl::prepare() {
-  auto acc_opts = o.accelerator_options;
-  const bool has_threads =
-      std::any_of(acc_opts.begin(), acc_opts.end(), [](const auto& kv) { return kv.first == "num_threads"; });
-  if (job.accelerator == "cpu" && !has_threads) {  // the cores shared by the local processes
-    const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
-    acc_opts.emplace_back("num_threads", std::to_string(std::max(1u, hw / static_cast<unsigned>(local_world))));
-  }
+  const auto acc_opts = plrt::sdk::with_cpu_threads(o.accelerator_options, job.accelerator, local_world);
   acc = Accelerator(*rt, job.accelerator, acc_opts);
   acc.keep_alive(rt);
   if (job.device_type != PL_DEVICE_CPU) {
@@ -148,12 +143,7 @@ void GradientSync::Impl::prepare() {
     so.is_server = rank == 0 && !env.agent_store;
     so.token = env.token;
     so.timeout = o.timeout;
-    try {
-      store = std::make_unique<Store>(*rt, so);
-    } catch (const Error& e) {  // say where the address came from
-      if (env.rendezvous_from.empty()) throw;
-      throw Error(e.code(), std::string(e.what()) + " [" + env.rendezvous_from + "]");
-    }
+    store = plrt::sdk::open_job_store(*rt, env, so, true);
   }
   plrt::sdk::StrategySetup s;
   s.rank = rank, s.world_size = world, s.local_rank = local_rank, s.local_world_size = local_world;

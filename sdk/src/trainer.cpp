@@ -8,6 +8,7 @@
 #include <sstream>
 #include <thread>
 
+#include "job_setup.hpp"
 #include "trainer_impl.hpp"
 
 namespace pl {
@@ -98,16 +99,10 @@ void Trainer::Impl::prepare(LightningModule& m) {
       throw Error(PL_ERR_INVALID_ARGUMENT, "this trainer already drives another module; make a new Trainer");
     return;
   }
-  auto acc_opts = o.accelerator_options;
-  bool has_threads =
-      std::any_of(acc_opts.begin(), acc_opts.end(), [](const auto& kv) { return kv.first == "num_threads"; });
+  // the cores shared by the processes (or dp's replica threads)
   const bool single_process = job.launch_mode == PL_LAUNCH_SINGLE_PROCESS;
-  if (job.accelerator == "cpu" && !has_threads) {  // the cores shared by the processes (or dp's replica threads)
-    unsigned hw = std::max(1u, std::thread::hardware_concurrency());
-    unsigned sharers =
-        static_cast<unsigned>(std::max(1, single_process ? static_cast<int>(job.devices.size()) : local_world));
-    acc_opts.emplace_back("num_threads", std::to_string(std::max(1u, hw / sharers)));
-  }
+  const auto acc_opts = plrt::sdk::with_cpu_threads(
+      o.accelerator_options, job.accelerator, single_process ? static_cast<int>(job.devices.size()) : local_world);
   acc = Accelerator(*rt, job.accelerator, acc_opts);
   acc.keep_alive(rt);  // the module's tensors may outlive this trainer
   if (job.device_type == PL_DEVICE_CPU) {
@@ -124,12 +119,7 @@ void Trainer::Impl::prepare(LightningModule& m) {
     so.is_server = rank == 0 && !env.agent_store && !spawned_worker;
     so.token = env.token;
     so.timeout = o.timeout;
-    try {
-      store = std::make_unique<Store>(*rt, so);
-    } catch (const Error& e) {  // a rank that cannot reach (or serve) the store says where the address came from
-      if (spawned_worker || env.rendezvous_from.empty()) throw;
-      throw Error(e.code(), std::string(e.what()) + " [" + env.rendezvous_from + "]");
-    }
+    store = plrt::sdk::open_job_store(*rt, env, so, !spawned_worker);
   }
   plrt::sdk::StrategySetup s;
   s.rank = rank, s.world_size = world, s.local_rank = local_rank, s.local_world_size = local_world;
