@@ -201,13 +201,27 @@ plrt::sdk::Collectives Trainer::Impl::collectives() {
 }
 
 void Trainer::Impl::fit_here(LightningModule& m, DataLoader& train, DataLoader* val, const std::string& ckpt) {
+  use_callbacks(m, true);  // their errors before any work
   prepare(m);
+  try {
+    fit_loop(m, train, val, ckpt);
+  } catch (const std::exception& e) {
+    each_callback([&](Callback& c) { c.on_exception(*self, m, e); });
+    throw;
+  }
+}
+
+void Trainer::Impl::fit_loop(LightningModule& m, DataLoader& train, DataLoader* val, const std::string& ckpt) {
   const std::string from = resolve_resume(ckpt);  // "last": rank 0 decides, the others are told
   clean_leftovers(from);
   use_optimizer(m.configure_optimizers());
   if (!from.empty()) load_checkpoint(from);
   bind_optimizer();
   use_schedulers(m);  // after bind_optimizer: a strategy's lr_scale is in their base lr
+  each_callback([&](Callback& c) { c.setup(*self, m, "fit"); });
+  load_callbacks_state();  // after setup: ModelCheckpoint knows its folder
+  has_val = val != nullptr;
+  should_stop = false;
   distribute(train, "train");
   if (val) distribute(*val, "validation");
   resume_position(train);
@@ -217,40 +231,50 @@ void Trainer::Impl::fit_here(LightningModule& m, DataLoader& train, DataLoader* 
   reset_agreement();
   int64_t max_epochs = o.max_epochs.value_or(o.max_steps < 0 ? 1000 : -1);  // Lightning's None
   if (max_epochs < 0) max_epochs = INT64_MAX;
+  each_callback([&](Callback& c) { c.on_fit_start(*self, m); });
   m.on_fit_start();
+  each_callback([&](Callback& c) { c.on_train_start(*self, m); });
   interrupted = false;
   sigterm_watch.emplace(watch_sigterm());
   struct EndWatch {
     std::optional<SigtermWatch>& w;
     ~EndWatch() { w.reset(); }
   } end_watch{sigterm_watch};
-  while (epoch < max_epochs && !(o.max_steps >= 0 && step >= o.max_steps)) {
+  while (epoch < max_epochs && !(o.max_steps >= 0 && step >= o.max_steps) && !should_stop) {
     auto t0 = std::chrono::steady_clock::now();
     int64_t steps0 = step;
     train_epoch(train);
     if (stopped_in_epoch || interrupted) break;  // stopped inside the epoch by max_steps or SIGTERM
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     auto values = metrics.reduce_epoch(collectives());
-    if (val && (epoch + 1) % o.check_val_every_n_epoch == 0) {
+    val_ran = val && (epoch + 1) % o.check_val_every_n_epoch == 0;
+    if (val_ran) {
       auto v = eval_loop(*val, false);
       values.insert(v.begin(), v.end());
     }
+    each_callback([&](Callback& c) {
+      if (!c.monitors()) c.on_train_epoch_end(*self, m);
+    });
     m.on_train_epoch_end();
     auto late = metrics.reduce_epoch(collectives());  // values logged in on_train_epoch_end
     values.insert(late.begin(), late.end());
     end_epoch_log(values, secs > 0 ? static_cast<double>(step - steps0) / secs : 0);
     step_schedulers("epoch", epoch + 1, values);
+    monitoring_epoch_end();  // ModelCheckpoint, EarlyStopping; the ranks agree on should_stop
     ++epoch;
     epoch_samples = epoch_batches = 0;
     if (o.enable_checkpointing) save_last();
   }
   strategy.sync_weights();  // ABI 1.6: fit ends with one model on every rank
+  each_callback([&](Callback& c) { c.on_train_end(*self, m); });
   m.on_fit_end();
+  each_callback([&](Callback& c) { c.on_fit_end(*self, m); });
   if ((o.enable_checkpointing && stopped_in_epoch) || interrupted) save_last();
   if (interrupted && rank == 0)
     warn("SIGTERM: every rank stopped after step " + std::to_string(step) + "; checkpoint written to " + log_dir +
          "/checkpoints/last (resume from it)");
   loggers.flush();
+  each_callback([&](Callback& c) { c.teardown(*self, m, "fit"); });
 }
 
 // One epoch from the position the trainer is at (epoch_samples: a resumed checkpoint's, else 0).
@@ -268,7 +292,10 @@ void Trainer::Impl::train_epoch(DataLoader& train) {
   const int64_t base = start / per_batch;
   // samples_trained: a loader this trainer did not shard holds this rank's data only
   const int64_t others = !train.distributed() && world > 1 ? world : 1;
-  if (start == 0) m.on_train_epoch_start();
+  if (start == 0) {
+    each_callback([&](Callback& c) { c.on_train_epoch_start(*self, m); });
+    m.on_train_epoch_start();
+  }
   const int acc_n = o.accumulate_grad_batches;
   bool sync_on = true;
   int64_t window_samples = 0;
@@ -297,6 +324,7 @@ void Trainer::Impl::train_epoch(DataLoader& train) {
     if (boundary != sync_on) strategy.set_grad_sync(sync_on = boundary);
     boundary_now = boundary;
     window_samples += train.real_samples(j) * others;
+    each_callback([&](Callback& c) { c.on_train_batch_start(*self, m, batch, b); });
     const double loss = training_step(batch, b);
     form_remaining();
     strategy.after_backward();
@@ -323,6 +351,7 @@ void Trainer::Impl::train_epoch(DataLoader& train) {
       const bool more = j + 1 < n && !(o.max_steps >= 0 && step >= o.max_steps);
       if (more && (next.save || checkpoint_due_by_steps())) save_last();
     }
+    each_callback([&](Callback& c) { c.on_train_batch_end(*self, m, loss, batch, b); });
   }
   if (!sync_on) strategy.set_grad_sync(true);
 }
@@ -332,19 +361,31 @@ std::map<std::string, double> Trainer::Impl::eval_loop(DataLoader& loader, bool 
   strategy.sync_weights();  // ABI 1.6: every rank evaluates the same model
   bool was_training = m.training();
   m.eval();
+  each_callback([&](Callback& c) { test ? c.on_test_start(*self, m) : c.on_validation_start(*self, m); });
+  each_callback([&](Callback& c) { test ? c.on_test_epoch_start(*self, m) : c.on_validation_epoch_start(*self, m); });
   test ? m.on_test_epoch_start() : m.on_validation_epoch_start();
   loader.set_epoch(0);
   for (int64_t b = 0; b < loader.num_batches(); ++b) {
     Batch batch = to_device(loader.batch(b));
     batch_size = batch.empty() || batch[0].dim() == 0 ? 1 : batch[0].size(0);
-    amp::Autocast autocast(precision.compute_dtype);
-    test ? m.test_step(batch, b) : m.validation_step(batch, b);
+    each_callback([&](Callback& c) {
+      test ? c.on_test_batch_start(*self, m, batch, b) : c.on_validation_batch_start(*self, m, batch, b);
+    });
+    {
+      amp::Autocast autocast(precision.compute_dtype);
+      test ? m.test_step(batch, b) : m.validation_step(batch, b);
+    }
+    each_callback([&](Callback& c) {
+      test ? c.on_test_batch_end(*self, m, batch, b) : c.on_validation_batch_end(*self, m, batch, b);
+    });
   }
   test ? m.on_test_epoch_end() : m.on_validation_epoch_end();
+  each_callback([&](Callback& c) { test ? c.on_test_epoch_end(*self, m) : c.on_validation_epoch_end(*self, m); });
   auto values = metrics.reduce_epoch(collectives());
   metrics.take_step_values();
   m.train(was_training);
   for (const auto& kv : values) callback[kv.first] = kv.second;
+  each_callback([&](Callback& c) { test ? c.on_test_end(*self, m) : c.on_validation_end(*self, m); });
   return values;
 }
 
@@ -407,11 +448,7 @@ std::map<std::string, double> Trainer::validate(LightningModule& module, DataLoa
     throw Error(PL_ERR_UNSUPPORTED,
                 "validate with ddp_spawn runs in this process only after fit; use strategy 'ddp' "
                 "under plrun for distributed validation");
-  impl_->adopt(module);
-  impl_->prepare(module);
-  impl_->open_log_dir("");
-  impl_->distribute(loader, "validation");
-  return impl_->eval_loop(loader, false);
+  return impl_->evaluate(module, loader, false);
 }
 
 std::map<std::string, double> Trainer::test(LightningModule& module, DataLoader& loader) {
@@ -419,11 +456,27 @@ std::map<std::string, double> Trainer::test(LightningModule& module, DataLoader&
     throw Error(PL_ERR_UNSUPPORTED,
                 "test with ddp_spawn runs in this process only after fit; use strategy 'ddp' "
                 "under plrun for distributed testing");
-  impl_->adopt(module);
-  impl_->prepare(module);
-  impl_->open_log_dir("");
-  impl_->distribute(loader, "test");
-  return impl_->eval_loop(loader, true);
+  return impl_->evaluate(module, loader, true);
+}
+
+// Trainer::validate / test: the stage with its callbacks' setup and teardown.
+std::map<std::string, double> Trainer::Impl::evaluate(LightningModule& m, DataLoader& loader, bool test) {
+  const char* stage = test ? "test" : "validate";
+  adopt(m);
+  use_callbacks(m, false);
+  prepare(m);
+  open_log_dir("");
+  distribute(loader, test ? "test" : "validation");
+  each_callback([&](Callback& c) { c.setup(*self, m, stage); });
+  std::map<std::string, double> out;
+  try {
+    out = eval_loop(loader, test);
+  } catch (const std::exception& e) {
+    each_callback([&](Callback& c) { c.on_exception(*self, m, e); });
+    throw;
+  }
+  each_callback([&](Callback& c) { c.teardown(*self, m, stage); });
+  return out;
 }
 
 void Trainer::save_checkpoint(const std::string& path) { impl_->save_checkpoint(path); }

@@ -134,9 +134,10 @@ void Trainer::Impl::save_checkpoint(const std::string& path) {
   nlohmann::json j;
   j["format"] = kFormat;
   j["version"] = kVersion;
-  j["epoch"] = epoch;
-  j["batches_done"] = epoch_batches;
-  j["samples_done"] = epoch_samples;
+  // At an epoch's end (epoch_done: a monitoring callback saves), the next epoch's start.
+  j["epoch"] = epoch_done ? epoch + 1 : epoch;
+  j["batches_done"] = epoch_done ? 0 : epoch_batches;
+  j["samples_done"] = epoch_done ? 0 : epoch_samples;
   j["global_step"] = step;
   j["samples_trained"] = samples_trained;
   j["world_size"] = world;
@@ -152,6 +153,7 @@ void Trainer::Impl::save_checkpoint(const std::string& path) {
   for (const auto& [k, v] : callback) metrics[k] = v;
   j["callback_metrics"] = metrics;
   j["lr_schedulers"] = schedulers_state();
+  j["callbacks"] = callbacks_state();
   j["precision"] = precision.name;
   if (scaler) j["grad_scaler"] = {{"scale", scaler->scale()}, {"growth_tracker", scaler->growth_tracker()}};
   j["strategy_state"] = {{"has_state", sinfo.has_state != 0}, {"any_world_size", sinfo.any_world_size != 0}};
@@ -188,7 +190,8 @@ void Trainer::Impl::load_checkpoint(const std::string& path) {
   bool same_world = false, saved_state = false;
   std::map<std::string, double> saved_metrics;
   std::optional<std::pair<double, int64_t>> saved_scaler;
-  nlohmann::json sched;  // the learning-rate schedules' states: restored once they are made
+  nlohmann::json sched;      // the learning-rate schedules' states: restored once they are made
+  nlohmann::json cb_states;  // the callbacks' states: restored once their setup ran
   try {
     saved_epoch = j.at("epoch").get<int64_t>();
     saved_batches = j.at("batches_done").get<int64_t>();
@@ -211,6 +214,13 @@ void Trainer::Impl::load_checkpoint(const std::string& path) {
                            j.at("grad_scaler").at("growth_tracker").get<int64_t>());
     saved_state = j.contains("strategy_state") && j.at("strategy_state").value("has_state", false);
     layout = j.value("optimizer_files", std::string("single"));  // older checkpoints: one file
+    if (j.contains("callbacks")) {                               // older checkpoints: absent
+      cb_states = j.at("callbacks");
+      if (!cb_states.is_object())
+        throw Error(PL_ERR_INVALID_ARGUMENT, "checkpoint " + path +
+                                                 "/trainer.json has \"callbacks\" that is not an "
+                                                 "object (state_key -> state)");
+    }
     if (j.contains("lr_schedulers")) {  // older checkpoints: absent (no schedule state to restore)
       sched = j.at("lr_schedulers");
       for (const auto& e : sched)
@@ -299,6 +309,7 @@ void Trainer::Impl::load_checkpoint(const std::string& path) {
   }
   for (const auto& [k, v] : saved_metrics) callback[k] = v;
   saved_schedulers = sched;
+  saved_callbacks = cb_states;
   // The loss scale continues where it was (a 32-true or bf16 checkpoint starts at the default).
   if (scaler && saved_scaler) scaler->load(saved_scaler->first, saved_scaler->second);
   info("resumed from " + path + " at epoch " + std::to_string(epoch) + ", step " + std::to_string(step));

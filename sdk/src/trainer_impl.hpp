@@ -148,6 +148,15 @@ struct Trainer::Impl {
   bool in_training_step = false;
   std::shared_ptr<Impl*> alive = std::make_shared<Impl*>(this);  // the grad-ready hook's liveness token
   int64_t batch_size = 1;
+  // trainer_callbacks.cpp: this fit's (validate's, test's) callbacks in call order, should_stop
+  // (agreed at each epoch's end), and a checkpoint's callback states until the callbacks load them.
+  std::vector<std::shared_ptr<Callback>> cbs;
+  bool should_stop = false;
+  bool has_val = false, val_ran = false;  // fit has a validation loader; it ran in this epoch
+  // Set while monitoring callbacks run at an epoch's end: a checkpoint saved then resumes at the
+  // next epoch's start (trainer.json: epoch + 1, nothing of it done).
+  bool epoch_done = false;
+  nlohmann::json saved_callbacks;
   std::string log_dir;
   bool log_ready = false;  // open_log_dir ran
 
@@ -184,6 +193,8 @@ struct Trainer::Impl {
   void warn(const std::string& msg) const { rt->log(PL_LOG_WARN, msg); }
 
   void fit_here(LightningModule& m, DataLoader& train, DataLoader* val, const std::string& ckpt);
+  void fit_loop(LightningModule& m, DataLoader& train, DataLoader* val, const std::string& ckpt);
+  std::map<std::string, double> evaluate(LightningModule& m, DataLoader& loader, bool test);
   void train_epoch(DataLoader& train);
   // trainer_step.cpp: one batch's forward and backward on every replica; the optimizer step.
   double training_step(const Batch& batch, int64_t batch_idx);
@@ -227,8 +238,27 @@ struct Trainer::Impl {
   // checkpoints/last during fit (also restarts checkpoint_every_seconds' clock).
   void save_last();
   bool checkpoint_due_by_steps() const;
+  // trainer_callbacks.cpp
+  // The callbacks of TrainerOptions and the module's configure_callbacks merged and ordered
+  // (ModelCheckpoint last); duplicate state keys and ModelCheckpoint without enable_checkpointing
+  // are errors; a checkpoint's states are handed to their callbacks.
+  void use_callbacks(LightningModule& m, bool fitting);
+  template <class F>
+  void each_callback(F&& f) {
+    for (auto& c : cbs) f(*c);
+  }
+  void monitoring_epoch_end();  // the monitoring callbacks' on_train_epoch_end, then the stop agreement
+  nlohmann::json callbacks_state() const;
+  void load_callbacks_state();  // saved_callbacks into cbs
   // trainer_spawn.cpp: forks the workers, waits, takes rank 0's results into `m`.
   void fit_spawn(LightningModule& m, DataLoader& train, DataLoader* val, const std::string& ckpt);
 };
 
 }  // namespace pl
+
+namespace plrt::sdk {
+// The SDK's callbacks (ModelCheckpoint, EarlyStopping) read the trainer's private state through this.
+struct TrainerAccess {
+  static pl::Trainer::Impl& of(pl::Trainer& t) { return *t.impl_; }
+};
+}  // namespace plrt::sdk

@@ -119,6 +119,8 @@ void Trainer::Impl::fit_spawn(LightningModule& m, DataLoader& train, DataLoader*
           for (const auto& [k, v] : callback) cm[k] = v;
           j["callback_metrics"] = cm;
           j["log_dir"] = log_dir;
+          j["callbacks"] = callbacks_state();  // e.g. ModelCheckpoint's best_model_path, for the parent's
+          j["should_stop"] = should_stop;
           safetensors::save(results + "/model.safetensors", m.state_dict());
           write_file_atomic(results + "/result.json", j.dump());
         }
@@ -218,6 +220,10 @@ void Trainer::Impl::fit_spawn(LightningModule& m, DataLoader& train, DataLoader*
     resumed_from = j.at("resumed_from").get<std::string>();
     log_dir = j.at("log_dir").get<std::string>();
     for (auto& [k, v] : j.at("callback_metrics").items()) callback[k] = v.get<double>();
+    should_stop = j.value("should_stop", false);
+    use_callbacks(m, true);  // this process's callback objects get the workers' final states
+    saved_callbacks = j.value("callbacks", nlohmann::json());
+    load_callbacks_state();
   }
   std::error_code ec;
   fs::remove_all(results, ec);

@@ -256,6 +256,8 @@ void Trainer::Impl::optimizer_step() {
                                 std::to_string(before) + " -> " + std::to_string(scaler->scale()));
   }
   if (!skip) clip_gradients();
+  if (!skip && module != nullptr)
+    each_callback([&](Callback& c) { c.on_before_optimizer_step(*self, *module, *optimizer); });
   if (!skip && strategy.has_optimizer_step())
     strategy.optimizer_step([this](const PL_ParamRange* r, size_t n) { step_ranges(r, n); });
   else if (!skip)

@@ -6,6 +6,7 @@
 
 #include <memory>
 #include <optional>
+#include <plrt/sdk/callback.hpp>
 #include <plrt/sdk/data.hpp>
 #include <plrt/sdk/hparams.hpp>
 #include <plrt/sdk/lr_scheduler.hpp>
@@ -100,6 +101,10 @@ class LightningModule : public Module {
     (void)optimizer;
     return {};
   }
+
+  // Lightning's configure_callbacks: callbacks this module brings, called when fit starts; each
+  // replaces the TrainerOptions::callbacks of its type.
+  virtual std::vector<std::shared_ptr<Callback>> configure_callbacks() { return {}; }
 
   virtual void on_fit_start() {}
   virtual void on_fit_end() {}

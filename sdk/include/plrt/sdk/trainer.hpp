@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <plrt/sdk/amp.hpp>
+#include <plrt/sdk/callback.hpp>
 #include <plrt/sdk/cluster_env.hpp>
 #include <plrt/sdk/data.hpp>
 #include <plrt/sdk/devices.hpp>
@@ -18,7 +19,13 @@
 #include <utility>
 #include <vector>
 
+namespace plrt::sdk {
+struct TrainerAccess;  // the SDK's own callbacks reach the trainer's state (trainer_callbacks.cpp)
+}
+
 namespace pl {
+
+class ModelCheckpoint;
 
 struct TrainerOptions {
   std::string accelerator = "auto";
@@ -90,6 +97,11 @@ struct TrainerOptions {
   // Off otherwise (torchrun, mpirun, horovodrun, a single process).
   // PL_TRAINER_CHECKPOINT_ON_SIGTERM (0 or 1) overrides it.
   std::optional<bool> checkpoint_on_sigterm;
+  // Lightning's callbacks (callback.hpp: ModelCheckpoint, EarlyStopping, LearningRateMonitor or
+  // one's own), with those of LightningModule::configure_callbacks (which replace the ones here of
+  // the same type).  Shared: the trainer calls them during fit/validate/test, and their state goes
+  // into checkpoints.  A ModelCheckpoint with enable_checkpointing false is an error.
+  std::vector<std::shared_ptr<Callback>> callbacks;
 };
 
 class Trainer {
@@ -161,10 +173,29 @@ class Trainer {
   // One module per extra device under dp/ddp2 (replica r >= 1; 0 is the module given to fit).
   int num_replicas() const;
 
+  // ---- for callbacks ----
+  // The callbacks of the running (or last) fit/validate/test, in the order they are called.
+  const std::vector<std::shared_ptr<Callback>>& callbacks() const;
+  ModelCheckpoint* checkpoint_callback() const;  // the first ModelCheckpoint, or nullptr
+  // Lightning's trainer.should_stop: set it (any rank) and fit stops at the end of the epoch, on
+  // every rank: the ranks agree in one small collective at each epoch's end.
+  bool should_stop() const;
+  void set_should_stop(bool stop);
+  Optimizer* optimizer() const;  // configure_optimizers' during and after fit, else nullptr
+  const std::vector<LRSchedulerConfig>& lr_scheduler_configs() const;
+  // Rank 0 writes `values` to the loggers now, as a row at the current global step (not into
+  // callback_metrics); other ranks do nothing.  E.g. LearningRateMonitor's rates.
+  void log_metrics(const std::map<std::string, double>& values);
+  // Collectives for callbacks (every rank calls them): rank 0's bytes on every rank; and whether
+  // every rank (all) or any rank (!all) decided true.  Alone: the argument.
+  std::string broadcast(const std::string& bytes);
+  bool reduce_boolean_decision(bool decision, bool all = true);
+
   struct Impl;
 
  private:
   friend class LightningModule;
+  friend struct plrt::sdk::TrainerAccess;
   std::unique_ptr<Impl> impl_;
 };
 

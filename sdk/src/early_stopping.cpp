@@ -1,0 +1,132 @@
+// pl::EarlyStopping (early_stopping.hpp): Lightning's rules, judged by each rank on its own value,
+// decided by the ranks together (any rank's stop is every rank's) in one collective.
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <plrt/sdk/early_stopping.hpp>
+
+#include "trainer_impl.hpp"
+
+namespace pl {
+
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+std::string g(double v) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.6g", v);
+  return buf;
+}
+
+}  // namespace
+
+EarlyStopping::EarlyStopping(EarlyStoppingOptions options) : o_(std::move(options)) {
+  if (o_.monitor.empty())
+    throw Error(PL_ERR_INVALID_ARGUMENT,
+                "EarlyStopping needs a monitor: the name of a logged value, e.g. \"val_loss\"");
+  if (o_.mode != "min" && o_.mode != "max")
+    throw Error(PL_ERR_INVALID_ARGUMENT, "EarlyStopping mode '" + o_.mode + "' is not valid; valid: min, max");
+  if (o_.patience < 0)
+    throw Error(PL_ERR_INVALID_ARGUMENT,
+                "EarlyStopping patience " + std::to_string(o_.patience) + " is not valid; valid: >= 0 checks");
+  if (!std::isfinite(o_.min_delta))
+    throw Error(PL_ERR_INVALID_ARGUMENT,
+                "EarlyStopping min_delta " + g(o_.min_delta) + " is not valid; valid: a finite number");
+  for (const auto& [name, v] : {std::pair{"stopping_threshold", o_.stopping_threshold},
+                                std::pair{"divergence_threshold", o_.divergence_threshold}})
+    if (v && std::isnan(*v))
+      throw Error(PL_ERR_INVALID_ARGUMENT, std::string("EarlyStopping ") + name + " is NaN; valid: a number, or unset");
+  best_ = o_.mode == "min" ? kInf : -kInf;
+}
+
+std::string EarlyStopping::state_key() const {
+  return "EarlyStopping{monitor=" + o_.monitor + ", mode=" + o_.mode + "}";
+}
+
+HParams EarlyStopping::state_dict() const {
+  return {{"wait_count", wait_}, {"stopped_epoch", stopped_epoch_}, {"best_score", best_}, {"patience", o_.patience}};
+}
+
+void EarlyStopping::load_state_dict(const HParams& s) {
+  auto num = [&](const char* k, double dflt) {
+    auto it = s.find(k);
+    if (it == s.end()) return dflt;
+    const auto& v = it->second.value();
+    if (std::holds_alternative<double>(v)) return std::get<double>(v);
+    if (std::holds_alternative<int64_t>(v)) return static_cast<double>(std::get<int64_t>(v));
+    return dflt;
+  };
+  wait_ = static_cast<int64_t>(num("wait_count", 0));
+  stopped_epoch_ = static_cast<int64_t>(num("stopped_epoch", 0));
+  best_ = num("best_score", best_);
+  if (std::isnan(best_)) best_ = o_.mode == "min" ? kInf : -kInf;
+}
+
+// Lightning's _evaluate_stopping_criteria.
+bool EarlyStopping::judge(double current, std::string& why) {
+  const bool min = o_.mode == "min";
+  auto better = [&](double a, double b) { return min ? a < b : a > b; };
+  const double delta = min ? -std::fabs(o_.min_delta) : std::fabs(o_.min_delta);
+  if (o_.check_finite && !std::isfinite(current)) {
+    why = "monitored value " + o_.monitor + " = " + g(current) + " is not finite; previous best " + g(best_);
+    return true;
+  }
+  if (o_.stopping_threshold && better(current, *o_.stopping_threshold)) {
+    why = "monitored value " + o_.monitor + " = " + g(current) + " passed the stopping threshold " +
+          g(*o_.stopping_threshold);
+    return true;
+  }
+  if (o_.divergence_threshold && better(-current, -*o_.divergence_threshold)) {
+    why = "monitored value " + o_.monitor + " = " + g(current) + " diverged past " + g(*o_.divergence_threshold);
+    return true;
+  }
+  if (better(current - delta, best_)) {
+    best_ = current;
+    wait_ = 0;
+    return false;
+  }
+  ++wait_;
+  if (wait_ >= o_.patience) {
+    why = "monitored value " + o_.monitor + " did not improve in the last " + std::to_string(wait_) + " checks; best " +
+          g(best_);
+    return true;
+  }
+  return false;
+}
+
+void EarlyStopping::on_train_epoch_end(Trainer& trainer, LightningModule&) {
+  Trainer::Impl& t = plrt::sdk::TrainerAccess::of(trainer);
+  const bool on_train_end = o_.check_on_train_epoch_end.value_or(!t.has_val || t.o.check_val_every_n_epoch == 1);
+  if (!on_train_end && !t.val_ran) return;
+  bool stop = false;
+  std::string why;
+  auto it = t.callback.find(o_.monitor);
+  if (it == t.callback.end()) {
+    std::string logged;
+    for (const auto& kv : t.callback) logged += (logged.empty() ? "" : ", ") + kv.first;
+    const std::string msg = "EarlyStopping is conditioned on '" + o_.monitor +
+                            "', which was not logged; logged: " + (logged.empty() ? "(none)" : logged);
+    // Every rank logs the same names when it logs with the same code; a rank that lacks the value
+    // still joins the decision below, so that an error on one rank cannot leave the others waiting.
+    if (o_.strict) {
+      trainer.reduce_boolean_decision(true, false);
+      throw Error(PL_ERR_INVALID_ARGUMENT, msg + " (set strict=false to skip the check instead)");
+    }
+    if (t.rank == 0 && !warned_) t.warn(msg + "; the check is skipped (strict=false), at this epoch and later ones");
+    warned_ = true;
+  } else {
+    stop = judge(it->second, why);
+  }
+  if (o_.verbose && t.rank == 0 && it != t.callback.end())
+    t.info("EarlyStopping: epoch " + std::to_string(t.epoch) + ": " + o_.monitor + " = " + g(it->second) + ", best " +
+           g(best_) + ", " + std::to_string(wait_) + "/" + std::to_string(o_.patience) + " without improvement");
+  const bool any = trainer.reduce_boolean_decision(stop, false);  // one collective: any rank's stop
+  if (!any) return;
+  trainer.set_should_stop(true);
+  stopped_epoch_ = t.epoch;
+  reason_ = stop ? why : "another rank's " + o_.monitor + " met the stopping rule";
+  if (t.rank == 0) t.info("EarlyStopping: " + reason_ + "; stopping after epoch " + std::to_string(t.epoch));
+}
+
+}  // namespace pl

@@ -1,0 +1,348 @@
+// pl::ModelCheckpoint (model_checkpoint.hpp): Lightning's top-k checkpointing.  Rank 0 decides
+// (which folder, which ones to drop, the new top-k) and sends the decision to every rank in one
+// allgather, so that every rank makes the collective save alike and holds the same state.
+#include <charconv>
+#include <cmath>
+#include <filesystem>
+#include <limits>
+#include <plrt/sdk/model_checkpoint.hpp>
+#include <regex>
+
+#include "trainer_impl.hpp"
+
+namespace pl {
+
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+std::string shortest(double v) {
+  if (std::isfinite(v) && v == std::floor(v) && std::fabs(v) < 1e15) return std::to_string(static_cast<int64_t>(v));
+  char buf[64];
+  auto r = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, r.ptr);
+}
+
+// One "{name}" or "{name:spec}" of the template.
+struct Field {
+  size_t begin, end;  // [begin, end) in the template, braces included
+  std::string name, spec;
+};
+
+const std::regex& spec_re() {  // Python's [0][width][.precision][type] for numbers
+  static const std::regex re("^(0?)([0-9]*)(\\.[0-9]+)?([dfeEgG%]?)$");
+  return re;
+}
+
+std::vector<Field> parse_template(const std::string& t) {
+  std::vector<Field> out;
+  for (size_t i = 0; i < t.size(); ++i) {
+    if (t[i] == '}')
+      throw Error(PL_ERR_INVALID_ARGUMENT, "ModelCheckpoint filename '" + t + "' has a '}' without its '{' at " +
+                                               std::to_string(i) + "; fields are {name} or {name:spec}");
+    if (t[i] != '{') continue;
+    size_t close = t.find('}', i);
+    if (close == std::string::npos)
+      throw Error(PL_ERR_INVALID_ARGUMENT, "ModelCheckpoint filename '" + t +
+                                               "' has a '{' that is not closed; fields are {name} or {name:spec}");
+    std::string body = t.substr(i + 1, close - i - 1);
+    Field f{i, close + 1, body, ""};
+    if (auto colon = body.find(':'); colon != std::string::npos)
+      f.name = body.substr(0, colon), f.spec = body.substr(colon + 1);
+    if (f.name.empty() || f.name.find('{') != std::string::npos)
+      throw Error(PL_ERR_INVALID_ARGUMENT, "ModelCheckpoint filename '" + t + "' has an empty or bad field '{" + body +
+                                               "}'; e.g. {epoch}, {val_loss:.3f}");
+    if (!f.spec.empty() && !std::regex_match(f.spec, spec_re()))
+      throw Error(PL_ERR_INVALID_ARGUMENT, "ModelCheckpoint filename '" + t + "': format spec '" + f.spec + "' of {" +
+                                               f.name +
+                                               "} is not supported; valid: [0][width][.precision][d|f|e|E|g|G|%], "
+                                               "e.g. .3f, 03d, .2e");
+    out.push_back(f);
+    i = close;
+  }
+  return out;
+}
+
+std::string format_value(double v, const std::string& spec) {
+  if (spec.empty()) return shortest(v);
+  std::smatch m;
+  std::regex_match(spec, m, spec_re());
+  std::string type = m[4].str();
+  if (type.empty()) type = m[3].matched ? "g" : "";
+  if (type.empty()) {  // width only: as Python's default (repr), padded
+    std::string s = shortest(v);
+    size_t width = m[2].str().empty() ? 0 : std::stoul(m[2].str());
+    if (s.size() < width) s.insert(0, width - s.size(), m[1].str() == "0" ? '0' : ' ');
+    return s;
+  }
+  const bool percent = type == "%";
+  if (percent) v *= 100, type = "f";
+  std::string fmt = "%" + m[1].str() + m[2].str();
+  char buf[128];
+  if (type == "d") {
+    fmt += "lld";
+    std::snprintf(buf, sizeof buf, fmt.c_str(), static_cast<long long>(std::llround(v)));
+  } else {
+    fmt += (m[3].matched ? m[3].str() : std::string(".6")) + type;
+    std::snprintf(buf, sizeof buf, fmt.c_str(), v);
+  }
+  return std::string(buf) + (percent ? "%" : "");
+}
+
+std::string g17(double v) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+
+}  // namespace
+
+ModelCheckpoint::ModelCheckpoint(ModelCheckpointOptions options)
+    : o_(std::move(options)), best_score_(std::nan("")), kth_score_(std::nan("")) {
+  if (o_.mode != "min" && o_.mode != "max")
+    throw Error(PL_ERR_INVALID_ARGUMENT, "ModelCheckpoint mode '" + o_.mode + "' is not valid; valid: min, max");
+  if (o_.save_top_k < -1)
+    throw Error(PL_ERR_INVALID_ARGUMENT, "ModelCheckpoint save_top_k " + std::to_string(o_.save_top_k) +
+                                             " is not valid; valid: -1 (all), 0 (none) or k >= 1");
+  if (o_.monitor.empty() && o_.save_top_k > 1)
+    throw Error(
+        PL_ERR_INVALID_ARGUMENT,
+        "ModelCheckpoint save_top_k " + std::to_string(o_.save_top_k) +
+            " without a monitor has no value to rank the checkpoints by; set monitor, or save_top_k -1, 0 or 1");
+  if (o_.every_n_train_steps < 0)
+    throw Error(PL_ERR_INVALID_ARGUMENT, "ModelCheckpoint every_n_train_steps " +
+                                             std::to_string(o_.every_n_train_steps) +
+                                             " is not valid; valid: >= 0 (0: off)");
+  if (o_.every_n_epochs && *o_.every_n_epochs < 0)
+    throw Error(PL_ERR_INVALID_ARGUMENT, "ModelCheckpoint every_n_epochs " + std::to_string(*o_.every_n_epochs) +
+                                             " is not valid; valid: >= 0 (0: off)");
+  if (o_.every_n_train_steps > 0 && o_.every_n_epochs.value_or(0) > 0)
+    throw Error(PL_ERR_INVALID_ARGUMENT, "ModelCheckpoint every_n_train_steps (" +
+                                             std::to_string(o_.every_n_train_steps) + ") and every_n_epochs (" +
+                                             std::to_string(*o_.every_n_epochs) + ") exclude each other; set one");
+  every_n_epochs_ = o_.every_n_epochs.value_or(o_.every_n_train_steps > 0 ? 0 : 1);
+  if (o_.filename.empty()) o_.filename = "{epoch}-{step}";
+  parse_template(o_.filename);  // its errors now, before any training
+  best_score_ = o_.mode == "min" ? kInf : -kInf;
+  kth_score_ = best_score_;
+}
+
+std::string ModelCheckpoint::format_checkpoint_name(const std::map<std::string, double>& values) const {
+  const auto fields = parse_template(o_.filename);
+  std::string out;
+  size_t at = 0;
+  for (const auto& f : fields) {
+    out += o_.filename.substr(at, f.begin - at);
+    auto it = values.find(f.name);
+    const double v = it == values.end() ? 0.0 : it->second;  // Lightning: 0 when not logged
+    if (o_.auto_insert_metric_name) out += f.name + "=";
+    out += format_value(v, f.spec);
+    at = f.end;
+  }
+  return out + o_.filename.substr(at);
+}
+
+std::string ModelCheckpoint::state_key() const {
+  return "ModelCheckpoint{monitor=" + o_.monitor + ", mode=" + o_.mode +
+         ", every_n_train_steps=" + std::to_string(o_.every_n_train_steps) +
+         ", every_n_epochs=" + std::to_string(every_n_epochs_) + "}";
+}
+
+HParams ModelCheckpoint::state_dict() const {
+  HParams s{{"dirpath", dir_},
+            {"best_model_path", best_path_},
+            {"best_model_score", best_score_},
+            {"kth_best_model_path", kth_path_},
+            {"kth_value", kth_score_},
+            {"last_model_path", last_path_},
+            {"last_global_step_saved", last_step_saved_},
+            {"best_k_models", static_cast<int64_t>(best_k_.size())}};
+  int64_t i = 0;
+  for (const auto& [path, score] : best_k_) {
+    s.emplace("best_k_models." + std::to_string(i) + ".path", path);
+    s.emplace("best_k_models." + std::to_string(i) + ".score", score);
+    ++i;
+  }
+  return s;
+}
+
+void ModelCheckpoint::load_state_dict(const HParams& s) {
+  auto str = [&](const char* k) {
+    auto it = s.find(k);
+    return it != s.end() && std::holds_alternative<std::string>(it->second.value())
+               ? std::get<std::string>(it->second.value())
+               : std::string();
+  };
+  auto num = [&](const std::string& k, double dflt) {
+    auto it = s.find(k);
+    if (it == s.end()) return dflt;
+    const auto& v = it->second.value();
+    if (std::holds_alternative<double>(v)) return std::get<double>(v);
+    if (std::holds_alternative<int64_t>(v)) return static_cast<double>(std::get<int64_t>(v));
+    return dflt;
+  };
+  const std::string dir = str("dirpath");
+  if (!dir_.empty() && !dir.empty() && dir != dir_) return;  // another folder: tracking starts afresh
+  best_path_ = str("best_model_path");
+  kth_path_ = str("kth_best_model_path");
+  last_path_ = str("last_model_path");
+  best_score_ = num("best_model_score", best_score_);
+  kth_score_ = num("kth_value", kth_score_);
+  last_step_saved_ = static_cast<int64_t>(num("last_global_step_saved", -1));
+  best_k_.clear();
+  const auto n = static_cast<int64_t>(num("best_k_models", 0));
+  for (int64_t i = 0; i < n; ++i)
+    best_k_[str(("best_k_models." + std::to_string(i) + ".path").c_str())] =
+        num("best_k_models." + std::to_string(i) + ".score", std::nan(""));
+}
+
+void ModelCheckpoint::setup(Trainer& trainer, LightningModule&, const std::string& stage) {
+  if (stage != "fit") return;
+  if (!o_.dirpath.empty())
+    dir_ = o_.dirpath;
+  else
+    dir_ = trainer.log_dir().empty() ? std::string() : trainer.log_dir() + "/checkpoints";
+}
+
+bool ModelCheckpoint::better(double a, double b) const { return o_.mode == "min" ? a < b : a > b; }
+
+void ModelCheckpoint::on_train_batch_end(Trainer& trainer, LightningModule&, double, const Batch&, int64_t) {
+  if (o_.every_n_train_steps <= 0 || trainer.global_step() == 0) return;
+  if (trainer.global_step() % o_.every_n_train_steps != 0 || trainer.global_step() == last_step_saved_) return;
+  check(trainer, false);
+}
+
+void ModelCheckpoint::on_train_epoch_end(Trainer& trainer, LightningModule&) {
+  Trainer::Impl& t = plrt::sdk::TrainerAccess::of(trainer);
+  if (every_n_epochs_ <= 0 || (t.epoch + 1) % every_n_epochs_ != 0) return;
+  const bool on_train_end = o_.save_on_train_epoch_end.value_or(!t.has_val);
+  if (!on_train_end && !t.val_ran) return;
+  if (trainer.global_step() == last_step_saved_) return;
+  check(trainer, true);
+}
+
+// Rank 0's decision as JSON: {"error"} | {"skip", "warn"?} | {"save": path, "remove": [...],
+// "last": path|"", "state": {...}}; every rank applies it.
+void ModelCheckpoint::check(Trainer& trainer, bool at_epoch_end) {
+  Trainer::Impl& t = plrt::sdk::TrainerAccess::of(trainer);
+  nlohmann::json d;
+  if (t.rank == 0) {
+    try {
+      if (dir_.empty()) throw Error(PL_ERR_INVALID_ARGUMENT, "ModelCheckpoint has no folder (dirpath) on rank 0");
+      std::map<std::string, double> values = t.callback;
+      values["epoch"] = static_cast<double>(t.epoch);
+      values["step"] = static_cast<double>(t.step);
+      auto before = state_dict();
+      std::vector<std::string> remove;
+      std::string save;
+      auto exists = [](const std::string& p) { return std::filesystem::exists(p); };
+      // Lightning's name: the template, then "-v1", "-v2", ... while the folder exists (unless it is
+      // the one this save replaces).
+      auto name_for = [&](const std::string& replaces) {
+        const std::string base = dir_ + "/" + format_checkpoint_name(values);
+        std::string p = base;
+        for (int v = 1; exists(p) && p != replaces; ++v) p = base + "-v" + std::to_string(v);
+        return p;
+      };
+      if (o_.monitor.empty()) {
+        if (o_.save_top_k != 0) {
+          const std::string previous = best_path_;
+          save = name_for(best_path_);
+          best_path_ = last_path_ = save;
+          if (o_.save_top_k == 1 && !previous.empty() && previous != save) remove.push_back(previous);
+        }
+      } else if (auto it = t.callback.find(o_.monitor); it == t.callback.end()) {
+        std::string logged;
+        for (const auto& kv : t.callback) logged += (logged.empty() ? "" : ", ") + kv.first;
+        const std::string msg =
+            "ModelCheckpoint(monitor='" + o_.monitor +
+            "') found no logged value of that name; logged: " + (logged.empty() ? "(none)" : logged) +
+            ". Log it with log(\"" + o_.monitor + "\", value) in the LightningModule";
+        if (t.val_ran || t.has_val) throw Error(PL_ERR_INVALID_ARGUMENT, msg);
+        d["warn"] = msg;
+      } else {
+        double current = it->second;
+        if (std::isnan(current)) current = o_.mode == "min" ? kInf : -kInf;
+        const auto k = o_.save_top_k;
+        const bool enter =
+            k == -1 || (k > 0 && (static_cast<int64_t>(best_k_.size()) < k || better(current, kth_score_)));
+        if (enter) {
+          std::string dropped;
+          if (k > 0 && static_cast<int64_t>(best_k_.size()) == k && !kth_path_.empty()) dropped = kth_path_;
+          save = name_for(dropped);
+          if (!dropped.empty()) {
+            best_k_.erase(dropped);
+            if (dropped != save) remove.push_back(dropped);
+          }
+          best_k_[save] = current;
+          auto worst = best_k_.begin(), best = best_k_.begin();
+          for (auto jt = best_k_.begin(); jt != best_k_.end(); ++jt) {
+            if (better(worst->second, jt->second)) worst = jt;
+            if (better(jt->second, best->second)) best = jt;
+          }
+          kth_path_ = worst->first, kth_score_ = worst->second;
+          best_path_ = best->first, best_score_ = best->second;
+          last_path_ = save;
+          if (o_.verbose)
+            t.info("ModelCheckpoint: epoch " + std::to_string(t.epoch) + ", step " + std::to_string(t.step) + ": " +
+                   o_.monitor + " = " + g17(current) + " enters the top " + std::to_string(k) + ", saving " + save);
+        } else if (o_.verbose) {
+          t.info("ModelCheckpoint: epoch " + std::to_string(t.epoch) + ", step " + std::to_string(t.step) + ": " +
+                 o_.monitor + " = " + g17(current) + " is not in the top " + std::to_string(k));
+        }
+      }
+      std::string last;
+      if (o_.save_last) {
+        last = dir_ + "/last";
+        // the trainer writes <log_dir>/checkpoints/last at every epoch's end anyway
+        if (at_epoch_end && last == t.log_dir + "/checkpoints/last") last.clear();
+        last_path_ = dir_ + "/last";
+      }
+      d["save"] = save;
+      d["remove"] = remove;
+      d["last"] = last;
+      d["state"] = nlohmann::json::object();
+      for (const auto& [key, v] : state_dict())
+        std::visit([&, kk = key](const auto& x) { d["state"][kk] = x; }, v.value());
+      load_state_dict(before);  // every rank (this one too) applies the decision below
+    } catch (const std::exception& e) {
+      d = {{"error", e.what()}};
+    }
+  }
+  const std::string told = trainer.broadcast(d.dump());  // one collective: every rank learns it
+  d = nlohmann::json::parse(told);
+  if (d.contains("error")) throw Error(PL_ERR_INVALID_ARGUMENT, d["error"].get<std::string>());
+  if (d.contains("warn")) {
+    if (t.rank == 0) t.warn(d["warn"].get<std::string>() + "; no checkpoint saved");
+    return;
+  }
+  HParams s;
+  for (const auto& [key, v] : d["state"].items()) {
+    if (v.is_string())
+      s.emplace(key, v.get<std::string>());
+    else if (v.is_number_integer())
+      s.emplace(key, v.get<int64_t>());
+    else if (v.is_number())
+      s.emplace(key, v.get<double>());
+    else
+      s.emplace(key, v.is_null() ? std::nan("") : 0.0);
+  }
+  const std::string dir_was = dir_;
+  dir_.clear();  // load_state_dict keeps its folder check for a checkpoint's state, not for this
+  load_state_dict(s);
+  dir_ = dir_was;
+  const std::string save = d["save"].get<std::string>();
+  const std::string last = d["last"].get<std::string>();
+  if (save.empty() && last.empty()) return;
+  last_step_saved_ = t.step;
+  if (!save.empty()) trainer.save_checkpoint(save);  // collective; rank 0 writes
+  if (!last.empty()) trainer.save_checkpoint(last);
+  if (t.rank != 0) return;
+  for (const auto& p : d["remove"]) {
+    std::error_code ec;
+    std::filesystem::remove_all(p.get<std::string>(), ec);
+    if (ec) t.warn("ModelCheckpoint could not remove " + p.get<std::string>() + ": " + ec.message());
+  }
+}
+
+}  // namespace pl

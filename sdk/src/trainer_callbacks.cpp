@@ -1,0 +1,166 @@
+// The trainer's callbacks (callback.hpp): the list one fit/validate/test calls (TrainerOptions'
+// merged with the module's configure_callbacks, ModelCheckpoint last), their state in checkpoints
+// (trainer.json "callbacks": {state_key: state}), and should_stop, which the ranks agree on at each
+// epoch's end so that no rank leaves fit alone.
+#include <cxxabi.h>
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <plrt/sdk/model_checkpoint.hpp>
+#include <set>
+#include <typeinfo>
+
+#include "trainer_impl.hpp"
+
+namespace pl {
+
+namespace {
+
+nlohmann::json to_json(const HParams& h) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& [k, v] : h) std::visit([&, key = k](const auto& x) { j[key] = x; }, v.value());
+  return j;
+}
+
+HParams from_json(const nlohmann::json& j, const std::string& key) {
+  HParams h;
+  for (const auto& [k, v] : j.items()) {
+    if (v.is_boolean())
+      h.emplace(k, v.get<bool>());
+    else if (v.is_number_integer())
+      h.emplace(k, v.get<int64_t>());
+    else if (v.is_number())
+      h.emplace(k, v.get<double>());
+    else if (v.is_string())
+      h.emplace(k, v.get<std::string>());
+    else if (v.is_null())  // a non-finite number (JSON has none)
+      h.emplace(k, std::nan(""));
+    else
+      throw Error(PL_ERR_INVALID_ARGUMENT, "the checkpoint's state of callback '" + key + "' has a value '" + k +
+                                               "' that is not a bool, number or string");
+  }
+  return h;
+}
+
+}  // namespace
+
+std::string Callback::state_key() const {
+  int status = 0;
+  const char* raw = typeid(*this).name();
+  std::unique_ptr<char, void (*)(void*)> name(abi::__cxa_demangle(raw, nullptr, nullptr, &status), std::free);
+  return status == 0 && name ? std::string(name.get()) : std::string(raw);
+}
+
+void Trainer::Impl::use_callbacks(LightningModule& m, bool fitting) {
+  std::vector<std::shared_ptr<Callback>> list = o.callbacks;
+  if (fitting) {
+    for (auto& c : m.configure_callbacks()) {
+      if (!c) throw Error(PL_ERR_INVALID_ARGUMENT, "configure_callbacks returned a null callback");
+      Callback& ref = *c;
+      list.erase(std::remove_if(list.begin(), list.end(),
+                                [&](const std::shared_ptr<Callback>& x) { return x && typeid(*x) == typeid(ref); }),
+                 list.end());
+      list.push_back(c);
+    }
+  }
+  for (size_t i = 0; i < list.size(); ++i)
+    if (!list[i]) throw Error(PL_ERR_INVALID_ARGUMENT, "TrainerOptions::callbacks[" + std::to_string(i) + "] is null");
+  // Lightning's order: checkpointing last, so it saves what the other callbacks did this epoch.
+  std::stable_partition(list.begin(), list.end(), [](const std::shared_ptr<Callback>& c) {
+    return dynamic_cast<ModelCheckpoint*>(c.get()) == nullptr;
+  });
+  std::set<std::string> keys;
+  for (const auto& c : list) {
+    if (dynamic_cast<ModelCheckpoint*>(c.get()) && !o.enable_checkpointing)
+      throw Error(PL_ERR_INVALID_ARGUMENT,
+                  "the trainer has enable_checkpointing=false but its callbacks hold a ModelCheckpoint (" +
+                      c->state_key() + "); set enable_checkpointing=true or remove the ModelCheckpoint");
+    if (c->state_dict().empty()) continue;
+    if (!keys.insert(c->state_key()).second)
+      throw Error(PL_ERR_INVALID_ARGUMENT, "two callbacks with state have the same state_key '" + c->state_key() +
+                                               "', so a checkpoint cannot tell their states apart; give them "
+                                               "different settings (e.g. another monitor) or a unique state_key");
+  }
+  cbs = std::move(list);
+}
+
+nlohmann::json Trainer::Impl::callbacks_state() const {
+  nlohmann::json out = nlohmann::json::object();
+  for (const auto& c : cbs) {
+    HParams s = c->state_dict();
+    if (!s.empty()) out[c->state_key()] = to_json(s);
+  }
+  return out;
+}
+
+void Trainer::Impl::load_callbacks_state() {
+  if (saved_callbacks.is_null()) return;
+  std::vector<std::string> unused;
+  for (const auto& [key, state] : saved_callbacks.items()) {
+    auto it = std::find_if(cbs.begin(), cbs.end(), [&, k = key](const auto& c) { return c->state_key() == k; });
+    if (it == cbs.end()) {
+      unused.push_back(key);
+      continue;
+    }
+    (*it)->load_state_dict(from_json(state, key));
+  }
+  if (!unused.empty() && rank == 0) {
+    std::string names;
+    for (const auto& k : unused) names += (names.empty() ? "" : ", ") + k;
+    warn("the checkpoint holds the state of callbacks this fit does not have: " + names +
+         "; give the trainer the same callbacks to continue them");
+  }
+  saved_callbacks = nullptr;
+}
+
+// After the epoch's last logged value and learning-rate step: the monitoring callbacks (their
+// saves resume at the next epoch), then one collective: any rank's should_stop is every rank's.
+void Trainer::Impl::monitoring_epoch_end() {
+  epoch_done = true;
+  struct Reset {
+    bool& flag;
+    ~Reset() { flag = false; }
+  } reset{epoch_done};
+  for (auto& c : cbs)
+    if (c->monitors()) c->on_train_epoch_end(*self, *module);
+  if (world > 1) {
+    std::vector<double> v{should_stop ? 1.0 : 0.0};
+    collectives().allreduce(v, PL_REDUCE_MAX);
+    should_stop = v[0] > 0;
+  }
+}
+
+// ---- the public face ----
+
+const std::vector<std::shared_ptr<Callback>>& Trainer::callbacks() const { return impl_->cbs; }
+ModelCheckpoint* Trainer::checkpoint_callback() const {
+  for (const auto& c : impl_->cbs)
+    if (auto* mc = dynamic_cast<ModelCheckpoint*>(c.get())) return mc;
+  return nullptr;
+}
+bool Trainer::should_stop() const { return impl_->should_stop; }
+void Trainer::set_should_stop(bool stop) { impl_->should_stop = stop; }
+Optimizer* Trainer::optimizer() const { return impl_->optimizer.get(); }
+const std::vector<LRSchedulerConfig>& Trainer::lr_scheduler_configs() const { return impl_->schedulers; }
+
+void Trainer::log_metrics(const std::map<std::string, double>& values) {
+  if (impl_->rank != 0 || values.empty()) return;
+  impl_->loggers.add_row(impl_->epoch, impl_->step, values);
+}
+
+std::string Trainer::broadcast(const std::string& bytes) {
+  plrt::sdk::Collectives c = impl_->collectives();
+  if (c.world_size() == 1) return bytes;
+  return c.allgather(impl_->rank == 0 ? bytes : std::string()).at(0);
+}
+
+bool Trainer::reduce_boolean_decision(bool decision, bool all) {
+  plrt::sdk::Collectives c = impl_->collectives();
+  if (c.world_size() == 1) return decision;
+  std::vector<double> v{decision ? 1.0 : 0.0};
+  c.allreduce(v, all ? PL_REDUCE_MIN : PL_REDUCE_MAX);
+  return v[0] > 0;
+}
+
+}  // namespace pl

@@ -1,0 +1,110 @@
+// A rank under plrun (ddp, cpu) fitting with EarlyStopping or ModelCheckpoint, its monitored
+// "val_loss" a script per rank and epoch (value_of below), so that the ranks' own values disagree.
+//   callbacks_worker early <out_dir>     EarlyStopping(patience 2) on each rank's own value
+//   callbacks_worker topk <out_dir>      ModelCheckpoint(top 2) on the ranks' mean (sync_dist)
+//   callbacks_worker topk_local <out_dir> the same on each rank's own value (rank 0's decides)
+// Each rank writes <out_dir>/rank<r>.json: the epochs trained, EarlyStopping's stopped_epoch,
+// ModelCheckpoint's best_model_path and best_k_models.
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <plrt/sdk/early_stopping.hpp>
+#include <plrt/sdk/model_checkpoint.hpp>
+#include <plrt/sdk/nn.hpp>
+#include <plrt/sdk/trainer.hpp>
+
+namespace {
+
+// early: rank 1 stops improving after epoch 1 (with patience 2 it would stop after epoch 3); the
+// other ranks keep improving.  topk: multiples of 1/8, so the ranks' means are exact.
+double value_of(const std::string& mode, int rank, int64_t epoch) {
+  const auto e = static_cast<size_t>(epoch);
+  if (mode == "early") {
+    static const std::vector<double> better{1.0, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1};
+    static const std::vector<double> stalls{1.0, 0.9, 0.95, 0.96, 0.97, 0.98, 0.99, 1.0, 1.1, 1.2};
+    return (rank == 1 ? stalls : better).at(e);
+  }
+  static const std::vector<std::vector<double>> v{{0.5, 0.125, 0.375, 0.25, 0.75}, {0.25, 0.875, 0.125, 0.0, 0.25}};
+  return v.at(static_cast<size_t>(rank) % 2).at(e);
+}
+
+struct Model : pl::LightningModule {
+  pl::Generator gen{3};
+  pl::nn::Linear fc{4, 3, true, &gen};
+  std::string mode;
+  explicit Model(std::string m) : mode(std::move(m)) { register_module("fc", fc); }
+  double training_step(const pl::Batch& b, int64_t) override {
+    auto ce = pl::nn::cross_entropy(fc.forward(b.at(0)), b.at(1));
+    fc.backward(ce.grad, false);
+    return ce.loss;
+  }
+  void validation_step(const pl::Batch&, int64_t) override {
+    pl::LogOptions o;
+    o.sync_dist = mode == "topk";
+    log("val_loss", value_of(mode, global_rank(), current_epoch()), o);
+  }
+  std::unique_ptr<pl::Optimizer> configure_optimizers() override {
+    return std::make_unique<pl::SGD>(parameters(), pl::SgdOptions{});
+  }
+};
+
+std::shared_ptr<pl::TensorDataset> dataset(int64_t n) {
+  std::vector<float> xs(static_cast<size_t>(n) * 4);
+  std::vector<int64_t> ys(static_cast<size_t>(n));
+  for (size_t i = 0; i < xs.size(); ++i) xs[i] = static_cast<float>(i % 7) * 0.1f;
+  for (size_t i = 0; i < ys.size(); ++i) ys[i] = static_cast<int64_t>(i % 3);
+  return std::make_shared<pl::TensorDataset>(
+      std::vector<pl::Tensor>{pl::Tensor::from_vector(xs, {n, 4}), pl::Tensor::from_vector(ys, {n})});
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    if (argc != 3) throw std::runtime_error("usage: callbacks_worker early|topk|topk_local <out_dir>");
+    const std::string mode = argv[1], out = argv[2];
+    pl::TrainerOptions o;
+    o.strategy = "ddp";
+    o.accelerator = "cpu";
+    o.default_root_dir = out;
+    std::shared_ptr<pl::EarlyStopping> es;
+    std::shared_ptr<pl::ModelCheckpoint> mc;
+    if (mode == "early") {
+      pl::EarlyStoppingOptions eo;
+      eo.monitor = "val_loss";
+      eo.patience = 2;
+      es = std::make_shared<pl::EarlyStopping>(eo);
+      o.callbacks = {es};
+      o.max_epochs = 10;
+    } else {
+      pl::ModelCheckpointOptions co;
+      co.monitor = "val_loss";
+      co.save_top_k = 2;
+      co.filename = "{epoch}-{val_loss:.3f}";
+      mc = std::make_shared<pl::ModelCheckpoint>(co);
+      o.callbacks = {mc};
+      o.max_epochs = 5;
+    }
+    pl::Trainer trainer(o);
+    pl::DataLoaderOptions lo;
+    lo.batch_size = 4;
+    lo.shuffle = false;
+    const int64_t world = trainer.world_size();
+    pl::DataLoader train(dataset(8 * world), lo), val(dataset(4 * world), lo);
+    Model m(mode);
+    trainer.fit(m, train, &val);
+    nlohmann::json j;
+    j["epochs"] = trainer.current_epoch();
+    j["should_stop"] = trainer.should_stop();
+    if (es) j["stopped_epoch"] = es->stopped_epoch(), j["reason"] = es->stop_reason();
+    if (mc) {
+      j["best_model_path"] = mc->best_model_path();
+      j["best_k_models"] = mc->best_k_models();
+    }
+    std::ofstream(out + "/rank" + std::to_string(trainer.global_rank()) + ".json") << j.dump(2) << "\n";
+    return 0;
+  } catch (const std::exception& e) {
+    std::cerr << "callbacks_worker: " << e.what() << "\n";
+    return 1;
+  }
+}

@@ -1,0 +1,81 @@
+// Callbacks across ranks under plrun (ddp, cpu): EarlyStopping whose ranks' own values disagree
+// stops every rank after the same epoch (one rank's verdict is everyone's; without the agreement
+// the other ranks would wait in a collective for it); ModelCheckpoint's top 2 on the ranks' mean
+// (computed here from the scripts in callbacks_worker.cpp) and on rank 0's own value, with the
+// same best_model_path on every rank.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <set>
+
+#include "training_support.hpp"
+
+namespace {
+
+using namespace plrt_training;
+
+nlohmann::json rank_json(const TempDir& dir, int r) {
+  std::ifstream in(dir / ("rank" + std::to_string(r) + ".json"));
+  return nlohmann::json::parse(in);
+}
+
+std::set<std::string> checkpoint_folders(const std::string& dir) {
+  std::set<std::string> out;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.is_directory() && e.path().filename() != "last") out.insert(e.path().filename().string());
+  return out;
+}
+
+TEST(CallbacksAcrossRanks, EarlyStoppingStopsEveryRankTogether) {
+  TempDir dir;
+  // a rank left alone in a collective fails within 20 s instead of hanging
+  auto r = run(plrun("ddp", 3, {CALLBACKS_WORKER_PATH, "early", dir.path.string()}), {{"PL_TRAINER_TIMEOUT", "20"}});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  for (int k = 0; k < 3; ++k) {
+    auto j = rank_json(dir, k);
+    // rank 1: best 0.9 at epoch 1, then 0.95, 0.96: 2 checks without improvement after epoch 3
+    EXPECT_EQ(j["epochs"], 4) << "rank " << k;
+    EXPECT_EQ(j["stopped_epoch"], 3) << "rank " << k;
+    EXPECT_THAT(j["reason"].get<std::string>(), ::testing::HasSubstr(k == 1 ? "did not improve" : "another rank"))
+        << "rank " << k;
+  }
+}
+
+// The expected top 2 (lowest) of the mean of two ranks' values, as folder names.
+std::set<std::string> expected_top2(const std::vector<double>& values) {
+  std::vector<size_t> idx(values.size());
+  for (size_t i = 0; i < idx.size(); ++i) idx[i] = i;
+  std::stable_sort(idx.begin(), idx.end(), [&](size_t a, size_t b) { return values[a] < values[b]; });
+  std::set<std::string> out;
+  for (size_t i = 0; i < 2; ++i) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "epoch=%zu-val_loss=%.3f", idx[i], values[idx[i]]);
+    out.insert(buf);
+  }
+  return out;
+}
+
+void check_topk(const std::string& mode, const std::vector<double>& monitored) {
+  TempDir dir;
+  auto r = run(plrun("ddp", 2, {CALLBACKS_WORKER_PATH, mode, dir.path.string()}));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto j0 = rank_json(dir, 0), j1 = rank_json(dir, 1);
+  const std::string best = j0["best_model_path"];
+  ASSERT_FALSE(best.empty());
+  EXPECT_EQ(j1["best_model_path"], best) << "every rank knows rank 0's decision";
+  EXPECT_EQ(j1["best_k_models"], j0["best_k_models"]);
+  const std::string folder = fs::path(best).parent_path().string();
+  EXPECT_EQ(checkpoint_folders(folder), expected_top2(monitored)) << mode;
+}
+
+TEST(CallbacksAcrossRanks, ModelCheckpointKeepsTheTopKOfTheRanksMean) {
+  // rank 0: 0.5 0.125 0.375 0.25 0.75; rank 1: 0.25 0.875 0.125 0.0 0.25
+  check_topk("topk", {0.375, 0.5, 0.25, 0.125, 0.5});
+}
+
+TEST(CallbacksAcrossRanks, ModelCheckpointOnUnsyncedValuesFollowsRankZero) {
+  check_topk("topk_local", {0.5, 0.125, 0.375, 0.25, 0.75});
+}
+
+}  // namespace
