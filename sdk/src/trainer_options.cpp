@@ -1,5 +1,6 @@
 // TrainerOptions from the environment (PL_TRAINER_* overrides, PL_RESTART_COUNT) and their checks,
 // both before any work: a bad value is an error naming it and what would be valid.
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -14,10 +15,23 @@ namespace {
 
 int64_t parse_int(const std::string& var, const std::string& text, int64_t lo) {
   char* end = nullptr;
+  errno = 0;
   long long v = std::strtoll(text.c_str(), &end, 10);
-  if (text.empty() || *end != '\0' || v < lo)
+  if (text.empty() || *end != '\0' || v < lo || errno == ERANGE)  // ERANGE: past int64, not saturated silently
+    throw Error(PL_ERR_INVALID_ARGUMENT, var + "='" + text + "' is not valid: it must be an integer " +
+                                             std::to_string(lo) + "..9223372036854775807");
+  return v;
+}
+
+// A seed: 0..2^64-1, as plrt-mlp --seed and seed_everything take (digits only: strtoull would
+// wrap "-1" to 2^64-1).
+uint64_t parse_seed(const std::string& var, const std::string& text) {
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long long v = std::strtoull(text.c_str(), &end, 10);
+  if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos || *end != '\0' || errno == ERANGE)
     throw Error(PL_ERR_INVALID_ARGUMENT,
-                var + "='" + text + "' is not valid: it must be an integer >= " + std::to_string(lo));
+                var + "='" + text + "' is not valid: it must be an integer 0..18446744073709551615");
   return v;
 }
 
@@ -83,8 +97,7 @@ void Trainer::Impl::apply_env_overrides() {
   }
   // Set by the launcher (plrun --max-restarts, torchelastic's TORCHELASTIC_RESTART_COUNT's role).
   i64("PL_RESTART_COUNT", restart_count, 0);
-  if (const char* v = std::getenv("PL_TRAINER_SEED"); v && *v)
-    o.seed = static_cast<uint64_t>(parse_int("PL_TRAINER_SEED", v, 0));
+  if (const char* v = std::getenv("PL_TRAINER_SEED"); v && *v) o.seed = parse_seed("PL_TRAINER_SEED", v);
   // plrun --strategy-option: on top of the program's options, plrun's value winning for a key.
   if (const char* v = std::getenv(kStrategyOptionsVariable); v && *v)
     for (const auto& [key, value] : decode_options(kStrategyOptionsVariable, v))
