@@ -80,6 +80,9 @@ std::vector<MetricState> reduce_states(const std::vector<MetricState>& layout, c
                                        const std::string& metric) {
   std::vector<MetricState> acc;
   for (size_t r = 0; r < ranks.size(); ++r) {
+    // "": a rank that took part without the metric (it logged it from no step this epoch)
+    if (ranks[r].empty() && !layout.empty()) continue;
+    const bool first = acc.empty();
     size_t pos = 0;
     const std::string what = "metric '" + metric + "' rank " + std::to_string(r);
     for (size_t i = 0; i < layout.size(); ++i) {
@@ -97,7 +100,7 @@ std::vector<MetricState> reduce_states(const std::vector<MetricState>& layout, c
         take(ranks[r], pos, part.i64.data(), part.i64.size(), what);
       else
         take(ranks[r], pos, part.f64.data(), part.f64.size(), what);
-      if (r == 0) {
+      if (first) {
         acc.push_back(std::move(part));
       } else {
         fold(acc[i].i64, part.i64, part.reduce);
@@ -107,6 +110,10 @@ std::vector<MetricState> reduce_states(const std::vector<MetricState>& layout, c
     if (pos != ranks[r].size())
       throw Error(PL_ERR_INVALID_ARGUMENT,
                   what + ": has more states than this rank's " + std::to_string(layout.size()) + " (another metric?)");
+  }
+  if (acc.empty()) {  // no rank had it: the empty states
+    acc = layout;
+    for (auto& st : acc) st.f64 = st.f64_default, st.i64 = st.i64_default;
   }
   return acc;
 }

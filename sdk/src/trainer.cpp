@@ -246,6 +246,7 @@ void Trainer::Impl::fit_loop(LightningModule& m, DataLoader& train, DataLoader* 
     train_epoch(train);
     if (stopped_in_epoch || interrupted) break;  // stopped inside the epoch by max_steps or SIGTERM
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    log_step_metrics();  // pl::Metric objects logged from training_step
     auto values = metrics.reduce_epoch(collectives());
     val_ran = val && (epoch + 1) % o.check_val_every_n_epoch == 0;
     if (val_ran) {
@@ -373,6 +374,11 @@ std::map<std::string, double> Trainer::Impl::eval_loop(DataLoader& loader, bool 
     });
     {
       amp::Autocast autocast(precision.compute_dtype);
+      in_eval_step = true;
+      struct Done {
+        bool& f;
+        ~Done() { f = false; }
+      } done{in_eval_step};
       test ? m.test_step(batch, b) : m.validation_step(batch, b);
     }
     each_callback([&](Callback& c) {
@@ -381,6 +387,7 @@ std::map<std::string, double> Trainer::Impl::eval_loop(DataLoader& loader, bool 
   }
   test ? m.on_test_epoch_end() : m.on_validation_epoch_end();
   each_callback([&](Callback& c) { test ? c.on_test_epoch_end(*self, m) : c.on_validation_epoch_end(*self, m); });
+  log_step_metrics();  // pl::Metric objects logged from the steps
   auto values = metrics.reduce_epoch(collectives());
   metrics.take_step_values();
   m.train(was_training);

@@ -2,7 +2,8 @@
 // DistributedSampler): rank r has 3 + 4r rows, batches of 4, so both the batch counts and the last
 // batch sizes differ.  validation_step logs each row-mean of known values with every reduce_fx;
 // validation_step also updates a pl::MeanMetric and a pl::Accuracy (class ids from the values),
-// which on_validation_epoch_end logs with log(name, Metric&) (combined across ranks, then reset);
+// which on_validation_epoch_end logs with log(name, Metric&) (combined across ranks, then reset),
+// and another pl::Accuracy that validation_step itself logs (computed when the epoch ends);
 // rank 0 writes callback_metrics as JSON to argv[1] so the test can compare them with the exact
 // answers.
 #include <fstream>
@@ -42,12 +43,20 @@ class Probe : public pl::LightningModule {
     for (double x : v) target.push_back(static_cast<int64_t>(x) % 3), pred.push_back(static_cast<int64_t>(x) % 2);
     const int64_t k = static_cast<int64_t>(v.size());
     accuracy_.update(pl::Tensor::from_vector(pred, {k}), pl::Tensor::from_vector(target, {k}));
+    // the same metric logged from the step (computed at the epoch's end); rank 1 never logs it, so
+    // it takes part in the computation with nothing
+    if (global_rank() != 1) {
+      step_accuracy_.update(pl::Tensor::from_vector(pred, {k}), pl::Tensor::from_vector(target, {k}));
+      log("step_accuracy", step_accuracy_);
+    }
   }
   void on_validation_epoch_end() override {
     log("metric_mean", mean_metric_);
     log("metric_accuracy", accuracy_);
     if (mean_metric_.update_count() != 0 || accuracy_.update_count() != 0)
       throw std::runtime_error("log(name, Metric&) did not reset the metric");
+    if (global_rank() != 1 && step_accuracy_.update_count() == 0)
+      throw std::runtime_error("the metric logged from validation_step was reset before the epoch's end");
   }
   std::unique_ptr<pl::Optimizer> configure_optimizers() override {
     return std::make_unique<pl::SGD>(parameters(), pl::SgdOptions{});
@@ -56,6 +65,7 @@ class Probe : public pl::LightningModule {
  private:
   pl::MeanMetric mean_metric_;
   pl::Accuracy accuracy_{3};
+  pl::Accuracy step_accuracy_{3};
 };
 
 }  // namespace

@@ -156,7 +156,7 @@ TEST(Training, SyncDistWithUnequalBatchesGivesTrueValues) {
     auto m = nlohmann::json::parse(in);
     // rank r holds rows r*100 + i for i < 3 + 4r, in batches of 4
     double total = 0, count = 0, sum_of_means = 0, mn = 1e300, mx = -1e300, rank0_mean = 0, rank0_w = 0;
-    int64_t correct = 0;
+    int64_t correct = 0, step_correct = 0, step_count = 0;  // step_*: the ranks other than 1
     for (int rank = 0; rank < world; ++rank) {
       int n = 3 + 4 * rank;
       for (int b = 0; b * 4 < n; ++b) {
@@ -170,6 +170,7 @@ TEST(Training, SyncDistWithUnequalBatchesGivesTrueValues) {
         for (int i = b * 4; i < std::min(n, b * 4 + 4); ++i) {
           const auto id = static_cast<int64_t>(rank * 100 + i);
           correct += id % 3 == id % 2;
+          if (rank != 1) step_correct += id % 3 == id % 2, ++step_count;
         }
         if (rank == 0) rank0_mean += s, rank0_w += k;
       }
@@ -182,6 +183,9 @@ TEST(Training, SyncDistWithUnequalBatchesGivesTrueValues) {
     // log(name, Metric&) in on_validation_epoch_end: every rank's rows (pl::MeanMetric, pl::Accuracy)
     EXPECT_NEAR(m.at("metric_mean").get<double>(), total / count, 1e-12) << "world " << world;
     EXPECT_EQ(m.at("metric_accuracy").get<double>(), static_cast<double>(correct) / count) << "world " << world;
+    // log(name, Metric&) from validation_step: computed over the epoch when it ends
+    EXPECT_EQ(m.at("step_accuracy").get<double>(), static_cast<double>(step_correct) / static_cast<double>(step_count))
+        << "world " << world;
   }
 }
 

@@ -119,8 +119,13 @@ class LightningModule : public Module {
   void log(const std::string& name, double value, const LogOptions& options = {});
   // A metric (metric.hpp) combined across every rank, logged as log(name, value, options) does
   // (sync_dist needs not be set: the value is already every rank's), then reset, as Lightning does
-  // with a TorchMetrics object at the end of an epoch.  Collective: every rank calls it, from
-  // on_train_epoch_end / on_validation_epoch_end / on_test_epoch_end (not from a dp/ddp2 replica's step).
+  // with a TorchMetrics object at the end of an epoch.  From on_train_epoch_end /
+  // on_validation_epoch_end / on_test_epoch_end it is computed at once (collective: every rank
+  // calls it).  From training_step / validation_step / test_step (TorchMetrics' usual
+  // `self.log("val_acc", self.acc)` after `self.acc.update(...)`) it is computed when the epoch
+  // ends, on every rank together (a rank that logged it from no step takes part with nothing), and
+  // logged as the epoch's value; on_step is not supported for a metric (log a double for that).
+  // Not from a dp/ddp2 replica's step.
   void log(const std::string& name, Metric& metric, const LogOptions& options = {});
   // The tensor from every rank (same shape everywhere), in rank order; {t} when alone.
   std::vector<Tensor> all_gather(const Tensor& t);
