@@ -15,8 +15,8 @@
 #include "line_prefixer.hpp"
 #include "log_file.hpp"
 #include "output_sink.hpp"
-#include "progress_line.hpp"
 #include "process_tree.hpp"
+#include "progress_line.hpp"
 
 namespace plrt::launcher {
 

@@ -68,8 +68,8 @@ std::string render_bar(const BarFrame& f, int columns) {
   std::string left = f.stage == "train" ? "epoch " + std::to_string(f.epoch) : f.stage;
   if (f.stage == "train" && f.last_epoch >= 0) left += "/" + std::to_string(f.last_epoch);
   left += "  " + std::to_string(f.done) + "/" + std::to_string(f.total) + " ";
-  const double frac = f.total > 0 ? std::clamp(static_cast<double>(f.done) / static_cast<double>(f.total), 0.0, 1.0)
-                                  : 1.0;
+  const double frac =
+      f.total > 0 ? std::clamp(static_cast<double>(f.done) / static_cast<double>(f.total), 0.0, 1.0) : 1.0;
   const double counted = static_cast<double>(f.done - f.done_at_start);
   const double rate = f.elapsed_s > 0 && counted > 0 ? counted / f.elapsed_s : 0;
   std::string right = " " + std::to_string(static_cast<int>(frac * 100)) + "%  ";

@@ -22,9 +22,9 @@ inline constexpr const char* kBarEndMarker = "\x1b_plrt-bar-end\x1b\\";
 inline constexpr const char* kBarTtyVariable = "PL_PROGRESS_BAR_TTY";
 
 struct BarFrame {
-  std::string stage;          // "train", "validate", "test"
-  int64_t epoch = 0;          // train: the epoch shown
-  int64_t last_epoch = -1;    // train: "epoch E/last" when >= 0
+  std::string stage;        // "train", "validate", "test"
+  int64_t epoch = 0;        // train: the epoch shown
+  int64_t last_epoch = -1;  // train: "epoch E/last" when >= 0
   int64_t done = 0, total = 0;
   double elapsed_s = 0;       // since the stage started
   int64_t done_at_start = 0;  // a resumed epoch's batches done before this run (not in the rate)
@@ -37,7 +37,11 @@ std::string render_bar(const BarFrame& f, int columns);
 
 class ProgressBar {
  public:
-  enum class Mode { off, terminal, marker };
+  enum class Mode {
+    off,
+    terminal,
+    marker
+  };
   struct Setup {
     Mode mode = Mode::off;
     int columns = 80;

@@ -11,8 +11,12 @@
 using plrt::launcher::ProgressLine;
 
 namespace {
-std::string frame(const std::string& text) { return "[rank 0] " + std::string(plrt::launcher::kBarMarker) + text + "\n"; }
-std::string done(const std::string& text) { return "[rank 0] " + std::string(plrt::launcher::kBarEndMarker) + text + "\n"; }
+std::string frame(const std::string& text) {
+  return "[rank 0] " + std::string(plrt::launcher::kBarMarker) + text + "\n";
+}
+std::string done(const std::string& text) {
+  return "[rank 0] " + std::string(plrt::launcher::kBarEndMarker) + text + "\n";
+}
 }  // namespace
 
 TEST(ProgressLine, MarkersAreTheSdks) {

@@ -93,8 +93,12 @@ struct Recorded {
 TEST(ProgressBar, RedrawsAtMostEvery100MsAndAtTheEnd) {
   double now = 0;
   std::vector<Recorded> out;
-  ProgressBar bar({ProgressBar::Mode::terminal, 200}, [&](const std::string& t, bool f) { out.push_back({t, f}); },
-                  [&] { return now; });
+  ProgressBar bar(
+      {ProgressBar::Mode::terminal, 200},
+      [&](const std::string& t, bool f) {
+        out.push_back({t, f});
+      },
+      [&] { return now; });
   bar.start("train", 0, 1, 1000);
   ASSERT_EQ(out.size(), 1u);  // drawn at once
   for (int i = 1; i <= 1000; ++i) {
@@ -120,8 +124,12 @@ TEST(ProgressBar, RedrawsAtMostEvery100MsAndAtTheEnd) {
 TEST(ProgressBar, NestedStageReturnsToTheOuterLine) {
   double now = 0;
   std::vector<Recorded> out;
-  ProgressBar bar({ProgressBar::Mode::terminal, 200}, [&](const std::string& t, bool f) { out.push_back({t, f}); },
-                  [&] { return now; });
+  ProgressBar bar(
+      {ProgressBar::Mode::terminal, 200},
+      [&](const std::string& t, bool f) {
+        out.push_back({t, f});
+      },
+      [&] { return now; });
   bar.start("train", 2, 4, 10);
   now = 1;
   bar.update(10, {});

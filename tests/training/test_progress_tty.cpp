@@ -3,8 +3,8 @@
 // drawn, every log line starts at column 0 (after a newline or the bar's erase "\r\x1b[K", never
 // glued to bar text), the redraws stay near 10 a second, the finished line of each epoch replaces
 // the per-epoch info line; no bar when the output is a pipe or enable_progress_bar is off
-// (--no-progress-bar, PL_TRAINER_ENABLE_PROGRESS_BAR=0: nor the per-epoch lines), and a bad PL_TRAINER_ENABLE_PROGRESS_BAR
-// is named.
+// (--no-progress-bar, PL_TRAINER_ENABLE_PROGRESS_BAR=0: nor the per-epoch lines), and a bad
+// PL_TRAINER_ENABLE_PROGRESS_BAR is named.
 #include <fcntl.h>
 #include <poll.h>
 #include <pty.h>
@@ -55,7 +55,8 @@ TtyResult run_tty(const std::vector<std::string>& argv, const std::vector<std::p
   const auto deadline = t0 + std::chrono::seconds(60);
   char buf[65536];
   for (;;) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) {
       ADD_FAILURE() << "still running after 60 s; killed. Output so far:\n" << r.bytes;
       ::kill(pid, SIGKILL);
@@ -122,8 +123,9 @@ TEST(ProgressTty, BarOnATerminalNeverInterleavesWithLogLines) {
   for (int e = 0; e < 3; ++e) {
     const std::string head = "\repoch " + std::to_string(e) + "/2  ";
     EXPECT_GE(count(out, head), 2u) << e << "\n" << out;
-    const std::regex finished("\\repoch " + std::to_string(e) +
-                              R"(/2  60/60 \[=+\] 100%  [0-9.]+ it/s  0:0\d  loss=[0-9.e-]+ val_acc=0\.\d+\x1b\[K\r\n)");
+    const std::regex finished(
+        "\\repoch " + std::to_string(e) +
+        R"(/2  60/60 \[=+\] 100%  [0-9.]+ it/s  0:0\d  loss=[0-9.e-]+ val_acc=0\.\d+\x1b\[K\r\n)");
     EXPECT_TRUE(std::regex_search(out, finished)) << "no finished line for epoch " << e << "\n" << out;
   }
   EXPECT_NE(out.find("\rvalidate  "), std::string::npos) << out;  // the validation's transient frames
@@ -193,8 +195,8 @@ TEST(ProgressTty, MlpOnATerminalAndItsNoProgressBarFlag) {
 TEST(ProgressTty, BadEnableProgressBarValueIsNamed) {
   for (const char* bad : {"yes", "2", "true"}) {
     TempDir dir;
-    auto r = run_tty(worker(1, 2, 0, 0), {{"PROGRESS_WORKER_DIR", dir.path.string()},
-                                           {"PL_TRAINER_ENABLE_PROGRESS_BAR", bad}});
+    auto r = run_tty(worker(1, 2, 0, 0),
+                     {{"PROGRESS_WORKER_DIR", dir.path.string()}, {"PL_TRAINER_ENABLE_PROGRESS_BAR", bad}});
     EXPECT_EQ(r.exit_code, 2) << r.bytes;
     EXPECT_NE(r.bytes.find(std::string("PL_TRAINER_ENABLE_PROGRESS_BAR='") + bad + "' is not valid: use 0 or 1"),
               std::string::npos)
@@ -211,8 +213,7 @@ TEST(ProgressTty, UnderPlrunRank0sBarStaysTheLastLine) {
   const std::string& out = r.bytes;
   EXPECT_EQ(out.find("\x1b_plrt"), std::string::npos) << "a marker reached the terminal\n" << out;
   EXPECT_GE(count(out, "\repoch 0/1  "), 2u) << out;
-  EXPECT_TRUE(std::regex_search(out, std::regex(R"(\repoch 1/1  40/40 \[=+\] 100%.*loss=.*\x1b\[K\r\n)")))
-      << out;
+  EXPECT_TRUE(std::regex_search(out, std::regex(R"(\repoch 1/1  40/40 \[=+\] 100%.*loss=.*\x1b\[K\r\n)"))) << out;
   expect_log_lines_at_column_0(out);
   // rank 1's lines came while the bar was shown, each after an erase or another line, never glued
   EXPECT_GE(count(out, "[rank 1] worker line at batch"), 16u) << out;
