@@ -9,6 +9,8 @@
 #include <plrt/sdk/usable_devices.hpp>
 #include <set>
 
+#include "progress_line.hpp"
+
 namespace plrt::launcher {
 
 namespace {
@@ -167,6 +169,7 @@ std::vector<WorkerSpec> plan_workers(const pl::JobConfig& c, const LaunchOptions
     common.emplace_back("PL_TRAINER_" + name, name == "NUM_NODES" ? std::to_string(c.num_nodes) : value);
   }
   if (!o.plugin_path.empty()) common.emplace_back("PL_PLUGIN_PATH", o.plugin_path);
+  if (o.progress_bar_columns > 0) common.emplace_back(kBarTtyVariable, std::to_string(o.progress_bar_columns));
 
   std::vector<WorkerSpec> out;
   const std::string node = std::to_string(o.node_rank);
@@ -227,6 +230,7 @@ const std::vector<std::string>& managed_variables() {
                                                  "TORCHELASTIC_MAX_RESTARTS",
                                                  "TORCHELASTIC_RUN_ID",
                                                  "PL_LAUNCH_MODE",
+                                                 kBarTtyVariable,  // only when plrun's stderr is a terminal
                                                  "PL_TRAINER_ACCELERATOR",
                                                  "PL_TRAINER_DEVICES",
                                                  "PL_TRAINER_STRATEGY",

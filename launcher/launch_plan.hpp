@@ -38,6 +38,9 @@ struct LaunchOptions {
   // PL_PLUGIN_PATH for the workers ("" = leave the inherited one): plrun's --plugin-path folders
   // first, so that the workers find the plugins plrun resolved the job with.
   std::string plugin_path;
+  // > 0: plrun's stderr is a terminal this many columns wide: the workers get PL_PROGRESS_BAR_TTY
+  // and rank 0 sends its progress bar as marked lines (progress_line.hpp).  0: they get nothing.
+  int progress_bar_columns = 0;
 };
 
 constexpr double kMaxGracePeriod = 5.0;  // so that stopping a job completes within 5 s

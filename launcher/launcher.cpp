@@ -150,6 +150,7 @@ int launch(const LaunchRequest& req) {
   so.grace = std::chrono::milliseconds(static_cast<long long>(req.options.grace_period_s * 1000));
   so.on_event = [&rounds](const WorkerEvent& ev, bool stopping) { rounds.on_worker_event(ev, stopping); };
   so.stop_fd = rounds.stop_fd();
+  so.progress_bar = req.options.progress_bar_columns > 0;
   for (;;) {
     pl::JobConfig round_config = config;
     LaunchOptions round_options = req.options;

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "fd_limit.hpp"
+#include "progress_line.hpp"
 #include "launcher.hpp"
 #include "log_file.hpp"
 
@@ -312,6 +313,7 @@ int main(int argc, char** argv) {
     if (!req.strategy_options.empty())
       launch.trainer_flags.emplace_back("STRATEGY_OPTIONS", pl::encode_options(req.strategy_options));
     launch.plugin_path = worker_plugin_path(plugin_dirs);
+    launch.progress_bar_columns = plrt::launcher::terminal_columns(2);  // 0: not a terminal
     lr.options = launch;
     if (launch.log_dir) {  // before anything starts: a folder plrun cannot write to is a bad flag
       plrt::launcher::validate(launch);

@@ -16,6 +16,7 @@
 #include "log_file.hpp"
 #include "output_sink.hpp"
 #include "process_tree.hpp"
+#include "progress_line.hpp"
 
 namespace plrt::launcher {
 
@@ -75,6 +76,7 @@ class Supervisor {
  public:
   Supervisor(std::vector<Launch> launches, SignalChannel& signals, const SupervisorOptions& o)
       : signals_(signals), o_(o), sinks_{OutputSink(o.out_fd), OutputSink(o.err_fd)}, watch_stop_fd_(o.stop_fd >= 0) {
+    merge_stdout_ = o.progress_bar && ::isatty(o.out_fd);
     for (auto& l : launches) workers_.emplace_back(std::move(l));
   }
 
@@ -84,6 +86,11 @@ class Supervisor {
     loop();
     for (auto& w : workers_)
       for (int k = 0; k < 2; ++k) close_stream(w, k);
+    if (o_.progress_bar) {
+      std::string out;
+      bar_.close(out);
+      sinks_[1].append(out);
+    }
     for (auto& s : sinks_) s.flush(2000);
     SuperviseResult r;
     r.code = exit_code_.value_or(0);
@@ -94,7 +101,16 @@ class Supervisor {
   }
 
  private:
-  void say(const std::string& line) { sinks_[1].append("plrun: " + line + "\n"); }
+  void say(const std::string& line) { emit(1, "plrun: " + line + "\n"); }
+
+  // Complete lines for plrun's stdout (k = 0) or stderr (1), through the progress line when it is on.
+  void emit(int k, const std::string& lines) {
+    if (lines.empty()) return;
+    if (!o_.progress_bar || (k == 0 && !merge_stdout_)) return sinks_[k].append(lines);
+    std::string out;
+    bar_.feed(lines, out);
+    sinks_[1].append(out);
+  }
 
   void start_all() {
     if (signals_.guard_gone()) {  // an earlier round saw it: start nothing
@@ -261,18 +277,18 @@ class Supervisor {
       }
       if (n < 0 && errno == EINTR) continue;
       if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
-      sinks_[k].append(out);
+      emit(k, out);
       close_stream(w, k);  // EOF (or an error): every writer of this pipe is gone
       return;
     }
-    sinks_[k].append(out);
+    emit(k, out);
   }
 
   void close_stream(Worker& w, int k) {
     if (w.fds[k] < 0) return;
     std::string out;
     w.lines[k].finish(out);  // the unfinished last line
-    sinks_[k].append(out);
+    emit(k, out);
     ::close(w.fds[k]);
     w.fds[k] = -1;
   }
@@ -407,6 +423,8 @@ class Supervisor {
   SignalChannel& signals_;
   SupervisorOptions o_;
   OutputSink sinks_[2];
+  ProgressLine bar_;           // o_.progress_bar: rank 0's bar on sinks_[1]
+  bool merge_stdout_ = false;  // the workers' stdout goes to sinks_[1] too (both are terminals)
   std::vector<Worker> workers_;
   bool watch_stop_fd_;
   bool stopping_ = false;

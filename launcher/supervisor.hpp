@@ -55,6 +55,10 @@ struct SupervisorOptions {
   std::chrono::milliseconds after_kill{2000};  // how long to wait for SIGKILLed processes to end
   std::chrono::milliseconds drain{500};        // reading the pipes once every worker has ended
   int out_fd = 1, err_fd = 2;
+  // err_fd is a terminal and the workers were told so (PL_PROGRESS_BAR_TTY): rank 0's bar frames
+  // are kept as its last line (progress_line.hpp); the workers' stdout goes there too when out_fd
+  // is a terminal as well, so that no line of theirs is glued to the bar.
+  bool progress_bar = false;
   // Called on the supervisor's thread for every worker that ends or stops (success included), as
   // soon as it is seen and before the supervisor acts on it; `stopping`: the round was already
   // being stopped (by an earlier failure, a signal or stop_fd), so this end is not a cause.  Not

@@ -166,6 +166,10 @@ int main(int argc, char** argv) {
   app.add_option("--checkpoint-every-seconds", every_seconds,
                  "Also write checkpoints/last once T seconds passed since the last one (0: off)")
       ->capture_default_str();
+  bool no_progress_bar = false;
+  app.add_flag("--no-progress-bar", no_progress_bar,
+               "No progress output: no live bar on a terminal, no per-epoch lines elsewhere "
+               "(enable_progress_bar=false)");
   app.add_option("--report", report, "Write a JSON summary here (rank 0): metrics, steps/s, strategy statistics");
   try {
     app.parse(argc, argv);
@@ -193,6 +197,7 @@ int main(int argc, char** argv) {
     topt.seed = seed;
     topt.timeout = std::chrono::milliseconds(static_cast<long long>(timeout_s * 1000));
     topt.enable_checkpointing = !no_checkpoint;
+    if (no_progress_bar) topt.enable_progress_bar = false;
     {
       char* end = nullptr;
       topt.checkpoint_every_seconds = std::strtod(every_seconds.c_str(), &end);

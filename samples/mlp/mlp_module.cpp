@@ -74,7 +74,9 @@ void MlpClassifier::evaluate(const pl::Batch& batch, const std::string& prefix) 
   pl::LogOptions o;
   o.sync_dist = true;  // the true mean over every rank's samples (weighted by batch size)
   log(prefix + "_loss", ce.loss, o);
-  log(prefix + "_acc", static_cast<double>(ce.correct) / static_cast<double>(ce.count), o);
+  pl::LogOptions shown = o;
+  shown.prog_bar = true;  // on the progress bar, as the loss is
+  log(prefix + "_acc", static_cast<double>(ce.correct) / static_cast<double>(ce.count), shown);
 }
 
 void MlpClassifier::validation_step(const pl::Batch& batch, int64_t) { evaluate(batch, "val"); }

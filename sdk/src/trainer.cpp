@@ -29,6 +29,7 @@ Trainer::Impl::Impl(TrainerOptions options, const RuntimeOptions& ro) : o(std::m
   env = ClusterEnv::detect();
   RuntimeOptions r = ro;
   if (r.rank < 0 && env.source != "none" && !env.spawn_parent) r.rank = env.rank;
+  progress_setup(r, env.source == "none" || env.spawn_parent || env.rank == 0);
   rt = std::make_shared<Runtime>(r);
   if (o.seed) seed_everything(*o.seed);
   resolve_job();
@@ -266,6 +267,7 @@ void Trainer::Impl::fit_loop(LightningModule& m, DataLoader& train, DataLoader* 
     epoch_samples = epoch_batches = 0;
     if (o.enable_checkpointing) save_last();
   }
+  progress_close();
   strategy.sync_weights();  // ABI 1.6: fit ends with one model on every rank
   each_callback([&](Callback& c) { c.on_train_end(*self, m); });
   m.on_fit_end();
@@ -297,6 +299,7 @@ void Trainer::Impl::train_epoch(DataLoader& train) {
     each_callback([&](Callback& c) { c.on_train_epoch_start(*self, m); });
     m.on_train_epoch_start();
   }
+  progress_start("train", base + n, base);
   const int acc_n = o.accumulate_grad_batches;
   bool sync_on = true;
   int64_t window_samples = 0;
@@ -353,6 +356,7 @@ void Trainer::Impl::train_epoch(DataLoader& train) {
       if (more && (next.save || checkpoint_due_by_steps())) save_last();
     }
     each_callback([&](Callback& c) { c.on_train_batch_end(*self, m, loss, batch, b); });
+    progress_step(b + 1);
   }
   if (!sync_on) strategy.set_grad_sync(true);
 }
@@ -366,6 +370,7 @@ std::map<std::string, double> Trainer::Impl::eval_loop(DataLoader& loader, bool 
   each_callback([&](Callback& c) { test ? c.on_test_epoch_start(*self, m) : c.on_validation_epoch_start(*self, m); });
   test ? m.on_test_epoch_start() : m.on_validation_epoch_start();
   loader.set_epoch(0);
+  progress_start(test ? "test" : "validate", loader.num_batches());
   for (int64_t b = 0; b < loader.num_batches(); ++b) {
     Batch batch = to_device(loader.batch(b));
     batch_size = batch.empty() || batch[0].dim() == 0 ? 1 : batch[0].size(0);
@@ -381,6 +386,7 @@ std::map<std::string, double> Trainer::Impl::eval_loop(DataLoader& loader, bool 
       } done{in_eval_step};
       test ? m.test_step(batch, b) : m.validation_step(batch, b);
     }
+    progress_step(b + 1);
     each_callback([&](Callback& c) {
       test ? c.on_test_batch_end(*self, m, batch, b) : c.on_validation_batch_end(*self, m, batch, b);
     });
@@ -392,6 +398,7 @@ std::map<std::string, double> Trainer::Impl::eval_loop(DataLoader& loader, bool 
   metrics.take_step_values();
   m.train(was_training);
   for (const auto& kv : values) callback[kv.first] = kv.second;
+  progress_end();
   each_callback([&](Callback& c) { test ? c.on_test_end(*self, m) : c.on_validation_end(*self, m); });
   return values;
 }
@@ -400,7 +407,7 @@ void Trainer::Impl::end_epoch_log(const std::map<std::string, double>& values, d
   for (const auto& kv : values) callback[kv.first] = kv.second;
   loggers.add_row(epoch, step > 0 ? step - 1 : 0, values);
   loggers.flush();
-  if (rank != 0 || !o.enable_progress) return;
+  if (progress_end() || rank != 0 || !o.enable_progress_bar) return;  // the bar's finished line replaces it
   std::ostringstream os;
   os << "epoch " << epoch;
   if (o.max_epochs.value_or(0) > 0) os << "/" << *o.max_epochs - 1;

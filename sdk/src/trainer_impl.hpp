@@ -16,6 +16,7 @@
 
 #include "loggers.hpp"
 #include "metrics.hpp"
+#include "progress_bar.hpp"
 #include "strategy_handle.hpp"
 
 namespace plrt::sdk {
@@ -166,6 +167,15 @@ struct Trainer::Impl {
   // next epoch's start (trainer.json: epoch + 1, nothing of it done).
   bool epoch_done = false;
   nlohmann::json saved_callbacks;
+  // trainer_progress.cpp: rank 0's progress bar (made at the first stage; closed at destruction).
+  plrt::sdk::ProgressBar::Setup bar_setup;
+  std::unique_ptr<plrt::sdk::ProgressBar> bar;
+  void progress_setup(RuntimeOptions& r, bool first_rank);
+  std::map<std::string, double> progress_values() const;
+  void progress_start(const char* stage, int64_t total, int64_t done = 0);
+  void progress_step(int64_t done);
+  bool progress_end();    // the stage's last frame; false: no bar (print the per-epoch line)
+  void progress_close();  // an open stage ends where it is (fit stopped inside an epoch)
   std::string log_dir;
   bool log_ready = false;  // open_log_dir ran
 

@@ -382,7 +382,7 @@ void Trainer::Impl::report_effective_batch(const DataLoader& train) {
   // dp/ddp2 split each batch over their devices
   const bool split_batch = job.launch_mode == PL_LAUNCH_SINGLE_PROCESS && job.devices.size() > 1;
   effective_batch = per * (split_batch ? 1 : job.processes_per_node) * job.num_nodes;
-  if (rank != 0 || !o.enable_progress) return;
+  if (rank != 0 || !o.enable_progress_bar) return;
   std::string how = split_batch ? std::to_string(per) + " per batch split over " + std::to_string(job.devices.size()) +
                                       " device(s) x " + std::to_string(job.num_nodes) + " node(s)"
                                 : std::to_string(per) + " per device x " + std::to_string(job.processes_per_node) +

@@ -203,7 +203,7 @@ std::vector<float> fit_tiny(double init_scale, int64_t steps, double* scale_out 
   o.grad_scaler.init_scale = init_scale;
   o.max_steps = steps;
   o.enable_checkpointing = false;
-  o.enable_progress = false;
+  o.enable_progress_bar = false;
   o.read_env = false;
   o.default_root_dir = dir.string();
   pl::RuntimeOptions ro;

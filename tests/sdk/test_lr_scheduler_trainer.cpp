@@ -65,7 +65,7 @@ struct FitRun {
     o.devices = 1;
     o.strategy = "single_device";
     o.max_epochs = max_epochs;
-    o.enable_progress = false;
+    o.enable_progress_bar = false;
     o.read_env = false;
     o.default_root_dir = dir.string();
     pl::RuntimeOptions ro;

@@ -69,7 +69,7 @@ int main(int argc, char** argv) {
     o.accelerator = "cpu";
     o.default_root_dir = root;
     o.seed = 11;
-    o.enable_progress = false;
+    o.enable_progress_bar = false;
     o.enable_checkpointing = mode == "fit";
     o.max_epochs = model.die ? 1000 : 2;
     if (const char* n = std::getenv("LOCAL_WORLD_SIZE")) o.devices = std::atoi(n);  // started without plrun

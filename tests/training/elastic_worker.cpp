@@ -55,7 +55,7 @@ int main(int argc, char** argv) {
     o.max_epochs = std::stoll(argv[5]);
     o.max_steps = std::stoll(argv[6]);
     o.seed = 3;
-    o.enable_progress = false;
+    o.enable_progress_bar = false;
     pl::Trainer trainer(o);
     Recording model(out + "/fetched." + std::to_string(getpid()) + ".txt");
     pl::DataLoaderOptions lo;

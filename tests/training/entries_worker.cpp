@@ -41,7 +41,7 @@ int main(int argc, char** argv) {
     o.accelerator = "cpu";
     o.default_root_dir = root;
     o.seed = 11;
-    o.enable_progress = false;
+    o.enable_progress_bar = false;
     o.enable_checkpointing = mode == "fit" || mode == "failsave";
     o.max_epochs = o.enable_checkpointing ? 2 : 1;
     if (mode == "failsave") o.strategy_options = {{"fail_save_rank", "1"}, {"fail_save_after", "4"}};

@@ -139,7 +139,7 @@ int main(int argc, char** argv) {
     o.accelerator = "cpu";
     o.default_root_dir = g.root;
     o.seed = 3;
-    o.enable_progress = false;
+    o.enable_progress_bar = false;
     o.max_epochs = epochs;
     o.use_distributed_sampler = false;
     if (g.kill == Kill::strategy_option)

@@ -170,7 +170,7 @@ std::string fit_error(const std::string& step_mode) {
   o.devices = 1;
   o.max_epochs = 1;
   o.default_root_dir = dir.path.string();
-  o.enable_progress = false;
+  o.enable_progress_bar = false;
   o.enable_checkpointing = false;
   o.read_env = false;
   o.strategy_options = {{"step", step_mode}};

@@ -77,7 +77,7 @@ pl::TrainerOptions options(const TempDir& dir, double clip, const std::string& a
   o.gradient_clip_val = clip;
   o.gradient_clip_algorithm = algorithm;
   o.default_root_dir = dir.path.string();
-  o.enable_progress = false;
+  o.enable_progress_bar = false;
   o.enable_checkpointing = false;
   o.read_env = false;
   return o;

@@ -84,7 +84,7 @@ TEST(ShardedCheckpoint, ShardsThatDoNotAddUpAreNamedBeforeAnythingChanges) {
   o.strategy = "single_device";
   o.accelerator = "cpu";
   o.default_root_dir = dir.path.string();
-  o.enable_progress = false;
+  o.enable_progress_bar = false;
   o.read_env = false;
   o.max_epochs = 2;
   o.seed = 5;
@@ -117,7 +117,7 @@ TEST(ShardedCheckpoint, OneProcessShardsTooAndBadOptionsAreNamed) {
     o.strategy_options = std::move(opts);
     o.accelerator = "cpu";
     o.default_root_dir = dir.path.string();
-    o.enable_progress = false;
+    o.enable_progress_bar = false;
     o.read_env = false;
     o.max_epochs = epochs;
     o.seed = 5;

@@ -230,7 +230,7 @@ TEST(ShardedCheckpoint, DdpShardedSpawnResumesToo) {
     o.devices = pl::Devices::from_text("2");
     o.accelerator = "cpu";
     o.default_root_dir = dir.path.string();
-    o.enable_progress = false;
+    o.enable_progress_bar = false;
     o.read_env = false;
     o.use_distributed_sampler = false;
     o.max_epochs = epochs;

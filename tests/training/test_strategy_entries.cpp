@@ -40,7 +40,7 @@ pl::TrainerOptions options(const TempDir& dir, const std::string& strategy, int6
   o.max_epochs = epochs;
   o.seed = 5;
   o.default_root_dir = dir.path.string();
-  o.enable_progress = false;
+  o.enable_progress_bar = false;
   o.enable_checkpointing = false;
   o.read_env = false;
   return o;

@@ -38,7 +38,7 @@ pl::TrainerOptions ddp2(pl::OptionList options) {
   o.strategy = "ddp2";
   o.accelerator = "cpu";
   o.devices = 2;
-  o.enable_progress = false;
+  o.enable_progress_bar = false;
   o.enable_checkpointing = false;
   o.strategy_options = std::move(options);
   return o;

@@ -71,7 +71,13 @@ struct TrainerOptions {
   // PL_TRAINER_CHECKPOINT_EVERY_N_STEPS / PL_TRAINER_CHECKPOINT_EVERY_SECONDS override them.
   int64_t checkpoint_every_n_steps = 0;
   double checkpoint_every_seconds = 0;
-  bool enable_progress = true;     // rank 0 prints one line per epoch
+  // Lightning's enable_progress_bar.  On a terminal rank 0 draws one live line per stage (train,
+  // validate, test: epoch, batch/total, it/s, ETA and the values logged with prog_bar), redrawn at
+  // most 10 times a second, and log lines never interleave with it; the finished line of each
+  // training epoch stays.  Not on a terminal (CI, files, pipes): one info line per epoch.  Under
+  // plrun the bar shows when plrun's stderr is a terminal.  false: neither (nor the effective batch
+  // size line).  PL_TRAINER_ENABLE_PROGRESS_BAR (0 or 1) overrides it.
+  bool enable_progress_bar = true;
   int64_t log_every_n_steps = 50;  // step values reach the loggers every n steps
   // Lightning's logger: a comma-separated list of "csv" (lightning_logs/version_<n>/metrics.csv)
   // and "tensorboard" (TensorBoard's events.out.tfevents.* beside it: every value metrics.csv gets,
