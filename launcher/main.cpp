@@ -18,9 +18,9 @@
 #include <vector>
 
 #include "fd_limit.hpp"
-#include "progress_line.hpp"
 #include "launcher.hpp"
 #include "log_file.hpp"
+#include "progress_line.hpp"
 
 namespace {
 
