@@ -20,7 +20,9 @@
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <plrt/sdk/early_stopping.hpp>
 #include <plrt/sdk/exit_code.hpp>
+#include <plrt/sdk/model_checkpoint.hpp>
 #include <plrt/sdk/options.hpp>
 #include <plrt/sdk/random.hpp>
 #include <plrt/sdk/safetensors.hpp>
@@ -82,7 +84,7 @@ void check_output_path(const char* flag, const std::string& path) {
 int main(int argc, char** argv) {
   CLI::App app("plrt-mlp: an MLP classifier trained with plrt (Lightning's Trainer for C++)", "plrt-mlp");
   std::string data, val_data, init, save, report, hidden = "256,128", optimizer = "sgd", resume;
-  int64_t epochs = 5, batch_size = 64, max_steps = -1;
+  int64_t epochs = 5, batch_size = 64, max_steps = -1, early_patience = 0, top_k = 0;
   double lr = 0.05, momentum = 0.9, heldout = 0.125, weight_decay = -1;
   int64_t warmup_steps = 100;
   bool nesterov = false;
@@ -170,6 +172,12 @@ int main(int argc, char** argv) {
   app.add_flag("--no-progress-bar", no_progress_bar,
                "No progress output: no live bar on a terminal, no per-epoch lines elsewhere "
                "(enable_progress_bar=false)");
+  app.add_option("--early-stopping", early_patience,
+                 "Stop when val_loss has not improved for this many epochs (EarlyStopping; 0: off)")
+      ->capture_default_str();
+  app.add_option("--save-top-k", top_k,
+                 "Keep the k checkpoints of best val_acc in checkpoints/ (ModelCheckpoint; 0: off, -1: all)")
+      ->capture_default_str();
   app.add_option("--report", report, "Write a JSON summary here (rank 0): metrics, steps/s, strategy statistics");
   try {
     app.parse(argc, argv);
@@ -218,6 +226,39 @@ int main(int argc, char** argv) {
                       "--classes " + std::to_string(synth.classes) + " is not valid: a classifier needs >= 2");
     if (!val_data.empty() && data.empty())
       throw pl::Error(PL_ERR_INVALID_ARGUMENT, "--val-data " + val_data + " needs --data (the training file)");
+    const bool validates = heldout > 0 || !val_data.empty();
+    if (early_patience < 0)
+      throw pl::Error(PL_ERR_INVALID_ARGUMENT, "--early-stopping " + std::to_string(early_patience) +
+                                                   " is not valid: use 0 (off) or >= 1 epochs");
+    if (top_k < -1)
+      throw pl::Error(PL_ERR_INVALID_ARGUMENT,
+                      "--save-top-k " + std::to_string(top_k) + " is not valid: use 0 (off), -1 (all) or k >= 1");
+    for (const auto& [flag, on] :
+         {std::pair{"--early-stopping", early_patience > 0}, std::pair{"--save-top-k", top_k != 0}})
+      if (on && !validates)
+        throw pl::Error(PL_ERR_INVALID_ARGUMENT, std::string(flag) +
+                                                     " watches the held-out data's val_loss / val_acc, but there is "
+                                                     "none: give --heldout > 0 or --val-data");
+    if (top_k != 0 && no_checkpoint)
+      throw pl::Error(PL_ERR_INVALID_ARGUMENT, "--save-top-k writes checkpoints, which --no-checkpoint turns off");
+    std::shared_ptr<pl::EarlyStopping> early;
+    std::shared_ptr<pl::ModelCheckpoint> best;
+    if (early_patience > 0) {
+      pl::EarlyStoppingOptions eo;
+      eo.monitor = "val_loss";
+      eo.patience = early_patience;
+      early = std::make_shared<pl::EarlyStopping>(eo);
+      topt.callbacks.push_back(early);
+    }
+    if (top_k != 0) {
+      pl::ModelCheckpointOptions co;
+      co.monitor = "val_acc";
+      co.mode = "max";
+      co.save_top_k = top_k;
+      co.filename = "{epoch}-{val_acc:.4f}";
+      best = std::make_shared<pl::ModelCheckpoint>(co);
+      topt.callbacks.push_back(best);
+    }
     check_output_path("--save", save);
     check_output_path("--report", report);
     // The data before the Trainer: a bad file is bad input, found before any work.
@@ -254,6 +295,12 @@ int main(int argc, char** argv) {
         std::snprintf(held, sizeof held, "held-out accuracy %.4f, loss %.4f", m.at("val_acc"), m.at("val_loss"));
       std::printf("plrt-mlp: %lld steps in %.2f s (%.1f steps/s); %s\n", static_cast<long long>(trainer.global_step()),
                   secs, static_cast<double>(trainer.global_step()) / secs, held);
+      if (early && early->stopped_epoch() > 0)
+        std::printf("plrt-mlp: early stopping after epoch %lld (%s)\n", static_cast<long long>(early->stopped_epoch()),
+                    early->stop_reason().c_str());
+      if (best && !best->best_model_path().empty())
+        std::printf("plrt-mlp: best checkpoint %s (val_acc %.4f)\n", best->best_model_path().c_str(),
+                    best->best_model_score());
       if (!save.empty()) {
         pl::safetensors::save(save, model.state_dict(), {{"format", "pt"}});
         std::printf("plrt-mlp: weights written to %s\n", save.c_str());
@@ -275,6 +322,8 @@ int main(int argc, char** argv) {
         j["loss_scale"] = trainer.loss_scale();
         j["skipped_steps"] = trainer.skipped_steps();
         j["optimizer_state_bytes"] = trainer.optimizer_state_bytes();
+        if (early) j["early_stopping"] = {{"stopped_epoch", early->stopped_epoch()}, {"reason", early->stop_reason()}};
+        if (best) j["best_model_path"] = best->best_model_path(), j["best_model_score"] = best->best_model_score();
         for (const char* stat :
              {"exposed_allreduce_ms", "allreduce_ms",         "early_launches",    "buckets",           "stage",
               "grad_bytes",           "param_bytes",          "owned_param_bytes", "comm_buffer_bytes", "bucket_bytes",

@@ -78,4 +78,30 @@ TEST(CallbacksAcrossRanks, ModelCheckpointOnUnsyncedValuesFollowsRankZero) {
   check_topk("topk_local", {0.5, 0.125, 0.375, 0.25, 0.75});
 }
 
+// plrt-mlp's --early-stopping and --save-top-k under plrun: the run ends by itself with no epoch
+// limit, and checkpoints/ holds k checkpoints, none better than the best (each one's trainer.json).
+TEST(CallbacksAcrossRanks, PlrtMlpEarlyStoppingAndTopK) {
+  TempDir dir;
+  auto r = run(plrun("ddp", 2,
+                     mlp_args({"--epochs", "-1", "--early-stopping", "2", "--save-top-k", "2", "--heldout", "0.2",
+                               "--root-dir", dir.path.string(), "--report", dir / "report.json"})));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::ifstream in(dir / "report.json");
+  auto j = nlohmann::json::parse(in);
+  EXPECT_GT(j["early_stopping"]["stopped_epoch"].get<int64_t>(), 0) << r.output;
+  EXPECT_EQ(j["epoch"].get<int64_t>(), j["early_stopping"]["stopped_epoch"].get<int64_t>() + 1);
+  const std::string best = j["best_model_path"];
+  const auto kept = checkpoint_folders(fs::path(best).parent_path().string());
+  ASSERT_EQ(kept.size(), 2u) << r.output;
+  EXPECT_TRUE(kept.count(fs::path(best).filename().string()));
+  // every kept checkpoint's val_acc (its trainer.json) is no better than the best's, which is its own
+  const fs::path folder = fs::path(best).parent_path();
+  for (const auto& k : kept) {
+    std::ifstream tj(folder / k / "trainer.json");
+    const double acc = nlohmann::json::parse(tj)["callback_metrics"]["val_acc"].get<double>();
+    EXPECT_LE(acc, j["best_model_score"].get<double>()) << k;
+    if (folder / k == fs::path(best)) EXPECT_EQ(acc, j["best_model_score"].get<double>());
+  }
+}
+
 }  // namespace
