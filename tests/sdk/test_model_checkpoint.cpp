@@ -211,3 +211,28 @@ TEST(ModelCheckpoint, NeedsCheckpointingOn) {
 }
 
 }  // namespace
+
+namespace {
+
+// ddp_spawn: the callbacks run in the forked workers; fit hands rank 0's final state back to this
+// process's callback objects (Lightning returns best_model_path from its spawned workers).
+TEST(ModelCheckpoint, DdpSpawnHandsTheWorkersStateBack) {
+  FitRun run;
+  run.o.strategy = "ddp_spawn";
+  run.o.devices = 2;
+  run.o.enable_progress_bar = false;  // the workers log at info
+  run.o.max_epochs = 3;
+  pl::ModelCheckpointOptions o;
+  o.monitor = "val_loss";
+  o.filename = "{epoch}-{val_loss:.2f}";
+  auto mc = std::make_shared<pl::ModelCheckpoint>(o);
+  run.o.callbacks = {mc};
+  Scripted m;
+  m.val_script = {0.5, 0.25, 0.75};
+  run.fit(m);
+  EXPECT_THAT(mc->best_model_path(), ::testing::EndsWith("/checkpoints/epoch=1-val_loss=0.25"));
+  EXPECT_DOUBLE_EQ(mc->best_model_score(), 0.25);
+  EXPECT_TRUE(fs::exists(mc->best_model_path() + "/trainer.json"));
+}
+
+}  // namespace
