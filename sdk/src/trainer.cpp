@@ -202,7 +202,7 @@ plrt::sdk::Collectives Trainer::Impl::collectives() {
 }
 
 void Trainer::Impl::fit_here(LightningModule& m, DataLoader& train, DataLoader* val, const std::string& ckpt) {
-  use_callbacks(m, true);  // their errors before any work
+  use_callbacks(m);  // their errors before any work
   prepare(m);
   try {
     fit_loop(m, train, val, ckpt);
@@ -477,7 +477,7 @@ std::map<std::string, double> Trainer::test(LightningModule& module, DataLoader&
 std::map<std::string, double> Trainer::Impl::evaluate(LightningModule& m, DataLoader& loader, bool test) {
   const char* stage = test ? "test" : "validate";
   adopt(m);
-  use_callbacks(m, false);
+  use_callbacks(m);
   prepare(m);
   open_log_dir("");
   distribute(loader, test ? "test" : "validation");

@@ -52,17 +52,15 @@ std::string Callback::state_key() const {
   return status == 0 && name ? std::string(name.get()) : std::string(raw);
 }
 
-void Trainer::Impl::use_callbacks(LightningModule& m, bool fitting) {
+void Trainer::Impl::use_callbacks(LightningModule& m) {
   std::vector<std::shared_ptr<Callback>> list = o.callbacks;
-  if (fitting) {
-    for (auto& c : m.configure_callbacks()) {
-      if (!c) throw Error(PL_ERR_INVALID_ARGUMENT, "configure_callbacks returned a null callback");
-      Callback& ref = *c;
-      list.erase(std::remove_if(list.begin(), list.end(),
-                                [&](const std::shared_ptr<Callback>& x) { return x && typeid(*x) == typeid(ref); }),
-                 list.end());
-      list.push_back(c);
-    }
+  for (auto& c : m.configure_callbacks()) {
+    if (!c) throw Error(PL_ERR_INVALID_ARGUMENT, "configure_callbacks returned a null callback");
+    Callback& ref = *c;
+    list.erase(std::remove_if(list.begin(), list.end(),
+                              [&](const std::shared_ptr<Callback>& x) { return x && typeid(*x) == typeid(ref); }),
+               list.end());
+    list.push_back(c);
   }
   for (size_t i = 0; i < list.size(); ++i)
     if (!list[i]) throw Error(PL_ERR_INVALID_ARGUMENT, "TrainerOptions::callbacks[" + std::to_string(i) + "] is null");

@@ -259,9 +259,9 @@ struct Trainer::Impl {
   bool checkpoint_due_by_steps() const;
   // trainer_callbacks.cpp
   // The callbacks of TrainerOptions and the module's configure_callbacks merged and ordered
-  // (ModelCheckpoint last); duplicate state keys and ModelCheckpoint without enable_checkpointing
-  // are errors; a checkpoint's states are handed to their callbacks.
-  void use_callbacks(LightningModule& m, bool fitting);
+  // (ModelCheckpoint last), at the start of fit, validate and test (as Lightning does); duplicate
+  // state keys and ModelCheckpoint without enable_checkpointing are errors.
+  void use_callbacks(LightningModule& m);
   template <class F>
   void each_callback(F&& f) {
     for (auto& c : cbs) f(*c);

@@ -221,7 +221,7 @@ void Trainer::Impl::fit_spawn(LightningModule& m, DataLoader& train, DataLoader*
     log_dir = j.at("log_dir").get<std::string>();
     for (auto& [k, v] : j.at("callback_metrics").items()) callback[k] = v.get<double>();
     should_stop = j.value("should_stop", false);
-    use_callbacks(m, true);  // this process's callback objects get the workers' final states
+    use_callbacks(m);  // this process's callback objects get the workers' final states
     saved_callbacks = j.value("callbacks", nlohmann::json());
     load_callbacks_state();
   }

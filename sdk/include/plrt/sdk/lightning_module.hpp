@@ -102,7 +102,7 @@ class LightningModule : public Module {
     return {};
   }
 
-  // Lightning's configure_callbacks: callbacks this module brings, called when fit starts; each
+  // Lightning's configure_callbacks: callbacks this module brings, called when fit, validate and test start; each
   // replaces the TrainerOptions::callbacks of its type.
   virtual std::vector<std::shared_ptr<Callback>> configure_callbacks() { return {}; }
 
