@@ -49,14 +49,7 @@ HParams EarlyStopping::state_dict() const {
 }
 
 void EarlyStopping::load_state_dict(const HParams& s) {
-  auto num = [&](const char* k, double dflt) {
-    auto it = s.find(k);
-    if (it == s.end()) return dflt;
-    const auto& v = it->second.value();
-    if (std::holds_alternative<double>(v)) return std::get<double>(v);
-    if (std::holds_alternative<int64_t>(v)) return static_cast<double>(std::get<int64_t>(v));
-    return dflt;
-  };
+  auto num = [&](const char* k, double fallback) { return number_of(s, k, fallback); };
   wait_ = static_cast<int64_t>(num("wait_count", 0));
   stopped_epoch_ = static_cast<int64_t>(num("stopped_epoch", 0));
   best_ = num("best_score", best_);

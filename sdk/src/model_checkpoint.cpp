@@ -167,20 +167,8 @@ HParams ModelCheckpoint::state_dict() const {
 }
 
 void ModelCheckpoint::load_state_dict(const HParams& s) {
-  auto str = [&](const char* k) {
-    auto it = s.find(k);
-    return it != s.end() && std::holds_alternative<std::string>(it->second.value())
-               ? std::get<std::string>(it->second.value())
-               : std::string();
-  };
-  auto num = [&](const std::string& k, double dflt) {
-    auto it = s.find(k);
-    if (it == s.end()) return dflt;
-    const auto& v = it->second.value();
-    if (std::holds_alternative<double>(v)) return std::get<double>(v);
-    if (std::holds_alternative<int64_t>(v)) return static_cast<double>(std::get<int64_t>(v));
-    return dflt;
-  };
+  auto str = [&](const std::string& k) { return string_of(s, k); };
+  auto num = [&](const std::string& k, double fallback) { return number_of(s, k, fallback); };
   const std::string dir = str("dirpath");
   if (!dir_.empty() && !dir.empty() && dir != dir_) return;  // another folder: tracking starts afresh
   best_path_ = str("best_model_path");
@@ -192,7 +180,7 @@ void ModelCheckpoint::load_state_dict(const HParams& s) {
   best_k_.clear();
   const auto n = static_cast<int64_t>(num("best_k_models", 0));
   for (int64_t i = 0; i < n; ++i)
-    best_k_[str(("best_k_models." + std::to_string(i) + ".path").c_str())] =
+    best_k_[str("best_k_models." + std::to_string(i) + ".path")] =
         num("best_k_models." + std::to_string(i) + ".score", std::nan(""));
 }
 

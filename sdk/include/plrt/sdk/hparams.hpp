@@ -30,4 +30,21 @@ class HParam {
 
 using HParams = std::map<std::string, HParam>;
 
+// Reading one value back (e.g. a callback's load_state_dict): `key`'s number (an integer or a
+// number), or string; `fallback` when it is absent or of another kind.
+inline double number_of(const HParams& h, const std::string& key, double fallback) {
+  auto it = h.find(key);
+  if (it == h.end()) return fallback;
+  const auto& v = it->second.value();
+  if (std::holds_alternative<double>(v)) return std::get<double>(v);
+  if (std::holds_alternative<int64_t>(v)) return static_cast<double>(std::get<int64_t>(v));
+  return fallback;
+}
+inline std::string string_of(const HParams& h, const std::string& key, const std::string& fallback = "") {
+  auto it = h.find(key);
+  return it != h.end() && std::holds_alternative<std::string>(it->second.value())
+             ? std::get<std::string>(it->second.value())
+             : fallback;
+}
+
 }  // namespace pl
