@@ -327,27 +327,6 @@ void Trainer::Impl::train_epoch(DataLoader& train) {
   if (!sync_on) strategy.set_grad_sync(true);
 }
 
-std::map<std::string, double> Trainer::Impl::eval_loop(DataLoader& loader, bool test) {
-  LightningModule& m = *module;
-  strategy.sync_weights();  // ABI 1.6: every rank evaluates the same model
-  bool was_training = m.training();
-  m.eval();
-  test ? m.on_test_epoch_start() : m.on_validation_epoch_start();
-  loader.set_epoch(0);
-  for (int64_t b = 0; b < loader.num_batches(); ++b) {
-    Batch batch = to_device(loader.batch(b));
-    batch_size = batch.empty() || batch[0].dim() == 0 ? 1 : batch[0].size(0);
-    amp::Autocast autocast(precision.compute_dtype);
-    test ? m.test_step(batch, b) : m.validation_step(batch, b);
-  }
-  test ? m.on_test_epoch_end() : m.on_validation_epoch_end();
-  auto values = metrics.reduce_epoch(collectives());
-  metrics.take_step_values();
-  m.train(was_training);
-  for (const auto& kv : values) callback[kv.first] = kv.second;
-  return values;
-}
-
 void Trainer::Impl::end_epoch_log(const std::map<std::string, double>& values, double steps_per_s) {
   for (const auto& kv : values) callback[kv.first] = kv.second;
   loggers.add_row(epoch, step > 0 ? step - 1 : 0, values);
