@@ -80,8 +80,7 @@ void Trainer::Impl::eval_batch(const Batch& batch, int64_t b, bool test) {
     for (auto& out : outputs) {
       if (!out.output.defined())
         throw Error(PL_ERR_INVALID_ARGUMENT, "forward_step of replica " + std::to_string(out.replica) +
-                                                 " returned an undefined tensor in " +
-                                                 (test ? "test" : "validation") +
+                                                 " returned an undefined tensor in " + (test ? "test" : "validation") +
                                                  " (split_eval_step() is true: it must return the output)");
       out.output = out.output.to(acc, device);
     }

@@ -8,6 +8,7 @@
 //  - the replicas evaluate the root's current weights, also weights changed between two validates
 //  - single_device: *_step_end once per batch with the whole batch ("regardless of the backend")
 #include <gmock/gmock.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -19,7 +20,6 @@
 #include <plrt/sdk/random.hpp>
 #include <plrt/sdk/trainer.hpp>
 #include <set>
-#include <unistd.h>
 
 namespace {
 
@@ -28,7 +28,7 @@ constexpr int64_t kRows = 14, kIn = 4, kClasses = 3, kBatch = 10;  // batches of
 // What the modules saw, shared by the root and its replicas (their threads run at once).
 struct Record {
   std::mutex m;
-  std::vector<const void*> step_modules;  // which module ran each validation_step / test_step
+  std::vector<const void*> step_modules;        // which module ran each validation_step / test_step
   std::vector<std::vector<int64_t>> end_sizes;  // per *_step_end call: outputs' batch_size
   std::vector<std::vector<int>> end_replicas;   // per *_step_end call: outputs' replica
   std::vector<std::vector<float>> end_ids;      // per *_step_end call: the ids of every output's slice, in order
@@ -145,8 +145,9 @@ std::shared_ptr<pl::TensorDataset> dataset() {
     ys[static_cast<size_t>(i)] = i % kClasses;
     ids[static_cast<size_t>(i)] = static_cast<float>(i);
   }
-  return std::make_shared<pl::TensorDataset>(std::vector<pl::Tensor>{
-      pl::Tensor::from_vector(xs, {kRows, kIn}), pl::Tensor::from_vector(ys, {kRows}), pl::Tensor::from_vector(ids, {kRows})});
+  return std::make_shared<pl::TensorDataset>(std::vector<pl::Tensor>{pl::Tensor::from_vector(xs, {kRows, kIn}),
+                                                                     pl::Tensor::from_vector(ys, {kRows}),
+                                                                     pl::Tensor::from_vector(ids, {kRows})});
 }
 
 // The reference, in double on the host from the module's weights: mean cross entropy over all

@@ -91,6 +91,8 @@ class LightningModule : public Module {
   // backward), training_step_end with all outputs (it computes the loss and sets each
   // output_grad), then backward_step(output_grad) on every replica; training_step is not called.
   // A hand-written output_grad under 16-mixed must be multiplied by pl::amp::loss_scale().
+  // Validation and test call forward_step too (in eval mode, no backward) when split_eval_step()
+  // is true; see validation_step_end.
   virtual bool split_step() const { return false; }
   virtual Tensor forward_step(const Batch& batch, int64_t batch_idx);
   virtual void backward_step(const Tensor& output_grad);
