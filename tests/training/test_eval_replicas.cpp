@@ -4,7 +4,8 @@
 //  - validation_step_end / test_step_end get every replica's output on the root, once per batch;
 //    a metric over the whole batch computed there (softmax across the replicas' logits, argmax
 //    accuracy) equals an independent reference computed here in double precision
-//  - values the replicas log are merged as training's are (reduce_fx; the mean weighted by rows)
+//  - values the replicas log are merged as training's are (reduce_fx; the mean weighted by rows),
+//    in training_step too (its epoch loss over an uneven split = the mean over every row)
 //  - the replicas evaluate the root's current weights, also weights changed between two validates
 //  - single_device: *_step_end once per batch with the whole batch ("regardless of the backend")
 #include <gmock/gmock.h>
