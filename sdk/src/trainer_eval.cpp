@@ -14,6 +14,8 @@
 // output per replica that got rows.  The replicas' values are copied from the root once per loop:
 // the strategy copies them only when it knows the root changed (setup, an optimizer step), while
 // evaluation also follows changes it cannot see (weights the program loaded before validate).
+// Its run_step takes the copy the strategy owed after an optimizer step, so the next training step
+// copies once itself (replicas_need_copy): a root changed in between still reaches the replicas.
 #include "trainer_impl.hpp"
 
 namespace pl {
@@ -21,7 +23,10 @@ namespace pl {
 std::map<std::string, double> Trainer::Impl::eval_loop(DataLoader& loader, bool test) {
   LightningModule& m = *module;
   strategy.sync_weights();  // ABI 1.6: every rank evaluates the same model
-  if (num_replicas > 1) copy_root_to_replicas();
+  if (num_replicas > 1) {
+    copy_root_to_replicas();
+    replicas_need_copy = true;  // the next training step copies again (see trainer_impl.hpp)
+  }
   // eval mode on the module and its replicas; their modes come back afterwards, also on an error
   struct Modes {
     std::vector<std::pair<Module*, bool>> saved;

@@ -98,6 +98,10 @@ struct Trainer::Impl {
 
   std::vector<PL_Device> replica_devices;
   int num_replicas = 1;
+  // Evaluation ran the strategy's run_step, which takes the copy of the root's values it owed the
+  // replicas; the root may change before the next training step (weights the program loads, a
+  // checkpoint of a later fit), so that step copies them itself (trainer_eval.cpp).
+  bool replicas_need_copy = false;
   // log() calls made inside replicas during a multi-replica step, merged after it (one per replica).
   struct PendingLog {
     std::string name;

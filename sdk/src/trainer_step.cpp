@@ -139,6 +139,8 @@ double Trainer::Impl::training_step(const Batch& batch, int64_t b) {
     outputs[static_cast<size_t>(r)].batch_size = sizes[static_cast<size_t>(r)];
   }
   if (n > 1) replica_logs.assign(static_cast<size_t>(n), {});
+  if (n > 1 && replicas_need_copy) copy_root_to_replicas();  // evaluation ran since the last step
+  replicas_need_copy = false;
   auto module_of = [&](int r) -> LightningModule& { return r == 0 ? m : *replicas[static_cast<size_t>(r - 1)]; };
   auto replica_batch = [&](int r) -> Batch {
     if (n == 1) return batch;

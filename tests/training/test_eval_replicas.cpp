@@ -196,6 +196,7 @@ struct EvalRun {
     o.accelerator = "cpu";
     o.devices = devices;
     o.strategy = strategy;
+    o.max_epochs = 1;
     o.enable_checkpointing = false;
     o.enable_progress = false;
     o.read_env = false;
@@ -359,6 +360,18 @@ TEST(EvalReplicas, DpTrainingLogsAreWeightedByTheReplicasRows) {
   EXPECT_NEAR(m.at("train_loss"), ref.loss, 1e-5);
   EXPECT_NEAR(m.at("val_loss"), ref.loss, 1e-5);
   EXPECT_EQ(run.rec->val_ends, 2);
+}
+
+TEST(EvalReplicas, TrainingAfterValidateUsesTheRootsCurrentWeights) {
+  // validate's run_step takes the copy dp owed; weights changed before fit must still reach the
+  // replicas at fit's first step (lr 0: every step's loss is the new weights').
+  EvalRun run("dp", 3, false);
+  run.trainer->validate(*run.model, *run.loader);
+  auto w = run.model->fc.weight().value.to_vector<float>();
+  for (auto& v : w) v = 1.5f * v - 0.5f;
+  run.model->fc.weight().value.copy_from(pl::Tensor::from_vector(w, run.model->fc.weight().value.shape()));
+  run.trainer->fit(*run.model, *run.loader);
+  EXPECT_NEAR(run.trainer->callback_metrics().at("train_loss"), reference(*run.model).loss, 1e-5);
 }
 
 TEST(EvalReplicas, AnUndefinedForwardOutputIsAnErrorNamingTheReplica) {
