@@ -42,7 +42,7 @@ double LightningModule::training_step_end(std::vector<ReplicaOutput>& outputs) {
 
 Tensor LightningModule::forward_step(const Batch&, int64_t) {
   throw Error(PL_ERR_INVALID_ARGUMENT,
-              "split_step() is true but forward_step is not overridden; it returns the "
+              "split_step() or split_eval_step() is true but forward_step is not overridden; it returns the "
               "replica's output (e.g. the logits) without running backward");
 }
 

@@ -361,48 +361,6 @@ void Trainer::Impl::train_epoch(DataLoader& train) {
   if (!sync_on) strategy.set_grad_sync(true);
 }
 
-std::map<std::string, double> Trainer::Impl::eval_loop(DataLoader& loader, bool test) {
-  LightningModule& m = *module;
-  strategy.sync_weights();  // ABI 1.6: every rank evaluates the same model
-  bool was_training = m.training();
-  m.eval();
-  each_callback([&](Callback& c) { test ? c.on_test_start(*self, m) : c.on_validation_start(*self, m); });
-  each_callback([&](Callback& c) { test ? c.on_test_epoch_start(*self, m) : c.on_validation_epoch_start(*self, m); });
-  test ? m.on_test_epoch_start() : m.on_validation_epoch_start();
-  loader.set_epoch(0);
-  progress_start(test ? "test" : "validate", loader.num_batches());
-  for (int64_t b = 0; b < loader.num_batches(); ++b) {
-    Batch batch = to_device(loader.batch(b));
-    batch_size = batch.empty() || batch[0].dim() == 0 ? 1 : batch[0].size(0);
-    each_callback([&](Callback& c) {
-      test ? c.on_test_batch_start(*self, m, batch, b) : c.on_validation_batch_start(*self, m, batch, b);
-    });
-    {
-      amp::Autocast autocast(precision.compute_dtype);
-      in_eval_step = true;
-      struct Done {
-        bool& f;
-        ~Done() { f = false; }
-      } done{in_eval_step};
-      test ? m.test_step(batch, b) : m.validation_step(batch, b);
-    }
-    progress_step(b + 1);
-    each_callback([&](Callback& c) {
-      test ? c.on_test_batch_end(*self, m, batch, b) : c.on_validation_batch_end(*self, m, batch, b);
-    });
-  }
-  test ? m.on_test_epoch_end() : m.on_validation_epoch_end();
-  each_callback([&](Callback& c) { test ? c.on_test_epoch_end(*self, m) : c.on_validation_epoch_end(*self, m); });
-  log_step_metrics();  // pl::Metric objects logged from the steps
-  auto values = metrics.reduce_epoch(collectives());
-  metrics.take_step_values();
-  m.train(was_training);
-  for (const auto& kv : values) callback[kv.first] = kv.second;
-  progress_end();
-  each_callback([&](Callback& c) { test ? c.on_test_end(*self, m) : c.on_validation_end(*self, m); });
-  return values;
-}
-
 void Trainer::Impl::end_epoch_log(const std::map<std::string, double>& values, double steps_per_s) {
   for (const auto& kv : values) callback[kv.first] = kv.second;
   loggers.add_row(epoch, step > 0 ? step - 1 : 0, values);

@@ -1,5 +1,5 @@
-// The trainer's private state, shared by trainer.cpp (set-up and loops), trainer_checkpoint.cpp
-// and trainer_spawn.cpp (ddp_spawn's forked workers).
+// The trainer's private state, shared by trainer.cpp (set-up and loops), trainer_step.cpp,
+// trainer_eval.cpp, trainer_checkpoint.cpp and trainer_spawn.cpp (ddp_spawn's forked workers).
 #pragma once
 
 #include <chrono>
@@ -46,6 +46,26 @@ class SigtermWatch {
 // LightningModule::log buffers the values of replicas and the trainer merges them.
 inline thread_local int t_current_replica = -1;
 
+struct ReplicaScope {  // marks the calling thread as running replica r (LightningModule::log)
+  explicit ReplicaScope(int r) { t_current_replica = r; }
+  ~ReplicaScope() { t_current_replica = -1; }
+  ReplicaScope(const ReplicaScope&) = delete;
+  ReplicaScope& operator=(const ReplicaScope&) = delete;
+};
+
+// How dp/ddp2 split a batch of `rows` over n replicas, as torch.nn.parallel.scatter does: chunks of
+// ceil(rows / n) rows, so the last replicas may get fewer rows, or none (replicas `used` .. n-1).
+// Training (trainer_step.cpp) and evaluation (trainer_eval.cpp) share it.  With n == 1 the one
+// replica gets the whole batch, as it is.
+struct ReplicaSplit {
+  int n = 1, used = 1;
+  int64_t rows = 1, chunk = 1;
+  std::vector<int64_t> sizes;  // rows of replica r (0 for r >= used)
+  static ReplicaSplit of(const Batch& batch, int n);
+  // Replica r's rows of every tensor whose first dimension is the batch's (other tensors whole).
+  Batch slice(const Batch& batch, int r) const;
+};
+
 // Member order is destruction order, reversed.  The strategy borrows, until its teardown, the
 // accelerator, the store, c_params and param_names, the module's tensors and the replicas'
 // memory (pl_strategy.h): all of them are declared BEFORE `strategy`, so that destroying an Impl
@@ -79,6 +99,10 @@ struct Trainer::Impl {
 
   std::vector<PL_Device> replica_devices;
   int num_replicas = 1;
+  // Evaluation ran the strategy's run_step, which takes the copy of the root's values it owed the
+  // replicas; the root may change before the next training step (weights the program loads, a
+  // checkpoint of a later fit), so that step copies them itself (trainer_eval.cpp).
+  bool replicas_need_copy = false;
   // log() calls made inside replicas during a multi-replica step, merged after it (one per replica).
   struct PendingLog {
     std::string name;
@@ -226,7 +250,10 @@ struct Trainer::Impl {
   void attach_replicas(LightningModule& m);
   void merge_replica_logs(const std::vector<int64_t>& batch_sizes);
   void report_effective_batch(const DataLoader& train);
+  // trainer_eval.cpp: validation / test over a loader (every replica under dp/ddp2, *_step_end).
   std::map<std::string, double> eval_loop(DataLoader& loader, bool test);
+  void eval_batch(const Batch& batch, int64_t batch_idx, bool test);
+  void copy_root_to_replicas();
   void end_epoch_log(const std::map<std::string, double>& values, double steps_per_s);
 
   // trainer_checkpoint.cpp

@@ -55,13 +55,6 @@ namespace pl {
 
 namespace {
 
-// Rows [begin, begin + count) of every tensor whose first dimension is the batch's.
-Batch slice(const Batch& b, int64_t rows, int64_t begin, int64_t count) {
-  Batch out;
-  for (const auto& t : b) out.push_back(t.dim() > 0 && t.size(0) == rows ? t.narrow(begin, count) : t);
-  return out;
-}
-
 // Zeros the gradients a replica's step did not write, so the strategy's sum stays exact.
 void zero_unwritten(Module& m) {
   for (Parameter* p : m.parameters()) {
@@ -75,12 +68,29 @@ void zero_unwritten(Module& m) {
   }
 }
 
-struct ReplicaScope {  // marks the calling thread as running replica r (LightningModule::log)
-  explicit ReplicaScope(int r) { t_current_replica = r; }
-  ~ReplicaScope() { t_current_replica = -1; }
-};
-
 }  // namespace
+
+ReplicaSplit ReplicaSplit::of(const Batch& batch, int n) {
+  ReplicaSplit s;
+  s.n = n;
+  s.rows = batch.empty() || batch[0].dim() == 0 ? 1 : batch[0].size(0);
+  s.chunk = n == 1 ? s.rows : std::max<int64_t>(1, (s.rows + n - 1) / n);
+  s.used = n == 1 ? 1 : static_cast<int>(std::min<int64_t>(n, (s.rows + s.chunk - 1) / s.chunk));
+  s.sizes.assign(static_cast<size_t>(n), 0);
+  for (int r = 0; r < n; ++r) {
+    const int64_t begin = r * s.chunk;
+    s.sizes[static_cast<size_t>(r)] = n == 1 ? s.rows : r < s.used ? std::min(s.chunk, s.rows - begin) : 0;
+  }
+  return s;
+}
+
+Batch ReplicaSplit::slice(const Batch& batch, int r) const {
+  if (n == 1) return batch;
+  Batch out;
+  for (const auto& t : batch)
+    out.push_back(t.dim() > 0 && t.size(0) == rows ? t.narrow(r * chunk, sizes[static_cast<size_t>(r)]) : t);
+  return out;
+}
 
 // Replicas for dp/ddp2: one module per extra device, registered with the strategy.
 void Trainer::Impl::attach_replicas(LightningModule& m) {
@@ -120,23 +130,21 @@ double Trainer::Impl::training_step(const Batch& batch, int64_t b) {
   const double loss_scale = scaler ? scaler->scale() : 1.0;
   const int n = num_replicas;
   const bool split = m.split_step();
-  const int64_t rows = batch.empty() || batch[0].dim() == 0 ? 1 : batch[0].size(0);
-  const int64_t chunk = n == 1 ? rows : std::max<int64_t>(1, (rows + n - 1) / n);
-  const int used = n == 1 ? 1 : static_cast<int>(std::min<int64_t>(n, (rows + chunk - 1) / chunk));
+  const ReplicaSplit split_of = ReplicaSplit::of(batch, n);
+  const int used = split_of.used;
+  const std::vector<int64_t>& sizes = split_of.sizes;
   std::vector<ReplicaOutput> outputs(static_cast<size_t>(n));
-  std::vector<Batch> slices(static_cast<size_t>(n));
-  std::vector<int64_t> sizes(static_cast<size_t>(n), 0);
   for (int r = 0; r < n; ++r) {
-    const int64_t begin = r * chunk, count = r < used ? std::min(chunk, rows - begin) : 0;
-    sizes[static_cast<size_t>(r)] = n == 1 ? rows : count;
     outputs[static_cast<size_t>(r)].replica = r;
     outputs[static_cast<size_t>(r)].batch_size = sizes[static_cast<size_t>(r)];
   }
   if (n > 1) replica_logs.assign(static_cast<size_t>(n), {});
+  if (n > 1 && replicas_need_copy) copy_root_to_replicas();  // evaluation ran since the last step
+  replicas_need_copy = false;
   auto module_of = [&](int r) -> LightningModule& { return r == 0 ? m : *replicas[static_cast<size_t>(r - 1)]; };
   auto replica_batch = [&](int r) -> Batch {
     if (n == 1) return batch;
-    Batch s = slice(batch, rows, r * chunk, sizes[static_cast<size_t>(r)]);
+    Batch s = split_of.slice(batch, r);
     for (auto& t : s) t = t.to(acc, replica_devices[static_cast<size_t>(r)]);
     return s;
   };
@@ -200,7 +208,8 @@ double Trainer::Impl::training_step(const Batch& batch, int64_t b) {
 
 // Values the replicas logged in one step, combined into one per name as Lightning's dp reduces
 // them: reduce_fx across replicas (the mean weighted by each replica's rows), then logged once
-// for the whole batch.
+// for the whole batch (with training_step's logging defaults in training, the evaluation ones in
+// validation and test: trainer_eval.cpp).
 void Trainer::Impl::merge_replica_logs(const std::vector<int64_t>& batch_sizes) {
   struct Merged {
     LogOptions options;
@@ -215,10 +224,12 @@ void Trainer::Impl::merge_replica_logs(const std::vector<int64_t>& batch_sizes) 
       auto [it, fresh] = merged.try_emplace(e.name);
       if (fresh) order.push_back(e.name), it->second.options = e.options;
       Merged& g = it->second;
-      const double w = static_cast<double>(std::max<int64_t>(1, e.batch_size));
+      // the replica's rows, unless the log call named its own batch_size
+      const int64_t rows = e.batch_size > 0 ? e.batch_size : batch_sizes[r];
+      const double w = static_cast<double>(std::max<int64_t>(1, rows));
       g.weighted += e.value * w, g.weight += w, g.sum += e.value;
       g.min = std::min(g.min, e.value), g.max = std::max(g.max, e.value);
-      g.rows += e.batch_size > 0 ? e.batch_size : batch_sizes[r];
+      g.rows += rows;
     }
   replica_logs.clear();
   for (const auto& name : order) {
@@ -227,7 +238,7 @@ void Trainer::Impl::merge_replica_logs(const std::vector<int64_t>& batch_sizes) 
                : g.options.reduce_fx == Reduce::Min ? g.min
                : g.options.reduce_fx == Reduce::Max ? g.max
                                                     : g.weighted / g.weight;
-    metrics.log(name, v, g.options, g.rows, true, rank, collectives());
+    metrics.log(name, v, g.options, g.rows, in_training_step, rank, collectives());
   }
 }
 

@@ -39,15 +39,18 @@ struct LogOptions {
   int64_t batch_size = -1;      // epoch-mean weight; default: the current batch's size
 };
 
-// One replica's part of a training step, as training_step_end receives it (dp, ddp2: one per
-// device of the process, in replica order; other strategies: one).
+// One replica's part of a step, as training_step_end, validation_step_end and test_step_end
+// receive it (dp, ddp2: one per device of the process that got rows, in replica order; other
+// strategies: one, with the whole batch).
 struct ReplicaOutput {
   int replica = 0;         // 0: the root device, where the optimizer steps
   int64_t batch_size = 0;  // rows of the batch this replica got
   Batch batch;             // that slice of the batch (on the replica's device), e.g. for its labels
-  double loss = 0;         // what training_step returned (one-phase steps)
+  double loss = 0;         // what training_step returned (one-phase training steps; 0 in evaluation)
   Tensor output;           // two-phase steps: what forward_step returned, copied to the root device
-  Tensor output_grad;      // two-phase steps: training_step_end sets d(loss)/d(output) here (any device)
+                           // (undefined for one-phase steps)
+  Tensor output_grad;      // two-phase training steps: training_step_end sets d(loss)/d(output) here
+                           // (any device); unused in evaluation
 };
 
 // One learning-rate schedule and when the Trainer steps it (Lightning's lr_scheduler_config).
@@ -89,11 +92,28 @@ class LightningModule : public Module {
   // backward), training_step_end with all outputs (it computes the loss and sets each
   // output_grad), then backward_step(output_grad) on every replica; training_step is not called.
   // A hand-written output_grad under 16-mixed must be multiplied by pl::amp::loss_scale().
+  // Validation and test call forward_step too (in eval mode, no backward) when split_eval_step()
+  // is true; see validation_step_end.
   virtual bool split_step() const { return false; }
   virtual Tensor forward_step(const Batch& batch, int64_t batch_idx);
   virtual void backward_step(const Tensor& output_grad);
   virtual void validation_step(const Batch& batch, int64_t batch_idx) { (void)batch, (void)batch_idx; }
   virtual void test_step(const Batch& batch, int64_t batch_idx) { (void)batch, (void)batch_idx; }
+  // Lightning's validation_step_end / test_step_end: called once per batch on the root's thread,
+  // after every replica's part, with one output per replica that got rows (dp/ddp2 split each
+  // batch over their devices as in training; every other strategy gives one output, the whole
+  // batch: it is called regardless of the backend).  What it logs is the whole batch's (its
+  // rows are the epoch-mean weight).  Default: nothing.
+  //   One-phase (default): each replica ran validation_step / test_step on its slice, in its own
+  //   thread; their log() calls were merged as training's are (reduce_fx across replicas, the
+  //   mean weighted by rows) before this is called; every `output` is undefined.
+  //   Two-phase (split_eval_step() true), for a metric over the whole batch (the seed docs'
+  //   softmax across replicas): each replica runs forward_step on its slice in eval mode INSTEAD
+  //   of validation_step / test_step, and outputs[r].output is its result copied to the root's
+  //   device, e.g. for softmax over the concatenated logits and accuracy over the whole batch.
+  virtual void validation_step_end(std::vector<ReplicaOutput>& outputs) { (void)outputs; }
+  virtual void test_step_end(std::vector<ReplicaOutput>& outputs) { (void)outputs; }
+  virtual bool split_eval_step() const { return false; }
   virtual std::unique_ptr<Optimizer> configure_optimizers() = 0;
   // The learning-rate schedules of the optimizer configure_optimizers returned (Lightning's
   // "lr_scheduler" entries of configure_optimizers' dict), made after it; none by default.
