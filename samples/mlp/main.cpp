@@ -295,7 +295,7 @@ int main(int argc, char** argv) {
         std::snprintf(held, sizeof held, "held-out accuracy %.4f, loss %.4f", m.at("val_acc"), m.at("val_loss"));
       std::printf("plrt-mlp: %lld steps in %.2f s (%.1f steps/s); %s\n", static_cast<long long>(trainer.global_step()),
                   secs, static_cast<double>(trainer.global_step()) / secs, held);
-      if (early && early->stopped_epoch() > 0)
+      if (early && !early->stop_reason().empty())
         std::printf("plrt-mlp: early stopping after epoch %lld (%s)\n", static_cast<long long>(early->stopped_epoch()),
                     early->stop_reason().c_str());
       if (best && !best->best_model_path().empty())

@@ -45,7 +45,11 @@ std::string EarlyStopping::state_key() const {
 }
 
 HParams EarlyStopping::state_dict() const {
-  return {{"wait_count", wait_}, {"stopped_epoch", stopped_epoch_}, {"best_score", best_}, {"patience", o_.patience}};
+  return {{"wait_count", wait_},
+          {"stopped_epoch", stopped_epoch_},
+          {"best_score", best_},
+          {"patience", o_.patience},
+          {"stop_reason", reason_}};
 }
 
 void EarlyStopping::load_state_dict(const HParams& s) {
@@ -53,6 +57,7 @@ void EarlyStopping::load_state_dict(const HParams& s) {
   wait_ = static_cast<int64_t>(num("wait_count", 0));
   stopped_epoch_ = static_cast<int64_t>(num("stopped_epoch", 0));
   best_ = num("best_score", best_);
+  reason_ = string_of(s, "stop_reason");
   if (std::isnan(best_)) best_ = o_.mode == "min" ? kInf : -kInf;
 }
 
@@ -95,27 +100,31 @@ void EarlyStopping::on_train_epoch_end(Trainer& trainer, LightningModule&) {
   bool stop = false;
   std::string why;
   auto it = t.callback.find(o_.monitor);
-  if (it == t.callback.end()) {
-    std::string logged;
-    for (const auto& kv : t.callback) logged += (logged.empty() ? "" : ", ") + kv.first;
-    const std::string msg = "EarlyStopping is conditioned on '" + o_.monitor +
-                            "', which was not logged; logged: " + (logged.empty() ? "(none)" : logged);
-    // Every rank logs the same names when it logs with the same code; a rank that lacks the value
-    // still joins the decision below, so that an error on one rank cannot leave the others waiting.
-    if (o_.strict) {
-      trainer.reduce_boolean_decision(true, false);
-      throw Error(PL_ERR_INVALID_ARGUMENT, msg + " (set strict=false to skip the check instead)");
-    }
+  const bool missing = it == t.callback.end();
+  std::string logged;
+  for (const auto& kv : t.callback) logged += (logged.empty() ? "" : ", ") + kv.first;
+  const std::string msg = "EarlyStopping is conditioned on '" + o_.monitor +
+                          "', which was not logged; logged: " + (logged.empty() ? "(none)" : logged);
+  if (missing && !o_.strict) {
     if (t.rank == 0 && !warned_) t.warn(msg + "; the check is skipped (strict=false), at this epoch and later ones");
     warned_ = true;
-  } else {
+  } else if (!missing) {
     stop = judge(it->second, why);
   }
-  if (o_.verbose && t.rank == 0 && it != t.callback.end())
+  if (o_.verbose && t.rank == 0 && !missing)
     t.info("EarlyStopping: epoch " + std::to_string(t.epoch) + ": " + o_.monitor + " = " + g(it->second) + ", best " +
            g(best_) + ", " + std::to_string(wait_) + "/" + std::to_string(o_.patience) + " without improvement");
-  const bool any = trainer.reduce_boolean_decision(stop, false);  // one collective: any rank's stop
-  if (!any) return;
+  // One collective: whether any rank would stop, and whether any rank misses the monitor (strict),
+  // so that every rank stops, or fails, together.
+  std::vector<double> v{stop ? 1.0 : 0.0, missing && o_.strict ? 1.0 : 0.0};
+  plrt::sdk::Collectives c = t.collectives();
+  if (c.world_size() > 1) c.allreduce(v, PL_REDUCE_MAX);
+  if (v[1] > 0)
+    throw Error(
+        PL_ERR_INVALID_ARGUMENT,
+        (missing ? msg : "EarlyStopping is conditioned on '" + o_.monitor + "', which another rank did not log") +
+            " (set strict=false to skip the check instead)");
+  if (v[0] == 0) return;
   trainer.set_should_stop(true);
   stopped_epoch_ = t.epoch;
   reason_ = stop ? why : "another rank's " + o_.monitor + " met the stopping rule";

@@ -123,8 +123,6 @@ ModelCheckpoint::ModelCheckpoint(ModelCheckpointOptions options)
   every_n_epochs_ = o_.every_n_epochs.value_or(o_.every_n_train_steps > 0 ? 0 : 1);
   if (o_.filename.empty()) o_.filename = "{epoch}-{step}";
   parse_template(o_.filename);  // its errors now, before any training
-  best_score_ = o_.mode == "min" ? kInf : -kInf;
-  kth_score_ = best_score_;
 }
 
 std::string ModelCheckpoint::format_checkpoint_name(const std::map<std::string, double>& values) const {
@@ -179,17 +177,24 @@ void ModelCheckpoint::load_state_dict(const HParams& s) {
   last_step_saved_ = static_cast<int64_t>(num("last_global_step_saved", -1));
   best_k_.clear();
   const auto n = static_cast<int64_t>(num("best_k_models", 0));
-  for (int64_t i = 0; i < n; ++i)
-    best_k_[str("best_k_models." + std::to_string(i) + ".path")] =
-        num("best_k_models." + std::to_string(i) + ".score", std::nan(""));
+  const double worst = o_.mode == "min" ? kInf : -kInf;  // a NaN score ranks last, as when it was entered
+  for (int64_t i = 0; i < n; ++i) {
+    const double score = num("best_k_models." + std::to_string(i) + ".score", worst);
+    best_k_[str("best_k_models." + std::to_string(i) + ".path")] = std::isnan(score) ? worst : score;
+  }
+  if (std::isnan(kth_score_) && !best_k_.empty()) kth_score_ = worst;
 }
 
+// Every rank learns rank 0's folder (the log folder is rank 0's), so that every rank makes the
+// same choice when a checkpoint's state comes from another folder (load_state_dict).
 void ModelCheckpoint::setup(Trainer& trainer, LightningModule&, const std::string& stage) {
   if (stage != "fit") return;
   if (!o_.dirpath.empty())
     dir_ = o_.dirpath;
   else
     dir_ = trainer.log_dir().empty() ? std::string() : trainer.log_dir() + "/checkpoints";
+  dir_ = trainer.broadcast(dir_);  // collective: setup runs on every rank
+  warned_ = false;
 }
 
 bool ModelCheckpoint::better(double a, double b) const { return o_.mode == "min" ? a < b : a > b; }
@@ -209,18 +214,24 @@ void ModelCheckpoint::on_train_epoch_end(Trainer& trainer, LightningModule&) {
   check(trainer, true);
 }
 
-// Rank 0's decision as JSON: {"error"} | {"skip", "warn"?} | {"save": path, "remove": [...],
+// Rank 0's decision as JSON: {"error"} | {"save": path|"", "remove": [...], "warn"?,
 // "last": path|"", "state": {...}}; every rank applies it.
 void ModelCheckpoint::check(Trainer& trainer, bool at_epoch_end) {
   Trainer::Impl& t = plrt::sdk::TrainerAccess::of(trainer);
   nlohmann::json d;
   if (t.rank == 0) {
+    const HParams before = state_dict();  // every rank (this one too) applies the decision below
+    auto restore = [&] {
+      const std::string dir_was = dir_;
+      dir_.clear();
+      load_state_dict(before);
+      dir_ = dir_was;
+    };
     try {
       if (dir_.empty()) throw Error(PL_ERR_INVALID_ARGUMENT, "ModelCheckpoint has no folder (dirpath) on rank 0");
       std::map<std::string, double> values = t.callback;
       values["epoch"] = static_cast<double>(t.epoch);
       values["step"] = static_cast<double>(t.step);
-      auto before = state_dict();
       std::vector<std::string> remove;
       std::string save;
       auto exists = [](const std::string& p) { return std::filesystem::exists(p); };
@@ -239,6 +250,8 @@ void ModelCheckpoint::check(Trainer& trainer, bool at_epoch_end) {
           best_path_ = last_path_ = save;
           if (o_.save_top_k == 1 && !previous.empty() && previous != save) remove.push_back(previous);
         }
+      } else if (o_.save_top_k == 0) {
+        // no top k to keep: the monitor is not read (only `last` is saved)
       } else if (auto it = t.callback.find(o_.monitor); it == t.callback.end()) {
         std::string logged;
         for (const auto& kv : t.callback) logged += (logged.empty() ? "" : ", ") + kv.first;
@@ -246,8 +259,11 @@ void ModelCheckpoint::check(Trainer& trainer, bool at_epoch_end) {
             "ModelCheckpoint(monitor='" + o_.monitor +
             "') found no logged value of that name; logged: " + (logged.empty() ? "(none)" : logged) +
             ". Log it with log(\"" + o_.monitor + "\", value) in the LightningModule";
-        if (t.val_ran || t.has_val) throw Error(PL_ERR_INVALID_ARGUMENT, msg);
-        d["warn"] = msg;
+        // Lightning's rule: an error once validation has run in this fit (the value should be
+        // there by now), else a warning (e.g. a step-cadence check before the first validation)
+        if (t.val_has_run) throw Error(PL_ERR_INVALID_ARGUMENT, msg);
+        if (!warned_) d["warn"] = msg + "; no top-k checkpoint is saved until it is logged";
+        warned_ = true;
       } else {
         double current = it->second;
         if (std::isnan(current)) current = o_.mode == "min" ? kInf : -kInf;
@@ -289,32 +305,18 @@ void ModelCheckpoint::check(Trainer& trainer, bool at_epoch_end) {
       d["save"] = save;
       d["remove"] = remove;
       d["last"] = last;
-      d["state"] = nlohmann::json::object();
-      for (const auto& [key, v] : state_dict())
-        std::visit([&, kk = key](const auto& x) { d["state"][kk] = x; }, v.value());
-      load_state_dict(before);  // every rank (this one too) applies the decision below
+      d["state"] = hparams_to_json(state_dict());
+      restore();
     } catch (const std::exception& e) {
+      restore();
       d = {{"error", e.what()}};
     }
   }
   const std::string told = trainer.broadcast(d.dump());  // one collective: every rank learns it
   d = nlohmann::json::parse(told);
   if (d.contains("error")) throw Error(PL_ERR_INVALID_ARGUMENT, d["error"].get<std::string>());
-  if (d.contains("warn")) {
-    if (t.rank == 0) t.warn(d["warn"].get<std::string>() + "; no checkpoint saved");
-    return;
-  }
-  HParams s;
-  for (const auto& [key, v] : d["state"].items()) {
-    if (v.is_string())
-      s.emplace(key, v.get<std::string>());
-    else if (v.is_number_integer())
-      s.emplace(key, v.get<int64_t>());
-    else if (v.is_number())
-      s.emplace(key, v.get<double>());
-    else
-      s.emplace(key, v.is_null() ? std::nan("") : 0.0);
-  }
+  if (d.contains("warn") && t.rank == 0) t.warn(d["warn"].get<std::string>());
+  const HParams s = hparams_from_json(d["state"], "rank 0's ModelCheckpoint decision");
   const std::string dir_was = dir_;
   dir_.clear();  // load_state_dict keeps its folder check for a checkpoint's state, not for this
   load_state_dict(s);
@@ -322,9 +324,15 @@ void ModelCheckpoint::check(Trainer& trainer, bool at_epoch_end) {
   const std::string save = d["save"].get<std::string>();
   const std::string last = d["last"].get<std::string>();
   if (save.empty() && last.empty()) return;
-  last_step_saved_ = t.step;
-  if (!save.empty()) trainer.save_checkpoint(save);  // collective; rank 0 writes
-  if (!last.empty()) trainer.save_checkpoint(last);
+  const int64_t saved_before = last_step_saved_;
+  last_step_saved_ = t.step;  // in the saved state: a resumed run does not save this step again
+  try {
+    if (!save.empty()) trainer.save_checkpoint(save);  // collective; rank 0 writes
+    if (!last.empty()) trainer.save_checkpoint(last);
+  } catch (...) {
+    last_step_saved_ = saved_before;
+    throw;
+  }
   if (t.rank != 0) return;
   for (const auto& p : d["remove"]) {
     std::error_code ec;

@@ -207,6 +207,7 @@ void Trainer::Impl::fit_here(LightningModule& m, DataLoader& train, DataLoader* 
   try {
     fit_loop(m, train, val, ckpt);
   } catch (const std::exception& e) {
+    progress_close();  // the error's message starts on a line of its own
     each_callback([&](Callback& c) { c.on_exception(*self, m, e); });
     throw;
   }
@@ -222,7 +223,8 @@ void Trainer::Impl::fit_loop(LightningModule& m, DataLoader& train, DataLoader* 
   each_callback([&](Callback& c) { c.setup(*self, m, "fit"); });
   load_callbacks_state();  // after setup: ModelCheckpoint knows its folder
   has_val = val != nullptr;
-  should_stop = false;
+  should_stop = val_has_run = false;
+  step_metrics.clear();  // a metric of an earlier, interrupted loop is not this fit's
   distribute(train, "train");
   if (val) distribute(*val, "validation");
   resume_position(train);
@@ -245,11 +247,15 @@ void Trainer::Impl::fit_loop(LightningModule& m, DataLoader& train, DataLoader* 
     auto t0 = std::chrono::steady_clock::now();
     int64_t steps0 = step;
     train_epoch(train);
-    if (stopped_in_epoch || interrupted) break;  // stopped inside the epoch by max_steps or SIGTERM
+    if (stopped_in_epoch || interrupted) {  // stopped inside the epoch by max_steps or SIGTERM
+      step_metrics.clear();                 // the partial epoch's metrics are not logged (as its other epoch values)
+      break;
+    }
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     log_step_metrics();  // pl::Metric objects logged from training_step
     auto values = metrics.reduce_epoch(collectives());
     val_ran = val && (epoch + 1) % o.check_val_every_n_epoch == 0;
+    val_has_run = val_has_run || val_ran;
     if (val_ran) {
       auto v = eval_loop(*val, false);
       values.insert(v.begin(), v.end());
@@ -270,8 +276,8 @@ void Trainer::Impl::fit_loop(LightningModule& m, DataLoader& train, DataLoader* 
   progress_close();
   strategy.sync_weights();  // ABI 1.6: fit ends with one model on every rank
   each_callback([&](Callback& c) { c.on_train_end(*self, m); });
+  each_callback([&](Callback& c) { c.on_fit_end(*self, m); });  // callbacks first, as Lightning
   m.on_fit_end();
-  each_callback([&](Callback& c) { c.on_fit_end(*self, m); });
   if ((o.enable_checkpointing && stopped_in_epoch) || interrupted) save_last();
   if (interrupted && rank == 0)
     warn("SIGTERM: every rank stopped after step " + std::to_string(step) + "; checkpoint written to " + log_dir +
@@ -444,6 +450,7 @@ std::map<std::string, double> Trainer::Impl::evaluate(LightningModule& m, DataLo
   try {
     out = eval_loop(loader, test);
   } catch (const std::exception& e) {
+    progress_close();
     each_callback([&](Callback& c) { c.on_exception(*self, m, e); });
     throw;
   }

@@ -6,9 +6,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <memory>
 #include <plrt/sdk/model_checkpoint.hpp>
 #include <set>
+#include <type_traits>
 #include <typeinfo>
 
 #include "trainer_impl.hpp"
@@ -17,33 +19,77 @@ namespace pl {
 
 namespace {
 
-nlohmann::json to_json(const HParams& h) {
+// A non-finite number (JSON has none) as {"float": "inf" | "-inf" | "nan"}, so that it comes back.
+nlohmann::json value_json(const HParam& v) {
+  nlohmann::json out;
+  std::visit(
+      [&](const auto& x) {
+        using T = std::decay_t<decltype(x)>;
+        if constexpr (std::is_same_v<T, double>) {
+          if (!std::isfinite(x)) {
+            out = {{"float", std::isnan(x) ? "nan" : x > 0 ? "inf" : "-inf"}};
+            return;
+          }
+        }
+        out = x;
+      },
+      v.value());
+  return out;
+}
+
+}  // namespace
+
+nlohmann::json hparams_to_json(const HParams& h) {
   nlohmann::json j = nlohmann::json::object();
-  for (const auto& [k, v] : h) std::visit([&, key = k](const auto& x) { j[key] = x; }, v.value());
+  for (const auto& [k, v] : h) j[k] = value_json(v);
   return j;
 }
 
-HParams from_json(const nlohmann::json& j, const std::string& key) {
+HParams hparams_from_json(const nlohmann::json& j, const std::string& what) {
   HParams h;
   for (const auto& [k, v] : j.items()) {
-    if (v.is_boolean())
+    if (v.is_boolean()) {
       h.emplace(k, v.get<bool>());
-    else if (v.is_number_integer())
+    } else if (v.is_number_integer()) {
       h.emplace(k, v.get<int64_t>());
-    else if (v.is_number())
+    } else if (v.is_number()) {
       h.emplace(k, v.get<double>());
-    else if (v.is_string())
+    } else if (v.is_string()) {
       h.emplace(k, v.get<std::string>());
-    else if (v.is_null())  // a non-finite number (JSON has none)
+    } else if (v.is_null()) {  // a non-finite number written before they were kept
       h.emplace(k, std::nan(""));
-    else
-      throw Error(PL_ERR_INVALID_ARGUMENT, "the checkpoint's state of callback '" + key + "' has a value '" + k +
-                                               "' that is not a bool, number or string");
+    } else if (v.is_object() && v.size() == 1 && v.contains("float") && v["float"].is_string()) {
+      const std::string f = v["float"].get<std::string>();
+      const double inf = std::numeric_limits<double>::infinity();
+      if (f != "inf" && f != "-inf" && f != "nan")
+        throw Error(PL_ERR_INVALID_ARGUMENT,
+                    what + ": value '" + k + "' is {\"float\": \"" + f + "\"}; valid: inf, -inf, nan");
+      h.emplace(k, f == "nan" ? std::nan("") : f == "inf" ? inf : -inf);
+    } else {
+      throw Error(PL_ERR_INVALID_ARGUMENT, what + ": value '" + k + "' is not a bool, number or string");
+    }
   }
   return h;
 }
 
-}  // namespace
+nlohmann::json numbers_to_json(const std::map<std::string, double>& values) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& [k, v] : values) j[k] = value_json(v);
+  return j;
+}
+
+std::map<std::string, double> numbers_from_json(const nlohmann::json& j, const std::string& what) {
+  std::map<std::string, double> out;
+  const HParams h = hparams_from_json(j, what);
+  for (const auto& [k, v] : h) {
+    const double nan = std::nan("");
+    const double x = number_of(h, k, nan);
+    if (std::isnan(x) && !std::holds_alternative<double>(v.value()))
+      throw Error(PL_ERR_INVALID_ARGUMENT, what + ": value '" + k + "' is not a number");
+    out[k] = x;
+  }
+  return out;
+}
 
 std::string Callback::state_key() const {
   int status = 0;
@@ -87,7 +133,7 @@ nlohmann::json Trainer::Impl::callbacks_state() const {
   nlohmann::json out = nlohmann::json::object();
   for (const auto& c : cbs) {
     HParams s = c->state_dict();
-    if (!s.empty()) out[c->state_key()] = to_json(s);
+    if (!s.empty()) out[c->state_key()] = hparams_to_json(s);
   }
   return out;
 }
@@ -101,7 +147,7 @@ void Trainer::Impl::load_callbacks_state() {
       unused.push_back(key);
       continue;
     }
-    (*it)->load_state_dict(from_json(state, key));
+    (*it)->load_state_dict(hparams_from_json(state, "the checkpoint's state of callback '" + key + "'"));
   }
   if (!unused.empty() && rank == 0) {
     std::string names;

@@ -149,9 +149,7 @@ void Trainer::Impl::save_checkpoint(const std::string& path) {
     auto sep = s.find('\x1f');
     j["rng"].push_back({{"global", s.substr(0, sep)}, {"rank", sep == std::string::npos ? "" : s.substr(sep + 1)}});
   }
-  nlohmann::json metrics = nlohmann::json::object();
-  for (const auto& [k, v] : callback) metrics[k] = v;
-  j["callback_metrics"] = metrics;
+  j["callback_metrics"] = numbers_to_json(callback);  // a NaN loss (a diverged run) is kept
   j["lr_schedulers"] = schedulers_state();
   j["callbacks"] = callbacks_state();
   j["precision"] = precision.name;
@@ -208,7 +206,8 @@ void Trainer::Impl::load_checkpoint(const std::string& path) {
     const auto& mine = rng.at(same_world ? static_cast<size_t>(rank) : 0);
     global_rng = mine.at("global").get<std::string>();
     if (same_world) rank_rng = mine.at("rank").get<std::string>();
-    for (auto& [k, v] : j.at("callback_metrics").items()) saved_metrics[k] = v.get<double>();
+    saved_metrics =
+        numbers_from_json(j.at("callback_metrics"), "checkpoint " + path + "/trainer.json callback_metrics");
     if (j.contains("grad_scaler"))
       saved_scaler.emplace(j.at("grad_scaler").at("scale").get<double>(),
                            j.at("grad_scaler").at("growth_tracker").get<int64_t>());

@@ -41,6 +41,8 @@ std::map<std::string, double> Trainer::Impl::eval_loop(DataLoader& loader, bool 
   for (auto& rep : replicas) modes.saved.emplace_back(rep.get(), rep->training());
   for (auto& [mod, was] : modes.saved) mod->eval();
 
+  // in fit, training's metrics were computed at its epoch's end: anything left is an interrupted loop's
+  step_metrics.clear();
   each_callback([&](Callback& c) { test ? c.on_test_start(*self, m) : c.on_validation_start(*self, m); });
   each_callback([&](Callback& c) { test ? c.on_test_epoch_start(*self, m) : c.on_validation_epoch_start(*self, m); });
   test ? m.on_test_epoch_start() : m.on_validation_epoch_start();
@@ -64,9 +66,9 @@ std::map<std::string, double> Trainer::Impl::eval_loop(DataLoader& loader, bool 
       test ? c.on_test_batch_end(*self, m, batch, b) : c.on_validation_batch_end(*self, m, batch, b);
     });
   }
-  test ? m.on_test_epoch_end() : m.on_validation_epoch_end();
   each_callback([&](Callback& c) { test ? c.on_test_epoch_end(*self, m) : c.on_validation_epoch_end(*self, m); });
-  log_step_metrics();  // pl::Metric objects logged from the steps
+  test ? m.on_test_epoch_end() : m.on_validation_epoch_end();  // after the callbacks', as Lightning
+  log_step_metrics();                                          // pl::Metric objects logged from the steps
   auto values = metrics.reduce_epoch(collectives());
   metrics.take_step_values();
   for (const auto& kv : values) callback[kv.first] = kv.second;

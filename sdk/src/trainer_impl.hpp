@@ -187,6 +187,7 @@ struct Trainer::Impl {
   std::vector<std::shared_ptr<Callback>> cbs;
   bool should_stop = false;
   bool has_val = false, val_ran = false;  // fit has a validation loader; it ran in this epoch
+  bool val_has_run = false;               // validation ran at least once in this fit
   // Set while monitoring callbacks run at an epoch's end: a checkpoint saved then resumes at the
   // next epoch's start (trainer.json: epoch + 1, nothing of it done).
   bool epoch_done = false;
@@ -300,6 +301,16 @@ struct Trainer::Impl {
   void fit_spawn(LightningModule& m, DataLoader& train, DataLoader* val, const std::string& ckpt);
 };
 
+}  // namespace pl
+
+namespace pl {
+// Callback state (HParams) as JSON and back (trainer_callbacks.cpp): non-finite numbers survive as
+// {"float": "inf"}; `what` names the source in errors.
+nlohmann::json hparams_to_json(const HParams& h);
+HParams hparams_from_json(const nlohmann::json& j, const std::string& what);
+// A map of numbers (callback_metrics) the same way: a NaN or infinite value (a diverged run) is kept.
+nlohmann::json numbers_to_json(const std::map<std::string, double>& values);
+std::map<std::string, double> numbers_from_json(const nlohmann::json& j, const std::string& what);
 }  // namespace pl
 
 namespace plrt::sdk {

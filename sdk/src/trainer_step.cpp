@@ -266,9 +266,9 @@ void Trainer::Impl::optimizer_step() {
                                 "loss scale " +
                                 std::to_string(before) + " -> " + std::to_string(scaler->scale()));
   }
+  // Lightning's on_before_optimizer_step: after unscaling, before clipping (also on a skipped step)
+  if (module != nullptr) each_callback([&](Callback& c) { c.on_before_optimizer_step(*self, *module, *optimizer); });
   if (!skip) clip_gradients();
-  if (!skip && module != nullptr)
-    each_callback([&](Callback& c) { c.on_before_optimizer_step(*self, *module, *optimizer); });
   if (!skip && strategy.has_optimizer_step())
     strategy.optimizer_step([this](const PL_ParamRange* r, size_t n) { step_ranges(r, n); });
   else if (!skip)

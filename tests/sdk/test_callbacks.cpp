@@ -78,20 +78,55 @@ std::string joined(const std::vector<std::string>& v) {
   return s;
 }
 
+// The module's hooks, recorded into the same list as the callback's.
+struct HookedModule : Scripted {
+  std::vector<std::string>* calls = nullptr;
+  void on_fit_start() override { calls->push_back("module:fit_start"); }
+  void on_fit_end() override { calls->push_back("module:fit_end"); }
+  void on_train_epoch_start() override { calls->push_back("module:train_epoch_start"); }
+  void on_train_epoch_end() override { calls->push_back("module:train_epoch_end"); }
+  void on_validation_epoch_start() override { calls->push_back("module:val_epoch_start"); }
+  void on_validation_epoch_end() override { calls->push_back("module:val_epoch_end"); }
+};
+
 TEST(Callbacks, FitCallsLightningsHooksInLightningsOrder) {
   FitRun run;
   run.o.max_epochs = 1;
   run.o.accumulate_grad_batches = 2;  // 3 batches: steps after batches 1 and 2
   auto rec = std::make_shared<Recorder>();
   run.o.callbacks = {rec};
-  Scripted m;
+  HookedModule m;
+  m.calls = &rec->calls;
   run.fit(m);
-  const std::vector<std::string> want{
-      "setup:fit",         "fit_start",         "train_start",  "train_epoch_start:0",   "batch_start:0:4",
-      "batch_end:0:step0", "batch_start:1:4",   "before_opt:0", "batch_end:1:step1",     "batch_start:2:4",
-      "before_opt:1",      "batch_end:2:step2", "val_start",    "val_epoch_start",       "val_batch_start:0",
-      "val_batch_end:0",   "val_epoch_end",     "val_end",      "train_epoch_end:0+val", "train_end",
-      "fit_end",           "teardown:fit"};
+  // Lightning's order: callbacks before the module's hook, except at a training epoch's end
+  const std::vector<std::string> want{"setup:fit",
+                                      "fit_start",
+                                      "module:fit_start",
+                                      "train_start",
+                                      "train_epoch_start:0",
+                                      "module:train_epoch_start",
+                                      "batch_start:0:4",
+                                      "batch_end:0:step0",
+                                      "batch_start:1:4",
+                                      "before_opt:0",
+                                      "batch_end:1:step1",
+                                      "batch_start:2:4",
+                                      "before_opt:1",
+                                      "batch_end:2:step2",
+                                      "val_start",
+                                      "val_epoch_start",
+                                      "module:val_epoch_start",
+                                      "val_batch_start:0",
+                                      "val_batch_end:0",
+                                      "val_epoch_end",
+                                      "module:val_epoch_end",
+                                      "val_end",
+                                      "train_epoch_end:0+val",
+                                      "module:train_epoch_end",
+                                      "train_end",
+                                      "fit_end",
+                                      "module:fit_end",
+                                      "teardown:fit"};
   EXPECT_EQ(joined(rec->calls), joined(want));
 }
 

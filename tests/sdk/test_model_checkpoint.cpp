@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <plrt/sdk/model_checkpoint.hpp>
 #include <set>
@@ -189,6 +190,54 @@ TEST(ModelCheckpoint, ResumedRunGoesOnWithTheSameTopK) {
   EXPECT_EQ(folders(dir), (std::set<std::string>{name_for(1, 0.3), name_for(3, 0.2), "last"}))
       << "the resumed run dropped the first run's epoch 2";
   EXPECT_EQ(mc->best_model_path(), dir + "/" + name_for(3, 0.2));
+}
+
+TEST(ModelCheckpoint, ANonFiniteValueRanksLastAlsoAcrossAResume) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  pl::ModelCheckpointOptions o;
+  o.monitor = "val_loss";
+  o.filename = "{epoch}";
+  {
+    FitRun run;
+    run.o.max_epochs = 3;
+    auto mc = std::make_shared<pl::ModelCheckpoint>(o);
+    run.o.callbacks = {mc};
+    Scripted m;
+    m.val_script = {nan, 0.5, 0.3};
+    run.fit(m);
+    EXPECT_THAT(mc->best_model_path(), ::testing::EndsWith("/epoch=2"));
+    EXPECT_DOUBLE_EQ(mc->best_model_score(), 0.3);
+  }
+  FitRun run;  // the NaN entry saved in trainer.json, then resumed
+  run.o.max_epochs = 1;
+  run.o.callbacks = {std::make_shared<pl::ModelCheckpoint>(o)};
+  Scripted m1;
+  m1.val_script = {nan, 0.5};
+  run.fit(m1);
+  run.o.max_epochs = 2;
+  auto mc = std::make_shared<pl::ModelCheckpoint>(o);
+  run.o.callbacks = {mc};
+  Scripted m2;
+  m2.val_script = m1.val_script;
+  run.fit(m2, true, "last");
+  EXPECT_THAT(mc->best_model_path(), ::testing::EndsWith("/epoch=1"));
+  EXPECT_DOUBLE_EQ(mc->best_model_score(), 0.5);
+}
+
+TEST(ModelCheckpoint, AStepCheckBeforeTheFirstValidationWaitsForTheMonitor) {
+  FitRun run;
+  run.o.max_epochs = 2;  // steps 1..6; validation after steps 3 and 6
+  pl::ModelCheckpointOptions o;
+  o.monitor = "val_loss";
+  o.every_n_train_steps = 2;
+  auto mc = std::make_shared<pl::ModelCheckpoint>(o);
+  run.o.callbacks = {mc};
+  Scripted m;
+  m.val_script = {0.5, 0.3};
+  std::string dir;
+  // step 2: no val_loss yet (a warning); step 4: epoch 0's 0.5 is saved; step 6: still 0.5, not better
+  run.fit(m, true, "", [&](pl::Trainer& t) { dir = t.log_dir() + "/checkpoints"; });
+  EXPECT_EQ(folders(dir), (std::set<std::string>{"epoch=1-step=4", "last"}));
 }
 
 TEST(ModelCheckpoint, AMonitorNeverLoggedIsAnError) {

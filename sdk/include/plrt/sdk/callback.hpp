@@ -68,7 +68,8 @@ class Callback {
                                   int64_t batch_idx) {
     (void)trainer, (void)module, (void)loss, (void)batch, (void)batch_idx;
   }
-  // Before each optimizer step (after gradient sync, unscaling and clipping).
+  // Before each optimizer step: after gradient sync and 16-mixed's unscaling, before gradient
+  // clipping (Lightning's order), also on a step the loss scaler skips.
   virtual void on_before_optimizer_step(Trainer& trainer, LightningModule& module, Optimizer& optimizer) {
     (void)trainer, (void)module, (void)optimizer;
   }

@@ -76,6 +76,7 @@ class ModelCheckpoint : public Callback {
   double best_score_;
   double kth_score_;
   int64_t last_step_saved_ = -1;
+  bool warned_ = false;  // a monitor not logged yet is said once per fit
 };
 
 }  // namespace pl
