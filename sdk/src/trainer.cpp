@@ -308,6 +308,7 @@ void Trainer::Impl::train_epoch(DataLoader& train) {
   progress_start("train", base + n, base);
   const int acc_n = o.accumulate_grad_batches;
   bool sync_on = true;
+  bool stop_now = false, stop_alone = false;  // should_stop after this batch's step (see below)
   int64_t window_samples = 0;
   // On an asynchronous device (cuda) the next batches are copied ahead on a copy stream, through
   // pinned memory, while this one computes; on the cpu batches are simply read in turn.
@@ -360,9 +361,17 @@ void Trainer::Impl::train_epoch(DataLoader& train) {
       // Not at the epoch's end (its checkpoint follows) nor at max_steps (fit's last one follows).
       const bool more = j + 1 < n && !(o.max_steps >= 0 && step >= o.max_steps);
       if (more && (next.save || checkpoint_due_by_steps())) save_last();
+      stop_now = more && next.should_stop;
+      stop_alone = more && world <= 1;
     }
     each_callback([&](Callback& c) { c.on_train_batch_end(*self, m, loss, batch, b); });
     progress_step(b + 1);
+    // should_stop, agreed by every rank (alone: as soon as a hook set it, Lightning's way): the
+    // epoch ends at this optimizer step, as max_steps ends it
+    if (stop_now || (stop_alone && should_stop)) {
+      should_stop = stopped_in_epoch = true;
+      return;
+    }
   }
   if (!sync_on) strategy.set_grad_sync(true);
 }

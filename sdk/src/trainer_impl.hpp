@@ -161,8 +161,10 @@ struct Trainer::Impl {
   bool watch_sigterm() const;  // checkpoint_on_sigterm, by default on under SLURM
   // After an optimizer step, what every rank does next, agreed in one collective when needed: stop
   // (any rank got SIGTERM) and save (rank 0's clock says checkpoint_every_seconds have passed).
+  // should_stop: a callback's Trainer::should_stop on any rank (the agreement runs while there are
+  // callbacks; alone, the flag is read after every step).
   struct StepAgreement {
-    bool stop = false, save = false;
+    bool stop = false, save = false, should_stop = false;
   };
   StepAgreement agree_after_step();
   void reset_agreement();                       // at fit's start

@@ -12,7 +12,8 @@
 // bench/preempt_steps.py's model ran at 0.61 x the speed without the watch (a 2-value gloo
 // allreduce costs ~1.5 ms on a loaded 2-core machine, against a 2.3 ms step).  A SIGTERM is then
 // honoured within kAgreeEveryMs and a step.  checkpoint_every_seconds' decision rides in the same
-// reduce.
+// reduce, and so does Trainer::should_stop while the fit has callbacks (one of them may set it
+// inside an epoch, on one rank: every rank then stops after the same step).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -44,14 +45,15 @@ SigtermWatch::~SigtermWatch() {
   if (installed_) sigaction(SIGTERM, &previous_, nullptr);
 }
 
-// One reduce (MAX) of three values when either is needed: any rank's SIGTERM, rank 0's clock for
+// One reduce (MAX) of four values when any is needed: any rank's SIGTERM, rank 0's clock for
 // checkpoint_every_seconds, and rank 0's count of steps until the next agreement (the other ranks
-// send 0 for the last two, so rank 0 decides: the ranks' clocks differ, and both a save and the
-// next reduce are collectives that every rank must enter together).
+// send 0 for those two, so rank 0 decides: the ranks' clocks differ, and both a save and the
+// next reduce are collectives that every rank must enter together), and any rank's should_stop.
 Trainer::Impl::StepAgreement Trainer::Impl::agree_after_step() {
   const bool watch = sigterm_watch && sigterm_watch->on();
   const bool timed = o.enable_checkpointing && o.checkpoint_every_seconds > 0;
-  if (!watch && !timed) return {};
+  const bool stoppable = !cbs.empty();  // a callback may set should_stop inside an epoch
+  if (!watch && !timed && !stoppable) return {};
   ++steps_since_agreement;
   if (--agree_countdown > 0) return {};
   const auto now = std::chrono::steady_clock::now();
@@ -66,12 +68,12 @@ Trainer::Impl::StepAgreement Trainer::Impl::agree_after_step() {
   }
   std::vector<double> flags{watch && g_sigterm != 0 ? 1.0 : 0.0,
                             timed && rank == 0 && elapsed >= o.checkpoint_every_seconds ? 1.0 : 0.0,
-                            rank == 0 ? next : 0.0};
+                            rank == 0 ? next : 0.0, should_stop ? 1.0 : 0.0};
   if (world > 1) collectives().allreduce(flags, PL_REDUCE_MAX);
   agree_countdown = static_cast<int64_t>(flags[2]);
   steps_since_agreement = 0;
   last_agreement = std::chrono::steady_clock::now();
-  return {flags[0] > 0, flags[1] > 0};
+  return {flags[0] > 0, flags[1] > 0, flags[3] > 0};
 }
 
 void Trainer::Impl::reset_agreement() {

@@ -181,19 +181,34 @@ TEST(Callbacks, AnExceptionReachesOnExceptionThenTheCaller) {
   EXPECT_THAT(rec->calls.back(), HasSubstr("exception:boom"));
 }
 
-TEST(Callbacks, ShouldStopEndsFitAfterTheEpoch) {
-  struct StopAtOne : pl::Callback {
+TEST(Callbacks, ShouldStopInsideAnEpochStopsAtThatStep) {
+  struct StopAtFour : pl::Callback {
     void on_train_batch_end(pl::Trainer& t, pl::LightningModule&, double, const pl::Batch&, int64_t) override {
+      if (t.global_step() == 4) t.set_should_stop(true);
+    }
+  };
+  FitRun run;
+  run.o.max_epochs = 10;
+  run.o.callbacks = {std::make_shared<StopAtFour>()};
+  Scripted m;
+  int64_t steps = 0;
+  EXPECT_EQ(run.fit(m, false, "", [&](pl::Trainer& t) { steps = t.global_step(); }), 1) << "inside epoch 1";
+  EXPECT_EQ(steps, 4) << "the step the hook set it after (Lightning's)";
+}
+
+TEST(Callbacks, ShouldStopAtAnEpochsEndStopsAfterIt) {
+  struct StopAtEpochEnd : pl::Callback {
+    void on_train_epoch_end(pl::Trainer& t, pl::LightningModule&) override {
       if (t.current_epoch() == 1) t.set_should_stop(true);
     }
   };
   FitRun run;
   run.o.max_epochs = 10;
-  run.o.callbacks = {std::make_shared<StopAtOne>()};
+  run.o.callbacks = {std::make_shared<StopAtEpochEnd>()};
   Scripted m;
   int64_t steps = 0;
   EXPECT_EQ(run.fit(m, false, "", [&](pl::Trainer& t) { steps = t.global_step(); }), 2);
-  EXPECT_EQ(steps, 6) << "epoch 1 runs to its end";
+  EXPECT_EQ(steps, 6);
 }
 
 TEST(Callbacks, NullOrDuplicateStatefulCallbacksAreNamed) {

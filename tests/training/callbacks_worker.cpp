@@ -3,8 +3,10 @@
 //   callbacks_worker early <out_dir>     EarlyStopping(patience 2) on each rank's own value
 //   callbacks_worker topk <out_dir>      ModelCheckpoint(top 2) on the ranks' mean (sync_dist)
 //   callbacks_worker topk_local <out_dir> the same on each rank's own value (rank 0's decides)
+//   callbacks_worker stop_rank1 <out_dir> rank 1 alone sets Trainer::should_stop inside epoch 1
 // Each rank writes <out_dir>/rank<r>.json: the epochs trained, EarlyStopping's stopped_epoch,
 // ModelCheckpoint's best_model_path and best_k_models.
+#include <chrono>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -12,6 +14,7 @@
 #include <plrt/sdk/model_checkpoint.hpp>
 #include <plrt/sdk/nn.hpp>
 #include <plrt/sdk/trainer.hpp>
+#include <thread>
 
 namespace {
 
@@ -34,6 +37,8 @@ struct Model : pl::LightningModule {
   std::string mode;
   explicit Model(std::string m) : mode(std::move(m)) { register_module("fc", fc); }
   double training_step(const pl::Batch& b, int64_t) override {
+    // stop_rank1: slow steps, so that the ranks' agreement (about every 100 ms) runs inside an epoch
+    if (mode == "stop_rank1") std::this_thread::sleep_for(std::chrono::milliseconds(40));
     auto ce = pl::nn::cross_entropy(fc.forward(b.at(0)), b.at(1));
     fc.backward(ce.grad, false);
     return ce.loss;
@@ -61,7 +66,7 @@ std::shared_ptr<pl::TensorDataset> dataset(int64_t n) {
 
 int main(int argc, char** argv) {
   try {
-    if (argc != 3) throw std::runtime_error("usage: callbacks_worker early|topk|topk_local <out_dir>");
+    if (argc != 3) throw std::runtime_error("usage: callbacks_worker early|topk|topk_local|stop_rank1 <out_dir>");
     const std::string mode = argv[1], out = argv[2];
     pl::TrainerOptions o;
     o.strategy = "ddp";
@@ -69,7 +74,16 @@ int main(int argc, char** argv) {
     o.default_root_dir = out;
     std::shared_ptr<pl::EarlyStopping> es;
     std::shared_ptr<pl::ModelCheckpoint> mc;
-    if (mode == "early") {
+    // stop_rank1: rank 1 alone sets should_stop inside epoch 1; every rank must stop with it
+    struct StopOnRankOne : pl::Callback {
+      void on_train_batch_end(pl::Trainer& t, pl::LightningModule&, double, const pl::Batch&, int64_t) override {
+        if (t.global_rank() == 1 && t.global_step() == 3) t.set_should_stop(true);
+      }
+    };
+    if (mode == "stop_rank1") {
+      o.callbacks = {std::make_shared<StopOnRankOne>()};
+      o.max_epochs = 10;
+    } else if (mode == "early") {
       pl::EarlyStoppingOptions eo;
       eo.monitor = "val_loss";
       eo.patience = 2;
@@ -90,12 +104,14 @@ int main(int argc, char** argv) {
     lo.batch_size = 4;
     lo.shuffle = false;
     const int64_t world = trainer.world_size();
-    pl::DataLoader train(dataset(8 * world), lo), val(dataset(4 * world), lo);
+    const int64_t per_rank = mode == "stop_rank1" ? 32 : 8;  // 8 or 2 batches per epoch
+    pl::DataLoader train(dataset(per_rank * world), lo), val(dataset(4 * world), lo);
     Model m(mode);
     trainer.fit(m, train, &val);
     nlohmann::json j;
     j["epochs"] = trainer.current_epoch();
     j["should_stop"] = trainer.should_stop();
+    j["global_step"] = trainer.global_step();
     if (es) j["stopped_epoch"] = es->stopped_epoch(), j["reason"] = es->stop_reason();
     if (mc) {
       j["best_model_path"] = mc->best_model_path();

@@ -42,6 +42,22 @@ TEST(CallbacksAcrossRanks, EarlyStoppingStopsEveryRankTogether) {
   }
 }
 
+// Trainer::should_stop set by one rank inside an epoch: every rank stops after the same step, inside
+// that epoch (8 steps of 40 ms each: the ranks agree about every 100 ms, so every 2 steps).
+TEST(CallbacksAcrossRanks, ShouldStopOnOneRankStopsEveryRankAtTheSameStep) {
+  TempDir dir;
+  auto r =
+      run(plrun("ddp", 2, {CALLBACKS_WORKER_PATH, "stop_rank1", dir.path.string()}), {{"PL_TRAINER_TIMEOUT", "20"}});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto j0 = rank_json(dir, 0), j1 = rank_json(dir, 1);
+  EXPECT_EQ(j0["global_step"], j1["global_step"]);
+  EXPECT_EQ(j0["epochs"], j1["epochs"]);
+  EXPECT_TRUE(j0["should_stop"].get<bool>());
+  EXPECT_GE(j0["global_step"].get<int64_t>(), 3);
+  EXPECT_LE(j0["global_step"].get<int64_t>(), 6) << "not at the epoch's end (step 8)";
+  EXPECT_EQ(j0["epochs"], 0) << "stopped inside epoch 0";
+}
+
 // The expected top 2 (lowest) of the mean of two ranks' values, as folder names.
 std::set<std::string> expected_top2(const std::vector<double>& values) {
   std::vector<size_t> idx(values.size());

@@ -183,8 +183,11 @@ class Trainer {
   // The callbacks of the running (or last) fit/validate/test, in the order they are called.
   const std::vector<std::shared_ptr<Callback>>& callbacks() const;
   ModelCheckpoint* checkpoint_callback() const;  // the first ModelCheckpoint, or nullptr
-  // Lightning's trainer.should_stop: set it (any rank) and fit stops at the end of the epoch, on
-  // every rank: the ranks agree in one small collective at each epoch's end.
+  // Lightning's trainer.should_stop: set it on any rank and every rank stops together.  Set inside
+  // an epoch (e.g. on_train_batch_end), fit stops at an optimizer step, as max_steps stops it
+  // (checkpoints/last then resumes there): at once in a single process; across ranks at the next
+  // agreement, which runs about every 100 ms of training while the fit has callbacks (one small
+  // reduce, shared with SIGTERM's).  Set at an epoch's end (EarlyStopping), fit stops after it.
   bool should_stop() const;
   void set_should_stop(bool stop);
   Optimizer* optimizer() const;  // configure_optimizers' during and after fit, else nullptr
