@@ -119,6 +119,15 @@ void MetricLog::log(const std::string& name, double value, const LogOptions& o, 
   }
 }
 
+void MetricLog::log_metric(const std::string& name, Metric& metric, const LogOptions& o) {
+  if (name.empty()) throw Error(PL_ERR_INVALID_ARGUMENT, "log: the metric name is empty");
+  auto [it, fresh] = metrics_.emplace(name, &metric);
+  if (!fresh && it->second != &metric)
+    throw Error(PL_ERR_INVALID_ARGUMENT,
+                "log('" + name + "', ...) was given two different metrics in one epoch; use one name per metric");
+  if (o.prog_bar && std::find(prog_bar_.begin(), prog_bar_.end(), name) == prog_bar_.end()) prog_bar_.push_back(name);
+}
+
 std::map<std::string, double> MetricLog::take_step_values() {
   std::map<std::string, double> out;
   out.swap(step_);
@@ -161,15 +170,32 @@ std::map<std::string, double> MetricLog::reduce_epoch(const Collectives& c) {
   std::map<std::string, double> out;
   std::map<std::string, EpochAccumulator> acc;
   acc.swap(epoch_);
+  std::map<std::string, Metric*> metrics;
+  metrics.swap(metrics_);
+  // A metric logged from steps: computed over every rank's states (a rank without it sends
+  // none), then reset for the next epoch.
+  const CollectivesSync sync(c);
+  auto compute = [&](const std::string& name) {
+    auto it = metrics.find(name);
+    if (it == metrics.end()) {
+      c.allgather(std::string());
+      return;
+    }
+    out[name] = it->second->compute(sync);
+    it->second->reset();
+  };
   if (c.world_size() == 1) {
     for (const auto& [name, a] : acc) out[name] = local_value(a);
+    for (const auto& [name, m] : metrics) compute(name);
     return out;
   }
   // Ranks may have logged different names (a rank without validation batches logs nothing), so
-  // the synced names are agreed on first: the union, each with its reduction.
+  // the synced names are agreed on first: the union, each with its reduction ("metric": a
+  // pl::Metric logged from steps).
   std::string mine;
   for (const auto& [name, a] : acc)
     if (a.sync) mine += name + '\t' + reduce_name(a.reduce) + '\n';
+  for (const auto& [name, m] : metrics) mine += name + "\tmetric\n";
   std::map<std::string, std::string> synced;  // name -> reduction
   for (const auto& text : c.allgather(mine)) {
     std::istringstream is(text);
@@ -185,6 +211,7 @@ std::map<std::string, double> MetricLog::reduce_epoch(const Collectives& c) {
   }
   std::vector<double> sums, mins, maxs;
   for (const auto& [name, red] : synced) {
+    if (red == "metric") continue;
     auto it = acc.find(name);
     const EpochAccumulator* a = it == acc.end() ? nullptr : &it->second;
     if (red == "mean") {
@@ -203,6 +230,7 @@ std::map<std::string, double> MetricLog::reduce_epoch(const Collectives& c) {
   c.allreduce(maxs, PL_REDUCE_MAX);
   size_t si = 0, mi = 0, xi = 0;
   for (const auto& [name, red] : synced) {
+    if (red == "metric") continue;
     if (red == "mean") {
       double ws = sums[si++], w = sums[si++];
       out[name] = w > 0 ? ws / w : std::nan("");
@@ -216,6 +244,8 @@ std::map<std::string, double> MetricLog::reduce_epoch(const Collectives& c) {
   }
   for (const auto& [name, a] : acc)
     if (!a.sync) out[name] = local_value(a);
+  for (const auto& [name, red] : synced)
+    if (red == "metric") compute(name);  // in name order on every rank
   return out;
 }
 

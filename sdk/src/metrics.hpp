@@ -8,6 +8,7 @@
 #include <limits>
 #include <map>
 #include <plrt/sdk/lightning_module.hpp>
+#include <plrt/sdk/metric.hpp>
 #include <string>
 #include <vector>
 
@@ -48,6 +49,17 @@ class Collectives {
   int world_;
 };
 
+// The trainer's collectives as a pl::MetricSync (a metric's compute across the ranks).
+class CollectivesSync : public MetricSync {
+ public:
+  explicit CollectivesSync(Collectives c) : c_(std::move(c)) {}
+  int world_size() const override { return c_.world_size(); }
+  std::vector<std::string> allgather(const std::string& bytes) const override { return c_.allgather(bytes); }
+
+ private:
+  Collectives c_;
+};
+
 struct EpochAccumulator {
   double weighted_sum = 0, weight = 0, sum = 0;
   double min = std::numeric_limits<double>::infinity();
@@ -63,14 +75,21 @@ class MetricLog {
            int rank, const Collectives& c);
   // Step values logged since the last call (names with "_step" where on_epoch too).
   std::map<std::string, double> take_step_values();
-  // Reduces the epoch accumulators (collective when any was logged with sync_dist on any rank;
-  // every rank must call it) and clears them.  Names get "_epoch" where on_step too.
+  // A pl::Metric logged from a step (LightningModule::log(name, Metric&)): computed by the next
+  // reduce_epoch, then reset.  The same name with another metric in one epoch is an error.
+  void log_metric(const std::string& name, Metric& metric, const LogOptions& o);
+  void forget_metrics() { metrics_.clear(); }  // a loop that ended early: its metrics are not logged
+  // Reduces the epoch accumulators and computes the metrics logged from steps (collective at world
+  // size > 1: one all_gather of the names every rank logged, then one reduce per reduction and one
+  // all_gather per metric; a rank without one of them takes part with nothing; every rank must
+  // call it) and clears them.  Names get "_epoch" where on_step too.
   std::map<std::string, double> reduce_epoch(const Collectives& c);
   const std::vector<std::string>& prog_bar() const { return prog_bar_; }
 
  private:
   std::map<std::string, double> step_;
   std::map<std::string, EpochAccumulator> epoch_;  // keyed by final name
+  std::map<std::string, Metric*> metrics_;         // log_metric's, until reduce_epoch
   std::vector<std::string> prog_bar_;
 };
 

@@ -224,7 +224,7 @@ void Trainer::Impl::fit_loop(LightningModule& m, DataLoader& train, DataLoader* 
   load_callbacks_state();  // after setup: ModelCheckpoint knows its folder
   has_val = val != nullptr;
   should_stop = val_has_run = false;
-  step_metrics.clear();  // a metric of an earlier, interrupted loop is not this fit's
+  metrics.forget_metrics();  // a metric of an earlier, interrupted loop is not this fit's
   distribute(train, "train");
   if (val) distribute(*val, "validation");
   resume_position(train);
@@ -248,11 +248,10 @@ void Trainer::Impl::fit_loop(LightningModule& m, DataLoader& train, DataLoader* 
     int64_t steps0 = step;
     train_epoch(train);
     if (stopped_in_epoch || interrupted) {  // stopped inside the epoch by max_steps or SIGTERM
-      step_metrics.clear();                 // the partial epoch's metrics are not logged (as its other epoch values)
+      metrics.forget_metrics();             // the partial epoch's metrics are not logged (as its other epoch values)
       break;
     }
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    log_step_metrics();  // pl::Metric objects logged from training_step
     auto values = metrics.reduce_epoch(collectives());
     val_ran = val && (epoch + 1) % o.check_val_every_n_epoch == 0;
     val_has_run = val_has_run || val_ran;

@@ -42,7 +42,7 @@ std::map<std::string, double> Trainer::Impl::eval_loop(DataLoader& loader, bool 
   for (auto& [mod, was] : modes.saved) mod->eval();
 
   // in fit, training's metrics were computed at its epoch's end: anything left is an interrupted loop's
-  step_metrics.clear();
+  metrics.forget_metrics();
   each_callback([&](Callback& c) { test ? c.on_test_start(*self, m) : c.on_validation_start(*self, m); });
   each_callback([&](Callback& c) { test ? c.on_test_epoch_start(*self, m) : c.on_validation_epoch_start(*self, m); });
   test ? m.on_test_epoch_start() : m.on_validation_epoch_start();
@@ -68,7 +68,6 @@ std::map<std::string, double> Trainer::Impl::eval_loop(DataLoader& loader, bool 
   }
   each_callback([&](Callback& c) { test ? c.on_test_epoch_end(*self, m) : c.on_validation_epoch_end(*self, m); });
   test ? m.on_test_epoch_end() : m.on_validation_epoch_end();  // after the callbacks', as Lightning
-  log_step_metrics();                                          // pl::Metric objects logged from the steps
   auto values = metrics.reduce_epoch(collectives());
   metrics.take_step_values();
   for (const auto& kv : values) callback[kv.first] = kv.second;

@@ -173,15 +173,7 @@ struct Trainer::Impl {
   int64_t agree_countdown = 0, steps_since_agreement = 0;
   std::chrono::steady_clock::time_point last_agreement;
   bool in_training_step = false;
-  bool in_eval_step = false;  // validation_step / test_step runs (eval_loop)
-  // pl::Metric objects logged from this epoch's steps (metric_log.cpp), computed at its end.
-  struct StepMetric {
-    std::string name;
-    Metric* metric;
-    LogOptions options;
-  };
-  std::vector<StepMetric> step_metrics;
-  void log_step_metrics();
+  bool in_eval_step = false;                                     // validation_step / test_step runs (eval_loop)
   std::shared_ptr<Impl*> alive = std::make_shared<Impl*>(this);  // the grad-ready hook's liveness token
   int64_t batch_size = 1;
   // trainer_callbacks.cpp: this fit's (validate's, test's) callbacks in call order, should_stop
