@@ -151,6 +151,12 @@ void ProgressBar::update(int64_t done, const std::map<std::string, double>& valu
   if (now_() - last_draw_ >= kRedrawSeconds) draw(f, false);
 }
 
+bool ProgressBar::due() const { return active() && depth_ > 0 && now_() - last_draw_ >= kRedrawSeconds; }
+
+void ProgressBar::advance(int64_t done) {
+  if (active() && depth_ > 0) (depth_ == 2 ? inner_ : outer_).done = done;
+}
+
 void ProgressBar::finish(const std::map<std::string, double>& values) {
   if (!active() || depth_ == 0) return;
   BarFrame& f = depth_ == 2 ? inner_ : outer_;

@@ -64,6 +64,10 @@ class ProgressBar {
   void start(const std::string& stage, int64_t epoch, int64_t last_epoch, int64_t total, int64_t done = 0);
   // `done` batches of the stage; drawn when 100 ms passed since the last frame.
   void update(int64_t done, const std::map<std::string, double>& values);
+  // Whether update would draw now: the caller gathers the values only then (once per frame, not
+  // once per batch), and calls advance otherwise.
+  bool due() const;
+  void advance(int64_t done);
   // The stage ends: its last frame (with `values`), a finished line unless it was nested.
   void finish(const std::map<std::string, double>& values);
   // Ends whatever stage is open (fit stopped inside an epoch): its line is finished where it is.

@@ -32,8 +32,13 @@ void Trainer::Impl::progress_start(const char* stage, int64_t total, int64_t don
   bar->start(stage, epoch, last, total, done);
 }
 
+// Every batch: the values are gathered only when a frame is due (at most 10 a second).
 void Trainer::Impl::progress_step(int64_t done) {
-  if (bar && bar->open()) bar->update(done, progress_values());
+  if (!bar || !bar->open()) return;
+  if (bar->due())
+    bar->update(done, progress_values());
+  else
+    bar->advance(done);
 }
 
 bool Trainer::Impl::progress_end() {

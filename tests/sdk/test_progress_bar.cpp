@@ -121,6 +121,28 @@ TEST(ProgressBar, RedrawsAtMostEvery100MsAndAtTheEnd) {
   EXPECT_EQ(out.size(), n);
 }
 
+TEST(ProgressBar, DueSaysWhenAFrameWouldBeDrawnAndAdvanceKeepsCount) {
+  double now = 0;
+  std::vector<Recorded> out;
+  ProgressBar bar(
+      {ProgressBar::Mode::terminal, 200},
+      [&](const std::string& t, bool f) {
+        out.push_back({t, f});
+      },
+      [&] { return now; });
+  EXPECT_FALSE(bar.due()) << "no stage";
+  bar.start("train", 0, 1, 10);
+  EXPECT_FALSE(bar.due()) << "just drawn";
+  now = 0.05;
+  bar.advance(3);
+  EXPECT_FALSE(bar.due());
+  EXPECT_EQ(out.size(), 1u) << "advance never draws";
+  now = 0.2;
+  EXPECT_TRUE(bar.due());
+  bar.finish({});
+  EXPECT_NE(out.back().text.find("3/10"), std::string::npos) << out.back().text;
+}
+
 TEST(ProgressBar, NestedStageReturnsToTheOuterLine) {
   double now = 0;
   std::vector<Recorded> out;
