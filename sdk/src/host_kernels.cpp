@@ -1,7 +1,6 @@
 // Host fallbacks of the ABI 1.5 accelerator entries (see host_kernels.hpp).
 #include "host_kernels.hpp"
 
-#include <charconv>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -13,13 +12,6 @@
 
 namespace plrt::sdk {
 namespace {
-
-// The plugins' number format: the shortest text that reads back exactly ("0.1", "-1", "nan").
-std::string shortest(double v) {
-  char buf[64];
-  const auto r = std::to_chars(buf, buf + sizeof buf, v);
-  return std::string(buf, r.ptr);
-}
 
 std::string where(PL_Device d) {
   const char* t = d.type == PL_DEVICE_CPU ? "cpu" : d.type == PL_DEVICE_CUDA ? "cuda" : nullptr;

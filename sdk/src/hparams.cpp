@@ -3,7 +3,6 @@
 // into the static SDK would make it a dependency of every program and package built on it; the
 // quoting of strings is nlohmann::json's (already the SDK's), which YAML reads as double-quoted.
 #include <cctype>
-#include <charconv>
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <plrt/sdk/error.hpp>
@@ -11,6 +10,7 @@
 #include <sstream>
 
 #include "hparams_yaml.hpp"
+#include "sdk_internal.hpp"
 
 namespace pl {
 
@@ -47,9 +47,7 @@ std::string key_text(const std::string& k) {
 std::string double_text(double v) {
   if (std::isnan(v)) return ".nan";
   if (std::isinf(v)) return v > 0 ? ".inf" : "-.inf";
-  char buf[64];
-  const auto r = std::to_chars(buf, buf + sizeof buf, v);  // the shortest text that reads back as v
-  std::string s(buf, r.ptr);
+  std::string s = plrt::sdk::shortest(v);
   if (s.find('.') == std::string::npos) {
     const size_t e = s.find('e');
     s.insert(e == std::string::npos ? s.size() : e, ".0");  // 1e-05 → 1.0e-05: a float to YAML 1.1 too

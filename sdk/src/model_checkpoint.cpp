@@ -1,7 +1,6 @@
 // pl::ModelCheckpoint (model_checkpoint.hpp): Lightning's top-k checkpointing.  Rank 0 decides
 // (which folder, which ones to drop, the new top-k) and sends the decision to every rank in one
 // allgather, so that every rank makes the collective save alike and holds the same state.
-#include <charconv>
 #include <cmath>
 #include <filesystem>
 #include <limits>
@@ -16,11 +15,10 @@ namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-std::string shortest(double v) {
+// Python's str() of the value: an integer (epoch, step) in full ("100000", not "1e+05").
+std::string python_str(double v) {
   if (std::isfinite(v) && v == std::floor(v) && std::fabs(v) < 1e15) return std::to_string(static_cast<int64_t>(v));
-  char buf[64];
-  auto r = std::to_chars(buf, buf + sizeof buf, v);
-  return std::string(buf, r.ptr);
+  return plrt::sdk::shortest(v);
 }
 
 // One "{name}" or "{name:spec}" of the template.
@@ -64,13 +62,13 @@ std::vector<Field> parse_template(const std::string& t) {
 }
 
 std::string format_value(double v, const std::string& spec) {
-  if (spec.empty()) return shortest(v);
+  if (spec.empty()) return python_str(v);
   std::smatch m;
   std::regex_match(spec, m, spec_re());
   std::string type = m[4].str();
   if (type.empty()) type = m[3].matched ? "g" : "";
   if (type.empty()) {  // width only: as Python's default (repr), padded
-    std::string s = shortest(v);
+    std::string s = python_str(v);
     size_t width = m[2].str().empty() ? 0 : std::stoul(m[2].str());
     if (s.size() < width) s.insert(0, width - s.size(), m[1].str() == "0" ? '0' : ' ');
     return s;
@@ -87,12 +85,6 @@ std::string format_value(double v, const std::string& spec) {
     std::snprintf(buf, sizeof buf, fmt.c_str(), v);
   }
   return std::string(buf) + (percent ? "%" : "");
-}
-
-std::string g17(double v) {
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%.17g", v);
-  return buf;
 }
 
 }  // namespace
@@ -289,10 +281,11 @@ void ModelCheckpoint::check(Trainer& trainer, bool at_epoch_end) {
           last_path_ = save;
           if (o_.verbose)
             t.info("ModelCheckpoint: epoch " + std::to_string(t.epoch) + ", step " + std::to_string(t.step) + ": " +
-                   o_.monitor + " = " + g17(current) + " enters the top " + std::to_string(k) + ", saving " + save);
+                   o_.monitor + " = " + plrt::sdk::shortest(current) + " enters the top " + std::to_string(k) +
+                   ", saving " + save);
         } else if (o_.verbose) {
           t.info("ModelCheckpoint: epoch " + std::to_string(t.epoch) + ", step " + std::to_string(t.step) + ": " +
-                 o_.monitor + " = " + g17(current) + " is not in the top " + std::to_string(k));
+                 o_.monitor + " = " + plrt::sdk::shortest(current) + " is not in the top " + std::to_string(k));
         }
       }
       std::string last;

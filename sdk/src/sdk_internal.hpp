@@ -3,6 +3,7 @@
 // plrt::sdk, which sees pl's names).
 #pragma once
 
+#include <charconv>
 #include <plrt/sdk/tensor.hpp>
 #include <sstream>
 #include <string>
@@ -20,6 +21,13 @@ inline std::string num(double v) {
   os.precision(17);
   os << v;
   return os.str();
+}
+
+// The shortest text that reads back exactly as `v` ("0.1", "-1", "1e-05", "nan").
+inline std::string shortest(double v) {
+  char buf[64];
+  const auto r = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, r.ptr);
 }
 
 // The flat (ndim 1) view of elements [begin, end) of t's data: a parameter's range (ParamRange),
