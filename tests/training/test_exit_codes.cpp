@@ -194,6 +194,7 @@ TEST(ExitCodes, ResumeRefusesTrainerJsonOutOfRange) {
       {"global_step", -3, "global_step (-3)"},
       {"batches_done", 1000000000, "after batches_done 1000000000 but an epoch of the 240 training samples"},
       {"world_size", 0, "has world_size 0; valid: the process count, >= 1"},
+      {"callbacks", 5, "has \"callbacks\" that is not an object"},
   };
   for (const auto& c : cases) {
     auto j = saved;
