@@ -198,7 +198,8 @@ TEST_F(Slurm, SignalOptionSendsTermToEveryTaskBeforeTheTimeLimit) {
         << "task " << task << " saw no SIGTERM\n"
         << r.output;
   const auto j = nlohmann::json::parse(read_text(dir / "task-0.json"));
-  EXPECT_EQ(c.job_field(j["env"]["SLURM_JOB_ID"], "JobState"), "COMPLETED");
+  // srun has returned, but slurmctld may still hold the job COMPLETING for a moment: wait for its end
+  EXPECT_EQ(c.wait_for_job(j["env"]["SLURM_JOB_ID"].get<std::string>(), 20s), "COMPLETED") << c.logs();
 }
 
 // Lightning's SLURM behaviour: the signal SLURM sends before the time limit makes the Trainer write a
