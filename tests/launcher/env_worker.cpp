@@ -209,7 +209,6 @@ int main(int argc, char** argv) {
       has_rank ? "[rank " + std::to_string(rank) + "]" : "[node " + env_or("NODE_RANK", "?") + "]";
   const std::string who = has_rank ? "rank-" + std::to_string(rank) : "node-" + env_or("NODE_RANK", "x");
   install_handlers(a, who);
-  if (!a.out_dir.empty()) write_report(a, who);
 
   for (const auto& [kind, text] : a.prints) {
     if (kind == 1) std::cout << text << "\n";
@@ -219,6 +218,10 @@ int main(int argc, char** argv) {
     if (kind == 5) std::cout << text << " " << env_or("PL_RESTART_COUNT", "0") << "\n";
   }
   std::cout.flush();
+  std::cerr.flush();
+  // The report after the prints: a failing rank waits for every rank's report (below), so a test
+  // that reads the others' output finds it there, also when plrun stops them at once.
+  if (!a.out_dir.empty()) write_report(a, who);
   for (int i = 0; i < a.flood; ++i) std::cerr << "flood " << i << " " << std::string(40, 'x') << "\n";
   std::cerr.flush();
 
