@@ -3,12 +3,13 @@
 // read: one that is gone by the time its files are read is skipped.
 #pragma once
 
+#include <fcntl.h>
 #include <sys/types.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <set>
 #include <sstream>
 #include <string>
@@ -27,15 +28,36 @@ struct ProcInfo {
   }
 };
 
+// A /proc file's bytes, "" when the process is gone: read with read(2), because a read that fails
+// (ESRCH: the process exited between open and read) makes std::ifstream's buffer throw
+// "basic_filebuf::underflow error reading the file" rather than just end the stream.
+inline std::string read_proc_file(const std::filesystem::path& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return {};
+  std::string out;
+  char buf[4096];
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n > 0) {
+      out.append(buf, static_cast<size_t>(n));
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) out.clear();  // gone half-way: as if gone before
+    break;
+  }
+  ::close(fd);
+  return out;
+}
+
 inline std::vector<ProcInfo> proc_table() {
   std::vector<ProcInfo> out;
   std::error_code ec;
   for (std::filesystem::directory_iterator it("/proc", ec), end; !ec && it != end; it.increment(ec)) {
     const std::string name = it->path().filename().string();
     if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream stat(it->path() / "stat");
-    std::string line;
-    if (!std::getline(stat, line)) continue;
+    std::string line = read_proc_file(it->path() / "stat");
+    if (line.empty()) continue;
     const size_t close = line.rfind(')');
     if (close == std::string::npos || close + 2 >= line.size()) continue;
     ProcInfo p;
@@ -45,9 +67,7 @@ inline std::vector<ProcInfo> proc_table() {
     if (!(rest >> p.state >> ppid >> pgrp)) continue;
     p.ppid = static_cast<pid_t>(ppid);
     p.pgrp = static_cast<pid_t>(pgrp);
-    std::ifstream cmd(it->path() / "cmdline", std::ios::binary);
-    std::string all((std::istreambuf_iterator<char>(cmd)), std::istreambuf_iterator<char>());
-    std::stringstream ss(all);
+    std::stringstream ss(read_proc_file(it->path() / "cmdline"));
     for (std::string a; std::getline(ss, a, '\0');) p.args.push_back(a);
     out.push_back(std::move(p));
   }
