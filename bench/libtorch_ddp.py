@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Training speed of samples/libtorch (plrt-libtorch: a libtorch CNN, conv 1-8, conv 8-16, linear
 256-10 on 1x16x16 images, SGD with momentum, one CPU thread per rank) with its gradients averaged
-by plrt's strategies under plrun, beside the same model and batches trained by PyTorch's own
+by plrt's strategies (plrt::torch's DistributedDataParallel) under plrun, beside the same model and batches trained by PyTorch's own
 DistributedDataParallel (gloo; samples/libtorch/torch_ddp_reference.py), in the same run.
 
     python3 bench/libtorch_ddp.py --build build/release [--steps 500] [--repeats 3] [--batch-size 32]
@@ -9,8 +9,8 @@ DistributedDataParallel (gloo; samples/libtorch/torch_ddp_reference.py), in the 
 Both sides time the steps after --warmup on rank 0 (set-up and process start excluded), so the
 ratio compares the training loops: libtorch's forward, backward and SGD are the same code on both
 sides; the gradient synchronisation differs (plrt's ddp / bagua over plrt's gloo plugin, hooked on
-each parameter's AccumulateGrad, against torch's Reducer over torch's gloo).  Also plrt's ddp with
---no-hooks (every gradient reduced after backward: no overlap), ddp_sharded (reduce-scatter, then
+each parameter's AccumulateGrad, against torch's Reducer over torch's gloo).  Also ddp_sharded
+(reduce-scatter, then
 the allgather of the values; torch's SGD still steps whole tensors, see the sample) and horovod
 (its fusion thread negotiating every cycle; its learning rate x2 changes nothing of the speed).
 It prints the median steps/s of each and their ratio.  The sample must be built (libtorch-dev).
@@ -61,8 +61,8 @@ def main():
         sys.exit(f"{a.build}/bin/plrt-libtorch is missing: install libtorch-dev (scripts/setup.sh) and rebuild")
     if subprocess.run([a.python, "-c", "import torch"], capture_output=True).returncode != 0:
         sys.exit(f"{a.python} cannot import torch (apt-get install python3-torch)")
-    variants = [("ddp", "ddp", ()), ("ddp --no-hooks", "ddp", ("--no-hooks",)), ("bagua", "bagua", ()),
-                ("ddp_sharded", "ddp_sharded", ()), ("horovod", "horovod", ())]
+    variants = [("ddp", "ddp", ()), ("bagua", "bagua", ()), ("ddp_sharded", "ddp_sharded", ()),
+                ("horovod", "horovod", ())]
     print(f"{'ranks':>5} {'plrt strategy':<16} {'plrt steps/s':>13} {'torch DDP steps/s':>18} {'ratio':>6}")
     for world in [int(w) for w in a.worlds.split(",")]:
         torch = []

@@ -14,6 +14,15 @@ install(TARGETS plrt_plugin_api plrt_runtime plrt_sdk EXPORT plrtTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT dev
   INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(EXPORT plrtTargets NAMESPACE plrt:: DESTINATION ${PLRT_CMAKE_INSTALL_DIR} COMPONENT dev)
+# plrt::torch (libtorch/, built where libtorch is found): its own export set and package
+# (plrt-torch), so that plrt-dev does not depend on libtorch; find_package(plrt COMPONENTS torch).
+if(TARGET plrt_torch)
+  install(TARGETS plrt_torch EXPORT plrtTorchTargets ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT torch
+    INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+  install(FILES ${PROJECT_SOURCE_DIR}/libtorch/include/plrt/torch.hpp DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/plrt
+    COMPONENT torch)
+  install(EXPORT plrtTorchTargets NAMESPACE plrt:: DESTINATION ${PLRT_CMAKE_INSTALL_DIR} COMPONENT torch)
+endif()
 configure_package_config_file(${CMAKE_CURRENT_LIST_DIR}/plrtConfig.cmake.in
   ${CMAKE_CURRENT_BINARY_DIR}/plrtConfig.cmake
   INSTALL_DESTINATION ${PLRT_CMAKE_INSTALL_DIR}
@@ -37,6 +46,8 @@ endforeach()
 # ---- Debian packages: cpack -G DEB (in the build folder) ----------------------------------------
 #   plrt       runtime/: libplrt_runtime.so.0, the cpu accelerator, gloo, every strategy, plrun, plrt-mlp
 #   plrt-dev   headers, libplrt_sdk.a, the CMake package and the .pc files (depends on plrt)
+#   plrt-torch plrt::torch (libplrt_torch.a, plrt/torch.hpp, its CMake targets; depends on plrt-dev
+#              and libtorch-dev), where libtorch was found
 #   plrt-cuda  the cuda accelerator and the nccl process group (depends on plrt; needs the CUDA
 #              toolkit's NCCL at the path it was built with, and a driver to find a GPU)
 set(CPACK_PACKAGE_NAME plrt)
@@ -50,6 +61,9 @@ set(CPACK_COMPONENTS_ALL runtime dev)
 if(PLRT_HAVE_CUDA)
   list(APPEND CPACK_COMPONENTS_ALL cuda)
 endif()
+if(TARGET plrt_torch)
+  list(APPEND CPACK_COMPONENTS_ALL torch)
+endif()
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_COMPRESSION_TYPE gzip)
 set(CPACK_DEBIAN_PACKAGE_SECTION devel)
@@ -60,6 +74,10 @@ set(CPACK_DEBIAN_DEV_PACKAGE_NAME plrt-dev)
 set(CPACK_DEBIAN_DEV_PACKAGE_DEPENDS "plrt (= ${PROJECT_VERSION}), libdlpack-dev")
 set(CPACK_DEBIAN_CUDA_PACKAGE_NAME plrt-cuda)
 set(CPACK_DEBIAN_CUDA_PACKAGE_DEPENDS "plrt (= ${PROJECT_VERSION})")
+set(CPACK_DEBIAN_TORCH_PACKAGE_NAME plrt-torch)
+set(CPACK_DEBIAN_TORCH_PACKAGE_DEPENDS "plrt-dev (= ${PROJECT_VERSION}), libtorch-dev")
+set(CPACK_COMPONENT_TORCH_DESCRIPTION
+  "plrt::torch: DistributedDataParallel and collectives for libtorch programs (find_package(plrt COMPONENTS torch))")
 set(CPACK_COMPONENT_RUNTIME_DESCRIPTION "plrt runtime, launcher (plrun) and the cpu, gloo and strategy plugins")
 set(CPACK_COMPONENT_DEV_DESCRIPTION "plrt headers (C ABI, C API, C++ SDK), CMake package and pkg-config files")
 set(CPACK_COMPONENT_CUDA_DESCRIPTION "plrt cuda accelerator and nccl process group (CUDA 13 toolkit's NCCL)")

@@ -1,6 +1,6 @@
-// plrt-libtorch: a small torch::nn CNN trained with libtorch's autograd and optimizer, its
-// gradients synchronised by a plrt strategy (pl::GradientSync over DLPack views of the torch
-// tensors; the strategy averages them in place).
+// plrt-libtorch: a small torch::nn CNN trained with libtorch's autograd and optimizer, wrapped in
+// plrt::torch's DistributedDataParallel (<plrt/torch.hpp>): a libtorch program as its author
+// writes it, with PyTorch's names.
 //
 //   plrun --strategy ddp --devices 2 -- plrt-libtorch --steps 200
 //   plrun --strategy bagua --devices 2 -- plrt-libtorch --steps 200 --save cnn.safetensors
@@ -19,10 +19,9 @@
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
-#include <plrt/sdk/gradient_sync.hpp>
+#include <plrt/sdk/options.hpp>
 #include <plrt/sdk/safetensors.hpp>
-
-#include "torch_sync.hpp"
+#include <plrt/torch.hpp>
 
 namespace {
 
@@ -90,7 +89,6 @@ int main(int argc, char** argv) {
   uint64_t seed = 42;
   std::string init, save, report, strategy = "auto", devices = "auto";
   std::vector<std::string> strategy_options;
-  bool no_hooks = false;
   app.add_option("--steps", steps, "Optimizer steps")->check(CLI::NonNegativeNumber)->capture_default_str();
   app.add_option("--batch-size", batch_size, "Samples per step and process")
       ->check(CLI::PositiveNumber)
@@ -113,7 +111,6 @@ int main(int argc, char** argv) {
                  "Processes per node under torchrun, srun or mpirun (plrun's --devices overrides it)")
       ->capture_default_str();
   app.add_option("--strategy-option", strategy_options, "KEY=VALUE for the strategy (repeatable)");
-  app.add_flag("--no-hooks", no_hooks, "No per-gradient autograd hooks: every gradient is reduced after backward");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -122,33 +119,28 @@ int main(int argc, char** argv) {
 
   try {
     torch::set_num_threads(static_cast<int>(threads));
-    pl::GradientSyncOptions so;
-    so.strategy = strategy;
-    so.devices = pl::Devices::from_text(devices);
+    pl::torch::JobOptions jo;
+    jo.strategy = strategy == "auto" ? "ddp" : strategy;
+    jo.devices = devices;
+    jo.accelerator = "cpu";  // the data below are made on the host
     for (const auto& kv : strategy_options) {
       auto [key, value] = pl::parse_option_assignment("--strategy-option", kv);
-      pl::set_option(so.strategy_options, key, value);
+      pl::set_option(jo.strategy_options, key, value);
     }
-    pl::GradientSync sync(so);
-    const int rank = sync.rank(), world = sync.world_size();
+    const pl::torch::Job job = pl::torch::init(jo);
+    const int rank = job.rank, world = job.world_size;
 
     torch::manual_seed(seed);
     Net net;
     if (!init.empty()) load_weights(net, init);
-    torch::optim::SGD opt(net->parameters(), torch::optim::SGDOptions(lr).momentum(momentum));
-    TorchGradientSync grads(sync, *net, !no_hooks);  // ddp: rank 0's weights on every rank from here
-    const pl::OptimizerRequests asked =
-        sync.bind_optimizer("torch.optim.SGD", {{"lr", std::to_string(lr)}, {"momentum", std::to_string(momentum)}});
-    if (asked.lr_scale != 1.0) {  // horovod: the learning rate times the world size
-      for (auto& group : opt.param_groups())
-        static_cast<torch::optim::SGDOptions&>(group.options()).lr(lr * asked.lr_scale);
+    pl::torch::DistributedDataParallel ddp(net);  // rank 0's weights on every rank from here
+    double step_lr = lr;
+    if (ddp.lr_scale() != 1.0) {  // horovod: the learning rate times the world size
+      step_lr = lr * ddp.lr_scale();
       if (rank == 0)
-        std::cout << "plrt-libtorch: learning rate " << lr << " -> " << lr * asked.lr_scale << " ("
-                  << asked.lr_scale_reason << ")" << std::endl;
+        std::cout << "plrt-libtorch: learning rate " << lr << " -> " << step_lr << " (horovod)" << std::endl;
     }
-    // asked.broadcast_optimizer_state (horovod): rank 0's optimizer state on every rank before the
-    // first step.  A fresh SGD has none yet (its momentum buffers are made at the first step, from
-    // gradients every rank shares), so every rank's already is rank 0's.
+    torch::optim::SGD opt(net->parameters(), torch::optim::SGDOptions(step_lr).momentum(momentum));
 
     torch::Tensor x = torch::empty({batch_size, 1, kSide, kSide});
     torch::Tensor y = torch::empty({batch_size}, torch::kLong);
@@ -159,36 +151,31 @@ int main(int argc, char** argv) {
       for (int64_t j = 0; j < batch_size; ++j)
         make_sample(((s * world + rank) * batch_size + j) % samples, seed, x.data_ptr<float>() + j * kPixels,
                     y.data_ptr<int64_t>() + j);
-      sync.backward([&] {
-        torch::Tensor loss = torch::nn::functional::cross_entropy(net->forward(x), y);
-        loss.backward();  // the hooks report each gradient as autograd finishes it
-        loss_value = loss.item<double>();
-      });
-      // ddp and bagua name every parameter whole.  A sharded strategy (ddp_sharded) names this
-      // rank's shard, and after the step gathers every element from its owner; torch's SGD steps
-      // whole tensors, which stays exact for an element-wise optimizer (what it writes outside the
-      // shard is overwritten by the gather, and that part of its momentum never reaches the shard)
-      // but keeps the optimizer's state whole: ZeRO's saving needs an optimizer that steps ranges.
-      sync.optimizer_step([&](const std::vector<pl::ParamRange>&) { opt.step(); });
-      grads.zero_grad();
+      opt.zero_grad();  // libtorch 2.x: the gradients set to none; plrt copes
+      torch::Tensor loss = torch::nn::functional::cross_entropy(ddp(x), y);
+      loss.backward();  // the gradients are the ranks' mean when it returns
+      loss_value = loss.item<double>();
+      // through the strategy: under ddp_sharded each rank steps its shard, then the values are
+      // gathered (torch's SGD steps whole tensors; exact for an element-wise optimizer)
+      ddp.step([&] { opt.step(); });
     }
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const int64_t timed = std::max<int64_t>(0, steps - warmup);
-    std::vector<double> mean_loss{loss_value / world};
-    sync.all_reduce(mean_loss, PL_REDUCE_SUM);
+    torch::Tensor mean_loss = torch::tensor({loss_value / world}, torch::kFloat64);
+    pl::torch::all_reduce(mean_loss);
     if (rank == 0) {
       const double per_s = timed > 0 && seconds > 0 ? static_cast<double>(timed) / seconds : 0.0;
-      std::cout << "plrt-libtorch: " << sync.job().strategy << " x" << world << ", " << steps << " steps, last loss "
-                << mean_loss[0] << ", " << per_s << " steps/s" << std::endl;
+      std::cout << "plrt-libtorch: " << job.strategy << " x" << world << ", " << steps << " steps, last loss "
+                << mean_loss.item<double>() << ", " << per_s << " steps/s" << std::endl;
       if (!save.empty()) save_weights(net, save);
       if (!report.empty()) {
-        nlohmann::json j{{"strategy", sync.job().strategy},
+        nlohmann::json j{{"strategy", job.strategy},
                          {"world_size", world},
                          {"steps", steps},
                          {"timed_steps", timed},
                          {"seconds", seconds},
                          {"steps_per_s", per_s},
-                         {"loss", mean_loss[0]},
+                         {"loss", mean_loss.item<double>()},
                          {"batch_size", batch_size}};
         // the strategy's statistics this sample knows of (early_launches: buckets started during
         // backward, by the hooks; the rest: time in gradient communication, and the part not hidden)
@@ -196,7 +183,7 @@ int main(int argc, char** argv) {
         for (const char* name : {"early_launches", "buckets", "allreduce_ms", "exposed_allreduce_ms", "grad_comm_ms",
                                  "exposed_grad_comm_ms"}) {
           try {
-            stats[name] = sync.stat(name);
+            stats[name] = ddp.stat(name);
           } catch (const pl::Error&) {  // not one of this strategy's
           }
         }
@@ -204,13 +191,9 @@ int main(int argc, char** argv) {
         std::ofstream(report) << j.dump(2) << "\n";
       }
     }
-    sync.teardown();
     return 0;
-  } catch (const pl::Error& e) {
-    std::cerr << "plrt-libtorch: " << e.what() << std::endl;
-    return e.code() == PL_ERR_INVALID_ARGUMENT ? 2 : 1;
   } catch (const std::exception& e) {
     std::cerr << "plrt-libtorch: " << e.what() << std::endl;
-    return 1;
+    return pl::torch::exit_code_of(e);
   }
 }

@@ -5,38 +5,18 @@
 #include <plrt/sdk/accelerator.hpp>
 #include <plrt/sdk/cluster_env.hpp>
 #include <plrt/sdk/gradient_sync.hpp>
+#include <plrt/sdk/job_context.hpp>
 #include <plrt/sdk/store.hpp>
 #include <set>
 #include <thread>
 
-#include "job_setup.hpp"
+#include "job_context_impl.hpp"
 #include "metrics.hpp"
 #include "strategy_handle.hpp"
 
 namespace pl {
 
 namespace {
-
-void env_overrides(GradientSyncOptions& o) {
-  auto str = [](const char* var, std::string& field) {
-    if (const char* v = std::getenv(var); v && *v) field = v;
-  };
-  str("PL_TRAINER_ACCELERATOR", o.accelerator);
-  if (const char* v = std::getenv("PL_TRAINER_DEVICES"); v && *v) o.devices = Devices::from_text(v);
-  str("PL_TRAINER_STRATEGY", o.strategy);
-  if (const char* v = std::getenv("PL_TRAINER_NUM_NODES"); v && *v) {
-    char* end = nullptr;
-    const long n = std::strtol(v, &end, 10);
-    if (*end != '\0' || n < 1)
-      throw Error(PL_ERR_INVALID_ARGUMENT,
-                  std::string("PL_TRAINER_NUM_NODES='") + v + "' is not valid: it must be an integer >= 1");
-    o.num_nodes = static_cast<int>(n);
-  }
-  str("PL_TRAINER_PROCESS_GROUP_BACKEND", o.process_group_backend);
-  if (const char* v = std::getenv(kStrategyOptionsVariable); v && *v)
-    for (const auto& [key, value] : decode_options(kStrategyOptionsVariable, v))
-      set_option(o.strategy_options, key, value);
-}
 
 std::string device_text(PL_Device d) {
   return (d.type == PL_DEVICE_CPU    ? "cpu"
@@ -54,107 +34,42 @@ std::string shape_text(const PL_Tensor& t) {
 }  // namespace
 
 struct GradientSync::Impl {
-  GradientSyncOptions o;
-  ClusterEnv env;
-  std::shared_ptr<Runtime> rt;
-  JobConfig job;
-  int rank = 0, world = 1, local_rank = 0, local_world = 1, node_rank = 0;
-  PL_Device device{PL_DEVICE_CPU, 0};
-  Accelerator acc;
-  std::unique_ptr<Store> store;
+  explicit Impl(std::shared_ptr<JobContext> c) : ctx(std::move(c)), session(ctx->impl().session) {}
+  std::shared_ptr<JobContext> ctx;  // the environment, runtime, place, accelerator, device and store
+  plrt::sdk::JobSession& session;   // ctx's
+  JobConfig job_;                   // the job, resolved for this strategy
+  OptionList strategy_options;
+  std::unique_ptr<Store> own_store;  // a key space of this strategy's own, when it is not the first
   std::vector<ExternalParameter> params;
   std::vector<PL_Parameter> c_params;
   bool set_up = false, bound = false;
   plrt::sdk::StrategyHandle strategy;  // last: torn down before what it borrows
 
-  void resolve();
-  void prepare();
+  const JobConfig& job() const { return job_; }
   void check_params() const;
   [[noreturn]] void refuse(const std::string& why) const {
-    throw Error(PL_ERR_INVALID_ARGUMENT, "GradientSync: strategy '" + job.strategy + "' " + why);
+    throw Error(PL_ERR_INVALID_ARGUMENT, "GradientSync: strategy '" + job().strategy + "' " + why);
   }
   void need_setup(const char* what) const {
     if (!set_up)
       throw Error(PL_ERR_INVALID_ARGUMENT, std::string("GradientSync::") + what + " was called before setup");
   }
+  // One collective of the strategy's process group, waited for within the group's timeout.
+  template <class Start>
+  void collective(const char* what, Start start) const {
+    const PL_ProcessGroupApi* api = strategy.pg_api();
+    if (api == nullptr || strategy.pg() == nullptr)
+      throw Error(PL_ERR_UNSUPPORTED, std::string("GradientSync::") + what + ": strategy '" + job().strategy +
+                                          "' runs " + std::to_string(session.world) +
+                                          " processes but has no process group to carry it");
+    PL_Work* w = nullptr;
+    check(session.rt->host(), start(api, strategy.pg(), &w));
+    PL_Error* e = api->work_wait(w, 0);  // 0: the group's timeout
+    api->work_destroy(w);
+    check(session.rt->host(), e);
+  }
+  void check_collective_tensor(const char* what, const PL_Tensor& t) const;
 };
-
-void GradientSync::Impl::resolve() {
-  JobRequest req;
-  req.accelerator = o.accelerator;
-  req.devices = o.devices;
-  req.strategy = o.strategy;
-  req.num_nodes = o.num_nodes;
-  req.process_group_backend = o.process_group_backend;
-  req.strategy_options = o.strategy_options;  // launch_info checks them now, before any work
-  job = rt->resolve(req);
-  const std::string launched_by = env.source == "none" ? "" : " (launched by " + env.source + ")";
-  switch (job.launch_mode) {
-    case PL_LAUNCH_PROCESS_PER_DEVICE:
-      if (env.source == "none" || env.spawn_parent) {
-        if (job.world_size > 1)
-          refuse("runs one process per device (" + std::to_string(job.world_size) +
-                 " processes) and needs a launcher: run `plrun --strategy " + job.strategy + " --devices " +
-                 std::to_string(job.processes_per_node) + " -- <program>` (or torchrun, srun, mpirun)");
-        break;
-      }
-      if (env.world_size != job.world_size)
-        throw Error(PL_ERR_INVALID_ARGUMENT,
-                    "GradientSync: the launcher started WORLD_SIZE=" + std::to_string(env.world_size) + " processes" +
-                        launched_by + " but the job asks for " + std::to_string(job.processes_per_node) +
-                        " device(s) x " + std::to_string(job.num_nodes) + " node(s) = " +
-                        std::to_string(job.world_size) + "; make --devices/--num-nodes agree with the launcher");
-      rank = env.rank, world = env.world_size, local_rank = env.local_rank, local_world = env.local_world_size;
-      node_rank = env.node_rank;
-      break;
-    case PL_LAUNCH_SPAWN:
-      refuse(
-          "spawns its workers from pl::Trainer::fit; with GradientSync start them with a launcher: "
-          "`plrun --strategy ddp --devices N -- <program>`");
-    default:  // one process per node
-      if (job.devices.size() > 1)
-        refuse("drives " + std::to_string(job.devices.size()) +
-               " devices from one process with a copy of the module on each, which GradientSync cannot make "
-               "(the model is the program's); use one process per device (strategy ddp under plrun)");
-      if (job.world_size > 1) {
-        if (env.world_size != job.world_size)
-          refuse("runs one process per node (" + std::to_string(job.world_size) + " processes) but " +
-                 (env.source == "none" ? std::string("no launcher started this one")
-                                       : "the launcher started " + std::to_string(env.world_size) + launched_by));
-        rank = env.rank, world = env.world_size, node_rank = env.node_rank;
-      }
-      break;
-  }
-}
-
-void GradientSync::Impl::prepare() {
-  const auto acc_opts = plrt::sdk::with_cpu_threads(o.accelerator_options, job.accelerator, local_world);
-  acc = Accelerator(*rt, job.accelerator, acc_opts);
-  acc.keep_alive(rt);
-  if (job.device_type != PL_DEVICE_CPU) {
-    const int idx = job.devices.empty() ? 0 : job.devices[static_cast<size_t>(local_rank) % job.devices.size()];
-    device = {job.device_type, idx};
-    acc.set_device(idx);
-  }
-  if (world > 1) {
-    StoreOptions so;
-    so.host = env.master_addr;
-    so.port = env.master_port;
-    so.is_server = rank == 0 && !env.agent_store;
-    so.token = env.token;
-    so.timeout = o.timeout;
-    store = plrt::sdk::open_job_store(*rt, env, so, true);
-  }
-  plrt::sdk::StrategySetup s;
-  s.rank = rank, s.world_size = world, s.local_rank = local_rank, s.local_world_size = local_world;
-  s.node_rank = node_rank, s.num_nodes = job.num_nodes;
-  s.device_ids = {device.index};
-  s.process_group_backend = job.process_group_backend;
-  s.store = store ? store->get() : nullptr;
-  s.timeout_ms = o.timeout.count();
-  s.options = o.strategy_options;
-  strategy.create(*rt, job.strategy, acc, s);
-}
 
 void GradientSync::Impl::check_params() const {
   std::set<std::string> names;
@@ -184,9 +99,10 @@ void GradientSync::Impl::check_params() const {
       }
       if (t.data == nullptr && t.numel > 0)
         bad(w + "has no memory (data NULL for " + std::to_string(t.numel) + " elements)");
-      if (t.device.type != device.type || (device.type != PL_DEVICE_CPU && t.device.index != device.index))
-        bad(w + "is on " + device_text(t.device) + " but this process trains on " + device_text(device) +
-            " (accelerator '" + job.accelerator + "')");
+      if (t.device.type != session.device.type ||
+          (session.device.type != PL_DEVICE_CPU && t.device.index != session.device.index))
+        bad(w + "is on " + device_text(t.device) + " but this process trains on " + device_text(session.device) +
+            " (accelerator '" + job_.accelerator + "')");
     };
     check_tensor(p.value, "value");
     if (p.kind != PL_PARAM_TRAINABLE) continue;
@@ -200,26 +116,54 @@ void GradientSync::Impl::check_params() const {
   }
 }
 
-GradientSync::GradientSync(GradientSyncOptions options) : impl_(std::make_unique<Impl>()) {
+GradientSync::GradientSync(GradientSyncOptions options)
+    : GradientSync(std::make_shared<JobContext>(std::move(options)), Choice{}) {}
+
+GradientSync::GradientSync(std::shared_ptr<JobContext> context, Choice choice) {
+  if (!context) throw Error(PL_ERR_INVALID_ARGUMENT, "GradientSync: the job context is null");
+  impl_ = std::make_unique<Impl>(std::move(context));
   Impl& m = *impl_;
-  m.o = std::move(options);
-  if (m.o.read_env) env_overrides(m.o);
-  m.env = m.o.cluster ? *m.o.cluster : ClusterEnv::detect();
-  RuntimeOptions r = m.o.runtime;
-  if (r.rank < 0 && m.env.source != "none" && !m.env.spawn_parent) r.rank = m.env.rank;
-  m.rt = std::make_shared<Runtime>(r);
-  m.resolve();
-  m.prepare();
+  const GradientSyncOptions& o = m.ctx->options();  // after plrun's overrides
+  JobRequest req;
+  req.accelerator = o.accelerator;
+  req.devices = o.devices;
+  req.strategy = choice.strategy.empty() ? o.strategy : choice.strategy;
+  req.num_nodes = o.num_nodes;
+  req.process_group_backend = o.process_group_backend;
+  // the choice's options, then the job's (plrun's --strategy-option wins, key by key); the job's
+  // belong to the job's strategy, so another strategy takes only its own
+  req.strategy_options = choice.strategy_options;
+  if (choice.strategy.empty() || choice.strategy == o.strategy)
+    for (const auto& [key, value] : o.strategy_options) set_option(req.strategy_options, key, value);
+  m.job_ = m.session.rt->resolve(req);  // launch_info checks the options now, before any work
+  if (m.job_.launch_mode != m.ctx->job().launch_mode || m.job_.world_size != m.session.world ||
+      (m.job_.launch_mode == PL_LAUNCH_SINGLE_PROCESS && m.job_.devices.size() > 1))
+    m.refuse("does not run as the job does (" + std::to_string(m.session.world) + " process(es) under strategy '" +
+             m.ctx->job().strategy +
+             "'); pick a strategy with one process per device (ddp, ddp_sharded, bagua, "
+             "horovod) or launch the job for it");
+  m.strategy_options = req.strategy_options;
+  PL_Store* store = m.session.store ? m.session.store->get() : nullptr;
+  if (!choice.instance.empty()) {
+    m.own_store = m.ctx->impl().store_for(choice.instance);
+    if (m.own_store) store = m.own_store->get();
+  }
+  plrt::sdk::StrategySetup setup = m.session.strategy_setup(m.strategy_options, o.timeout);
+  setup.process_group_backend = m.job_.process_group_backend;
+  setup.store = store;
+  m.strategy.create(*m.session.rt, m.job_.strategy, m.session.acc, setup);
 }
 
 GradientSync::~GradientSync() = default;  // the strategy handle logs a failed teardown
 
-int GradientSync::rank() const { return impl_->rank; }
-int GradientSync::world_size() const { return impl_->world; }
-int GradientSync::local_rank() const { return impl_->local_rank; }
-PL_Device GradientSync::device() const { return impl_->device; }
-const JobConfig& GradientSync::job() const { return impl_->job; }
-const std::string& GradientSync::launcher() const { return impl_->env.source; }
+int GradientSync::rank() const { return impl_->session.rank; }
+int GradientSync::world_size() const { return impl_->session.world; }
+int GradientSync::local_rank() const { return impl_->session.local_rank; }
+int GradientSync::node_rank() const { return impl_->session.node_rank; }
+PL_Device GradientSync::device() const { return impl_->session.device; }
+const JobConfig& GradientSync::job() const { return impl_->job_; }
+std::shared_ptr<JobContext> GradientSync::context() const { return impl_->ctx; }
+const std::string& GradientSync::launcher() const { return impl_->session.env.source; }
 const std::vector<ExternalParameter>& GradientSync::parameters() const { return impl_->params; }
 
 void GradientSync::setup(std::vector<ExternalParameter> params) {
@@ -268,8 +212,14 @@ OptimizerRequests GradientSync::bind_optimizer(const std::string& name, const Op
 }
 
 void GradientSync::backward(const std::function<void()>& forward_backward) {
+  impl_->need_setup("backward");
+  run_step(forward_backward);
+  finish_backward();
+}
+
+void GradientSync::run_step(const std::function<void()>& fn) {
   Impl& m = *impl_;
-  m.need_setup("backward");
+  m.need_setup("run_step");
   if (!m.bound) {  // as the Trainer does before its first step: the strategy learns the optimizer
     const OptimizerRequests asked = bind_optimizer("external");
     if (asked.lr_scale != 1.0 || asked.broadcast_optimizer_state)
@@ -279,8 +229,12 @@ void GradientSync::backward(const std::function<void()>& forward_backward) {
                (asked.broadcast_optimizer_state ? "rank 0's optimizer state" : "") +
                "; call GradientSync::bind_optimizer before the first step and apply what it returns");
   }
-  m.strategy.run_step([&](int, int, PL_Device) { forward_backward(); });
-  m.strategy.after_backward();
+  m.strategy.run_step([&](int, int, PL_Device) { fn(); });
+}
+
+void GradientSync::finish_backward() {
+  impl_->need_setup("finish_backward");
+  impl_->strategy.after_backward();
 }
 
 void GradientSync::grad_ready(size_t index) {
@@ -308,11 +262,11 @@ void GradientSync::optimizer_step(const StepFn& step) {
   if (m.strategy.has_optimizer_step()) {
     m.strategy.optimizer_step([&](const PL_ParamRange* r, size_t n) {
       if (n > 0 && r == nullptr)
-        throw Error(PL_ERR_INVALID_ARGUMENT, "strategy '" + m.job.strategy + "': optimizer_step passed " +
+        throw Error(PL_ERR_INVALID_ARGUMENT, "strategy '" + m.job().strategy + "': optimizer_step passed " +
                                                  std::to_string(n) + " ranges but a NULL array");
       std::vector<ParamRange> ranges;
       for (size_t k = 0; k < n; ++k) {
-        const std::string what = "strategy '" + m.job.strategy + "': optimizer_step range " + std::to_string(k);
+        const std::string what = "strategy '" + m.job().strategy + "': optimizer_step range " + std::to_string(k);
         if (!PL_HAS_FIELD(PL_ParamRange, &r[k], end))
           throw Error(PL_ERR_VERSION,
                       what + " has struct_size " + std::to_string(r[k].struct_size) + ", smaller than ABI 1.4's");
@@ -342,8 +296,121 @@ void GradientSync::sync_weights() {
 void GradientSync::all_reduce(std::vector<double>& values, PL_ReduceOp op) {
   Impl& m = *impl_;
   m.need_setup("all_reduce");
-  plrt::sdk::Collectives(m.rt->host(), m.strategy.pg_api(), m.strategy.pg(), m.world, &m.strategy)
+  plrt::sdk::Collectives(m.session.rt->host(), m.strategy.pg_api(), m.strategy.pg(), m.session.world, &m.strategy)
       .allreduce(values, op);
+}
+
+void GradientSync::Impl::check_collective_tensor(const char* what, const PL_Tensor& t) const {
+  if (t.struct_size < sizeof(PL_Tensor) || pl_dtype_size(t.dtype) == 0 || t.numel < 0 ||
+      (t.data == nullptr && t.numel > 0))
+    throw Error(PL_ERR_INVALID_ARGUMENT, std::string("GradientSync::") + what +
+                                             ": the tensor is not a valid PL_Tensor (struct_size, dtype, numel, data)");
+  const PL_Device d = session.device;
+  const bool host_ok = t.device.type == PL_DEVICE_CPU && d.type == PL_DEVICE_CPU;
+  if (!host_ok && (t.device.type != d.type || t.device.index != d.index))
+    throw Error(PL_ERR_INVALID_ARGUMENT, std::string("GradientSync::") + what + ": the tensor is on " +
+                                             device_text(t.device) + " but the job's process group ('" +
+                                             job().process_group_backend + "') carries tensors on " + device_text(d) +
+                                             "; move it there first");
+}
+
+void GradientSync::all_reduce(PL_Tensor& t, PL_ReduceOp op) {
+  Impl& m = *impl_;
+  m.check_collective_tensor("all_reduce", t);
+  if (m.session.world == 1) return;
+  m.collective("all_reduce", [&](const PL_ProcessGroupApi* api, PL_ProcessGroup* pg, PL_Work** w) {
+    return api->allreduce(pg, &t, op, w);
+  });
+}
+
+void GradientSync::broadcast(PL_Tensor& t, int root) {
+  Impl& m = *impl_;
+  m.check_collective_tensor("broadcast", t);
+  if (root < 0 || root >= m.session.world)
+    throw Error(PL_ERR_INVALID_ARGUMENT, "GradientSync::broadcast: root " + std::to_string(root) +
+                                             " is not a rank (valid: 0 to " + std::to_string(m.session.world - 1) +
+                                             ")");
+  if (m.session.world == 1) return;
+  m.collective("broadcast", [&](const PL_ProcessGroupApi* api, PL_ProcessGroup* pg, PL_Work** w) {
+    return api->broadcast(pg, &t, root, w);
+  });
+}
+
+void GradientSync::all_gather(const PL_Tensor& input, std::vector<PL_Tensor>& outputs) {
+  Impl& m = *impl_;
+  m.check_collective_tensor("all_gather", input);
+  if (outputs.size() != static_cast<size_t>(m.session.world))
+    throw Error(PL_ERR_INVALID_ARGUMENT, "GradientSync::all_gather: " + std::to_string(outputs.size()) +
+                                             " outputs for a world of " + std::to_string(m.session.world) +
+                                             "; give one per rank");
+  for (const PL_Tensor& o : outputs) {
+    m.check_collective_tensor("all_gather", o);
+    if (o.numel != input.numel || o.dtype != input.dtype)
+      throw Error(PL_ERR_INVALID_ARGUMENT, "GradientSync::all_gather: an output of " + std::to_string(o.numel) +
+                                               " elements of " + pl_dtype_name(o.dtype) + " for an input of " +
+                                               std::to_string(input.numel) + " of " + pl_dtype_name(input.dtype) +
+                                               "; they must match");
+  }
+  if (m.session.world == 1) {
+    if (outputs[0].data != input.data)
+      m.session.acc.copy(outputs[0].data, outputs[0].device, input.data, input.device,
+                         static_cast<size_t>(input.numel) * pl_dtype_size(input.dtype));
+    return;
+  }
+  m.collective("all_gather", [&](const PL_ProcessGroupApi* api, PL_ProcessGroup* pg, PL_Work** w) {
+    return api->allgather(pg, &input, outputs.data(), outputs.size(), w);
+  });
+}
+
+void GradientSync::reduce_scatter(const std::vector<PL_Tensor>& inputs, PL_Tensor& output, PL_ReduceOp op) {
+  Impl& m = *impl_;
+  m.check_collective_tensor("reduce_scatter", output);
+  if (inputs.size() != static_cast<size_t>(m.session.world))
+    throw Error(PL_ERR_INVALID_ARGUMENT, "GradientSync::reduce_scatter: " + std::to_string(inputs.size()) +
+                                             " inputs for a world of " + std::to_string(m.session.world) +
+                                             "; give one per rank");
+  for (const PL_Tensor& in : inputs) {
+    m.check_collective_tensor("reduce_scatter", in);
+    if (in.numel != output.numel || in.dtype != output.dtype)
+      throw Error(PL_ERR_INVALID_ARGUMENT, "GradientSync::reduce_scatter: an input of " + std::to_string(in.numel) +
+                                               " elements of " + pl_dtype_name(in.dtype) + " for an output of " +
+                                               std::to_string(output.numel) + " of " + pl_dtype_name(output.dtype) +
+                                               "; they must match");
+  }
+  if (m.session.world == 1) {
+    if (inputs[0].data != output.data)
+      m.session.acc.copy(output.data, output.device, inputs[0].data, inputs[0].device,
+                         static_cast<size_t>(output.numel) * pl_dtype_size(output.dtype));
+    return;
+  }
+  m.collective("reduce_scatter", [&](const PL_ProcessGroupApi* api, PL_ProcessGroup* pg, PL_Work** w) {
+    return api->reduce_scatter(pg, inputs.data(), inputs.size(), &output, op, w);
+  });
+}
+
+void GradientSync::barrier() {
+  Impl& m = *impl_;
+  if (m.session.world == 1) return;
+  m.collective("barrier",
+               [&](const PL_ProcessGroupApi* api, PL_ProcessGroup* pg, PL_Work** w) { return api->barrier(pg, w); });
+}
+
+std::vector<ParamRange> GradientSync::owned_ranges() const {
+  const Impl& m = *impl_;
+  m.need_setup("owned_ranges");
+  std::vector<ParamRange> out;
+  if (m.strategy.has_owned_ranges()) {
+    for (const PL_ParamRange& r : m.strategy.owned_ranges(m.c_params)) out.push_back({r.param_index, r.begin, r.end});
+  } else {
+    for (size_t i = 0; i < m.params.size(); ++i)
+      if (m.params[i].kind == PL_PARAM_TRAINABLE) out.push_back({i, 0, m.params[i].value.numel});
+  }
+  return out;
+}
+
+bool GradientSync::shards() const {
+  impl_->need_setup("shards");
+  return impl_->strategy.has_owned_ranges();
 }
 
 double GradientSync::stat(const std::string& name) const { return impl_->strategy.stat(name); }

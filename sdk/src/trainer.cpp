@@ -28,14 +28,13 @@ Trainer::Impl::Impl(TrainerOptions options, const RuntimeOptions& ro) : o(std::m
   check_options();
   env = ClusterEnv::detect();
   RuntimeOptions r = ro;
-  if (r.rank < 0 && env.source != "none" && !env.spawn_parent) r.rank = env.rank;
   progress_setup(r, env.source == "none" || env.spawn_parent || env.rank == 0);
-  rt = std::make_shared<Runtime>(r);
+  session.start_runtime(r);
   if (o.seed) seed_everything(*o.seed);
   resolve_job();
 }
 
-void Trainer::Impl::resolve_job() {
+JobRequest Trainer::Impl::request() const {
   JobRequest req;
   req.accelerator = o.accelerator;
   req.devices = o.devices;
@@ -43,55 +42,14 @@ void Trainer::Impl::resolve_job() {
   req.num_nodes = o.num_nodes;
   req.precision = o.precision;
   req.process_group_backend = o.process_group_backend;
-  req.strategy_options = o.strategy_options;  // the strategy's launch_info checks them now, before any work
-  job = rt->resolve(req);
+  req.strategy_options = o.strategy_options;
+  return req;
+}
+
+void Trainer::Impl::resolve_job() {
+  session.resolve(request(), plrt::sdk::Driver::Trainer);
   precision = amp::Precision::parse(job.precision);
   if (precision.scaled) scaler = std::make_unique<amp::GradScaler>(o.grad_scaler);
-  const std::string launched_by = env.source == "none" ? "" : " (launched by " + env.source + ")";
-  switch (job.launch_mode) {
-    case PL_LAUNCH_PROCESS_PER_DEVICE:
-      if (env.source == "none" || env.spawn_parent) {
-        if (job.world_size > 1)
-          throw Error(PL_ERR_INVALID_ARGUMENT,
-                      "strategy '" + job.strategy + "' runs one process per device (" + std::to_string(job.world_size) +
-                          " processes) and needs a launcher: run `plrun --strategy " + job.strategy + " --devices " +
-                          std::to_string(job.processes_per_node) +
-                          " -- <program>` (or torchrun, srun, mpirun), or use strategy 'ddp_spawn', which starts the "
-                          "workers from fit()");
-        break;
-      }
-      if (env.world_size != job.world_size)
-        throw Error(PL_ERR_INVALID_ARGUMENT,
-                    "the launcher started WORLD_SIZE=" + std::to_string(env.world_size) + " processes" + launched_by +
-                        " but the trainer asks for " + std::to_string(job.processes_per_node) + " device(s) x " +
-                        std::to_string(job.num_nodes) + " node(s) = " + std::to_string(job.world_size) +
-                        "; make --devices/--num-nodes agree with the launcher");
-      rank = env.rank, world = env.world_size, local_rank = env.local_rank, local_world = env.local_world_size;
-      node_rank = env.node_rank;
-      break;
-    case PL_LAUNCH_SPAWN:
-      if (env.source != "none" && !env.spawn_parent)
-        throw Error(PL_ERR_INVALID_ARGUMENT, "strategy '" + job.strategy +
-                                                 "' starts its own workers, but this process is already one of " +
-                                                 std::to_string(env.world_size) + launched_by + "; use strategy 'ddp'");
-      if (env.spawn_parent && env.world_size != job.world_size)
-        throw Error(PL_ERR_INVALID_ARGUMENT, "plrun asked for WORLD_SIZE=" + std::to_string(env.world_size) +
-                                                 " but the trainer computes " + std::to_string(job.world_size));
-      world = job.world_size, local_world = job.processes_per_node, node_rank = env.spawn_parent ? env.node_rank : 0;
-      break;
-    default:  // one process per node
-      if (job.world_size > 1 && env.world_size != job.world_size)
-        throw Error(
-            PL_ERR_INVALID_ARGUMENT,
-            "strategy '" + job.strategy + "' runs one process per node (" + std::to_string(job.world_size) +
-                " processes for num_nodes=" + std::to_string(job.num_nodes) + ") but " +
-                (env.source == "none" ? std::string("no launcher started this one: run `plrun --strategy ") +
-                                            job.strategy + " --num-nodes " + std::to_string(job.num_nodes) +
-                                            " --node-rank <n> ... -- <program>` on each node (or srun, torchrun)"
-                                      : "the launcher started " + std::to_string(env.world_size) + launched_by));
-      if (job.world_size > 1) rank = env.rank, world = env.world_size, node_rank = env.node_rank;
-      break;
-  }
 }
 
 void Trainer::Impl::prepare(LightningModule& m) {
@@ -102,39 +60,18 @@ void Trainer::Impl::prepare(LightningModule& m) {
   }
   // the cores shared by the processes (or dp's replica threads)
   const bool single_process = job.launch_mode == PL_LAUNCH_SINGLE_PROCESS;
-  const auto acc_opts = plrt::sdk::with_cpu_threads(
-      o.accelerator_options, job.accelerator, single_process ? static_cast<int>(job.devices.size()) : local_world);
-  acc = Accelerator(*rt, job.accelerator, acc_opts);
-  acc.keep_alive(rt);  // the module's tensors may outlive this trainer
-  if (job.device_type == PL_DEVICE_CPU) {
-    device = {PL_DEVICE_CPU, 0};
-  } else {
-    int idx = job.devices.empty() ? 0 : job.devices[static_cast<size_t>(local_rank) % job.devices.size()];
-    device = {job.device_type, idx};
-    acc.set_device(idx);
-  }
-  if (world > 1) {
-    StoreOptions so;
-    so.host = env.master_addr;
-    so.port = spawned_worker ? spawn_store_port : env.master_port;
-    so.is_server = rank == 0 && !env.agent_store && !spawned_worker;
-    so.token = env.token;
-    so.timeout = o.timeout;
-    store = plrt::sdk::open_job_store(*rt, env, so, !spawned_worker);
-  }
-  plrt::sdk::StrategySetup s;
-  s.rank = rank, s.world_size = world, s.local_rank = local_rank, s.local_world_size = local_world;
-  s.node_rank = node_rank, s.num_nodes = job.num_nodes;
-  s.device_ids = {device.index};
+  plrt::sdk::JobSession::OpenOptions oo;
+  oo.accelerator_options = o.accelerator_options;
+  oo.cpu_sharers = single_process ? static_cast<int>(job.devices.size()) : local_world;
+  oo.timeout = o.timeout;
+  oo.store_port = spawned_worker ? spawn_store_port : -1;
+  session.open(oo);
+  plrt::sdk::StrategySetup s = session.strategy_setup(o.strategy_options, o.timeout);
   if (single_process && job.devices.size() > 1) {  // dp/ddp2: this process drives every device
     s.device_ids.assign(job.devices.begin(), job.devices.end());
     if (job.device_type == PL_DEVICE_CPU)
       for (size_t i = 0; i < s.device_ids.size(); ++i) s.device_ids[i] = static_cast<int32_t>(i);
   }
-  s.process_group_backend = job.process_group_backend;
-  s.store = store ? store->get() : nullptr;
-  s.timeout_ms = o.timeout.count();
-  s.options = o.strategy_options;
   strategy.create(*rt, job.strategy, acc, s);
   set_seed_rank(rank);
   attach(m);

@@ -14,6 +14,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "job_session.hpp"
 #include "loggers.hpp"
 #include "metrics.hpp"
 #include "progress_bar.hpp"
@@ -75,17 +76,21 @@ struct ReplicaSplit {
 struct Trainer::Impl {
   Trainer* self = nullptr;  // the owning Trainer (modules point back to it)
   TrainerOptions o;
-  std::shared_ptr<Runtime> rt;  // shared with the accelerator (Accelerator::keep_alive)
-  ClusterEnv env;
-  JobConfig job;
-  int rank = 0, world = 1, local_rank = 0, local_world = 1, node_rank = 0;
+  // The environment, runtime, job, this process's place in it, the accelerator, its device and the
+  // store: set up as every driver sets them up (job_session.hpp).  The names below are the
+  // session's fields, which every trainer file reads.
+  plrt::sdk::JobSession session;
+  ClusterEnv& env = session.env;
+  std::shared_ptr<Runtime>& rt = session.rt;
+  JobConfig& job = session.job;
+  int &rank = session.rank, &world = session.world, &local_rank = session.local_rank;
+  int &local_world = session.local_world, &node_rank = session.node_rank;
+  Accelerator& acc = session.acc;
+  PL_Device& device = session.device;
+  std::unique_ptr<Store>& store = session.store;
   bool spawned_worker = false;  // a ddp_spawn worker forked by fit
   int spawn_store_port = -1;    // the parent's store port, for a spawned worker
   bool prepared = false;
-
-  Accelerator acc;
-  PL_Device device{PL_DEVICE_CPU, 0};
-  std::unique_ptr<Store> store;
   // ---- borrowed by the strategy until teardown ----
   std::vector<std::string> param_names;
   std::vector<PL_Parameter> c_params;
@@ -221,6 +226,7 @@ struct Trainer::Impl {
   // trainer_options.cpp
   void apply_env_overrides();
   void check_options() const;
+  JobRequest request() const;  // the job the options ask for
   void resolve_job();
   void prepare(LightningModule& m);  // accelerator, store, strategy, module placement (once)
   void attach(LightningModule& m);

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <plrt/sdk/options.hpp>
 
+#include "job_session.hpp"
 #include "loggers.hpp"
 #include "trainer_impl.hpp"
 
@@ -55,12 +56,13 @@ void Trainer::Impl::apply_env_overrides() {
     if (const char* v = std::getenv(var); v && *v)
       field = static_cast<std::decay_t<decltype(field)>>(parse_int(var, v, lo));
   };
-  str("PL_TRAINER_ACCELERATOR", o.accelerator);
-  if (const char* v = std::getenv("PL_TRAINER_DEVICES"); v && *v) o.devices = Devices::from_text(v);
-  str("PL_TRAINER_STRATEGY", o.strategy);
-  i64("PL_TRAINER_NUM_NODES", o.num_nodes, 1);
-  str("PL_TRAINER_PRECISION", o.precision);
-  str("PL_TRAINER_PROCESS_GROUP_BACKEND", o.process_group_backend);
+  {  // the Lightning knobs, read as every driver reads them (job_session.hpp)
+    JobRequest knobs = request();
+    plrt::sdk::apply_knob_env(knobs);
+    o.accelerator = knobs.accelerator, o.devices = knobs.devices, o.strategy = knobs.strategy;
+    o.num_nodes = knobs.num_nodes, o.precision = knobs.precision;
+    o.process_group_backend = knobs.process_group_backend, o.strategy_options = knobs.strategy_options;
+  }
   if (const char* v = std::getenv("PL_TRAINER_MAX_EPOCHS"); v && *v)
     o.max_epochs = parse_int("PL_TRAINER_MAX_EPOCHS", v, -1);
   i64("PL_TRAINER_MAX_STEPS", o.max_steps, -1);
@@ -104,10 +106,6 @@ void Trainer::Impl::apply_env_overrides() {
   // Set by the launcher (plrun --max-restarts, torchelastic's TORCHELASTIC_RESTART_COUNT's role).
   i64("PL_RESTART_COUNT", restart_count, 0);
   if (const char* v = std::getenv("PL_TRAINER_SEED"); v && *v) o.seed = parse_seed("PL_TRAINER_SEED", v);
-  // plrun --strategy-option: on top of the program's options, plrun's value winning for a key.
-  if (const char* v = std::getenv(kStrategyOptionsVariable); v && *v)
-    for (const auto& [key, value] : decode_options(kStrategyOptionsVariable, v))
-      set_option(o.strategy_options, key, value);
 }
 
 void Trainer::Impl::check_options() const {

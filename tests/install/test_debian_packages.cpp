@@ -44,6 +44,18 @@ TEST(DebianPackages, UnpackIntoACleanRootAndTrainWithAThirdPartyPlugin) {
 #else
   EXPECT_FALSE(fs::exists(cuda));
 #endif
+  // plrt::torch: its own package, so that plrt-dev does not depend on libtorch
+  fs::path torch = tmp.path() / "debs" / ("plrt-torch_" + v + "_amd64.deb");
+#ifdef PLRT_HAVE_TORCH
+  ASSERT_TRUE(fs::exists(torch)) << r.output;
+  EXPECT_EQ(field(torch, "Depends"), "plrt-dev (= " + v + "), libtorch-dev");
+  auto files = run({"dpkg-deb", "-c", torch.string()});
+  EXPECT_THAT(files.output, HasSubstr("./usr/include/plrt/torch.hpp"));
+  EXPECT_THAT(files.output, HasSubstr("libplrt_torch.a"));
+  EXPECT_THAT(files.output, HasSubstr("plrtTorchTargets.cmake"));
+#else
+  EXPECT_FALSE(fs::exists(torch));
+#endif
   // Dependencies: the runtime's from dpkg-shlibdeps (the Debian libraries it links), the headers'
   // on the runtime of the same version and on DLPack (plrt/sdk/dlpack.hpp includes it).
   EXPECT_THAT(field(runtime, "Depends"), HasSubstr("libgloo0"));

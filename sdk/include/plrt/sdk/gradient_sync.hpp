@@ -74,11 +74,23 @@ struct OptimizerRequests {
   bool broadcast_optimizer_state = false;  // make rank 0's optimizer state every rank's before step 1
 };
 
+class JobContext;  // job_context.hpp
+
 class GradientSync {
  public:
   // Resolves the job and makes the strategy; bad knobs, a launcher that disagrees with them, or a
   // strategy this class cannot drive: pl::Error (PL_ERR_INVALID_ARGUMENT) before any work.
   explicit GradientSync(GradientSyncOptions options = {});
+  // A strategy for a job already set up (one JobContext, several strategies: one per model).
+  struct Choice {
+    std::string strategy;         // empty: the context's
+    OptionList strategy_options;  // under the context's (plrun's) when the strategy is the context's
+    // Empty for the job's first strategy; each further strategy in the process names its own key
+    // space in the job's store (every rank the same names in the same order).
+    std::string instance;
+  };
+  GradientSync(std::shared_ptr<JobContext> context, Choice choice);
+  std::shared_ptr<JobContext> context() const;
   ~GradientSync();  // tears the strategy down (errors logged, never thrown)
   GradientSync(const GradientSync&) = delete;
   GradientSync& operator=(const GradientSync&) = delete;
@@ -86,6 +98,7 @@ class GradientSync {
   int rank() const;
   int world_size() const;
   int local_rank() const;
+  int node_rank() const;
   PL_Device device() const;  // where the parameters must live (cpu: {PL_DEVICE_CPU, 0})
   const JobConfig& job() const;
   const std::string& launcher() const;  // "plrun", "torchrun", ..., "none"
@@ -113,6 +126,12 @@ class GradientSync {
   // strategy's step may be left unfinished (ddp refuses the next backward once a gradient was
   // reported, and the other ranks wait for this one's), so the program should tear down.
   void backward(const std::function<void()>& forward_backward);
+  // backward's two halves, for a program whose backward ends on its own (plrt::torch ends it from
+  // autograd's final callback): run_step runs `fn` (a forward) as the strategy's step (ddp: rank
+  // 0's buffers broadcast first, unless its option broadcast_buffers is false), the gradients are
+  // then reported with grad_ready as backward finishes them, and finish_backward is after_backward.
+  void run_step(const std::function<void()>& fn);
+  void finish_backward();
   // Inside backward's function: params[index]'s gradient is final (an autograd hook calls it),
   // so the strategy may start its bucket's communication while backward goes on.
   void grad_ready(size_t index);
@@ -132,6 +151,21 @@ class GradientSync {
   // `values` becomes op over every rank's (the strategy's metrics route): e.g. the mean loss.
   void all_reduce(std::vector<double>& values, PL_ReduceOp op);
   double stat(const std::string& name) const;  // the strategy's get_stat
+
+  // Collectives on the program's tensors (views: compact, on device(); nothing is copied) over the
+  // strategy's process group, each waited for within the job's timeout.  One process: all_reduce,
+  // broadcast and barrier do nothing, all_gather and reduce_scatter copy.  A tensor on another
+  // device than the group carries, or outputs that do not match, are PL_ERR_INVALID_ARGUMENT.
+  void all_reduce(PL_Tensor& tensor, PL_ReduceOp op);
+  void broadcast(PL_Tensor& tensor, int root);
+  void all_gather(const PL_Tensor& input, std::vector<PL_Tensor>& outputs);  // one output per rank
+  void reduce_scatter(const std::vector<PL_Tensor>& inputs, PL_Tensor& output, PL_ReduceOp op);
+  void barrier();
+
+  // After setup: whether the strategy shards the optimizer state (ddp_sharded), and the element
+  // ranges of setup's array this rank owns (every trainable entry whole when it does not shard).
+  bool shards() const;
+  std::vector<ParamRange> owned_ranges() const;
 
   void teardown();  // idempotent; the registered memory is free again afterwards
 

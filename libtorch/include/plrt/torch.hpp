@@ -1,0 +1,228 @@
+// plrt::torch: PyTorch's distributed training for libtorch programs, with PyTorch's names.
+//
+//   auto job = pl::torch::init();                      // the launcher's rank, world size, device
+//   Net net;  net->to(job.device);
+//   pl::torch::DistributedDataParallel ddp(net);       // rank 0's weights on every rank
+//   torch::optim::Adam opt(ddp.module()->parameters());
+//   for (...) {
+//     opt.zero_grad();
+//     auto loss = loss_fn(ddp(x), y);
+//     loss.backward();                                 // the gradients are the ranks' mean here
+//     opt.step();
+//   }
+//
+// Launched by plrun (`plrun --strategy ddp --devices 2 -- ./train`), torchrun, srun, mpirun or
+// horovodrun, as pl::Trainer is; one process alone runs as a job of one.  The strategies are plrt's
+// plugins (ddp, ddp_sharded, bagua and its algorithms, horovod).  Errors are pl::Error; bad input
+// has code PL_ERR_INVALID_ARGUMENT (exit_code_of maps it to 2).  docs/libtorch.md has the whole
+// story; the data side is libtorch's own DistributedRandomSampler with job.rank / job.world_size.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <plrt/sdk/error.hpp>
+#include <plrt/sdk/exit_code.hpp>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace pl::torch {
+
+struct JobOptions {
+  std::string accelerator = "auto";  // "cpu", "cuda", "auto" (cuda when a GPU is usable)
+  std::string devices = "auto";      // processes per node under a launcher; plrun's --devices wins
+  std::string strategy = "ddp";      // the job's strategy (DdpOptions::strategy may pick another)
+  int num_nodes = 1;
+  std::string process_group_backend;  // empty: nccl on cuda, gloo otherwise
+  std::vector<std::pair<std::string, std::string>> strategy_options;
+  std::chrono::milliseconds timeout{0};  // every collective and store wait; 0: 30 minutes
+};
+
+struct Job {
+  int rank = 0, world_size = 1, local_rank = 0, local_world_size = 1, node_rank = 0;
+  ::torch::Device device{::torch::kCPU};  // cuda:<local rank's device> under a cuda job
+  std::string strategy;                   // the job's, after plrun's --strategy
+  std::string launcher;                   // "plrun", "torchrun", "slurm", "mpirun", ..., "none"
+  bool is_global_zero() const { return rank == 0; }
+};
+
+// Reads the launcher and the knobs (plrun's PL_TRAINER_* variables override `options`), selects
+// this process's device (and makes it libtorch's current CUDA device) and connects the job's
+// store.  Once per process: a second call returns the same job (its options are not read again).
+Job init(JobOptions options = {});
+bool is_initialized();
+const Job& job();  // init()'s; init() with the defaults when it was not called
+
+// ---- collectives on torch::Tensors over the job's process group (torch.distributed's names) ----
+// Tensors are contiguous and on job().device (CUDA tensors go to nccl as they are, through DLPack
+// views; CPU tensors to gloo).  Every call is a collective: every rank calls it, in the same order.
+enum class ReduceOp {
+  SUM = 1,
+  AVG = 2,
+  MIN = 3,
+  MAX = 4,
+  PRODUCT = 5
+};
+void all_reduce(::torch::Tensor& tensor, ReduceOp op = ReduceOp::SUM);
+void broadcast(::torch::Tensor& tensor, int src);
+void all_gather(std::vector<::torch::Tensor>& tensor_list, const ::torch::Tensor& tensor);
+::torch::Tensor all_gather(const ::torch::Tensor& tensor);  // every rank's, stacked along a new dim 0
+void reduce_scatter(::torch::Tensor& output, const std::vector<::torch::Tensor>& input_list,
+                    ReduceOp op = ReduceOp::SUM);
+void barrier();
+
+// ---- DistributedDataParallel ----
+struct DdpOptions {
+  // Empty: the job's (init's strategy; plrun's --strategy).  ddp, ddp_sharded, bagua (and every
+  // algorithm alias: bagua_bytegrad, ...), horovod; dp, ddp2 and ddp_spawn are refused by name.
+  std::string strategy;
+  std::vector<std::pair<std::string, std::string>> strategy_options;  // the strategy's own (stage=1, ...)
+  double bucket_cap_mb = 25.0;                                        // ddp, ddp_sharded: gradient bucket size
+  bool broadcast_buffers = true;  // rank 0's buffers before each forward that follows a synced one
+  bool find_unused_parameters = false;
+  bool gradient_as_bucket_view = false;  // true: each param.grad() is plrt's reduced memory (no copy back)
+};
+
+class NoSyncGuard;
+
+// The non-template part of DistributedDataParallel (plrt_torch's library).
+class DdpCore {
+ public:
+  DdpCore(std::shared_ptr<::torch::nn::Module> module, DdpOptions options);
+  ~DdpCore();
+  DdpCore(const DdpCore&) = delete;
+  DdpCore& operator=(const DdpCore&) = delete;
+
+  // Runs `forward` as the strategy's step (training: grad mode on), after the buffer rule; then
+  // hooks the outputs so that backward through them ends the step.
+  void run_forward(const std::function<void()>& forward);
+  void attach_outputs(const std::vector<::torch::Tensor>& outputs);
+  NoSyncGuard no_sync();
+  // The optimizer step through the strategy (ddp_sharded: each rank's shard, then the updated
+  // values gathered from their owners; ddp: just `step`).
+  void step(const std::function<void()>& step);
+  // What the strategy asks of the learning rate (horovod: x world size, as Lightning's
+  // HorovodStrategy scales it); 1 for the others.
+  double lr_scale() const;
+  const DdpOptions& options() const;
+  const std::string& strategy() const;
+  double stat(const std::string& name) const;  // the strategy's statistics (early_launches, ...)
+  int instance() const;                        // 1 for the process's first DDP, 2 for the next...
+
+  struct Impl;
+
+ private:
+  friend class NoSyncGuard;
+  std::unique_ptr<Impl> impl_;
+};
+
+// torch's `with ddp.no_sync():` as a scope: forwards run inside it accumulate their gradients
+// locally; the first forward after it synchronises everything accumulated.
+class NoSyncGuard {
+ public:
+  explicit NoSyncGuard(DdpCore::Impl* impl);
+  ~NoSyncGuard();
+  NoSyncGuard(NoSyncGuard&& o) noexcept : impl_(std::exchange(o.impl_, nullptr)) {}
+  NoSyncGuard(const NoSyncGuard&) = delete;
+  NoSyncGuard& operator=(const NoSyncGuard&) = delete;
+  NoSyncGuard& operator=(NoSyncGuard&&) = delete;
+
+ private:
+  DdpCore::Impl* impl_;
+};
+
+namespace detail {
+template <class T>
+void collect(std::vector<::torch::Tensor>& out, const T& v) {
+  if constexpr (std::is_same_v<std::decay_t<T>, ::torch::Tensor>) {
+    out.push_back(v);
+  } else if constexpr (std::is_same_v<std::decay_t<T>, std::vector<::torch::Tensor>>) {
+    out.insert(out.end(), v.begin(), v.end());
+  }
+}
+template <class... T>
+void collect(std::vector<::torch::Tensor>& out, const std::tuple<T...>& t) {
+  std::apply([&](const auto&... e) { (collect(out, e), ...); }, t);
+}
+template <class A, class B>
+void collect(std::vector<::torch::Tensor>& out, const std::pair<A, B>& p) {
+  collect(out, p.first);
+  collect(out, p.second);
+}
+template <class T>
+std::shared_ptr<::torch::nn::Module> module_ptr(const std::shared_ptr<T>& m) {
+  return std::static_pointer_cast<::torch::nn::Module>(m);
+}
+template <class T>
+std::shared_ptr<::torch::nn::Module> module_ptr(const ::torch::nn::ModuleHolder<T>& m) {
+  return std::static_pointer_cast<::torch::nn::Module>(m.ptr());
+}
+}  // namespace detail
+
+// DistributedDataParallel for a TORCH_MODULE holder (Net) or a std::shared_ptr of a
+// torch::nn::Module with a forward.  Construction is a collective: it checks that every rank holds
+// the same parameters (names, shapes, dtypes; the first difference is named) and broadcasts rank
+// 0's parameters and buffers.  `ddp(args...)` calls module->forward(args...); loss.backward() then
+// averages the gradients across ranks, overlapped with backward, and they are final when backward()
+// returns.  The module's parameters must stay where they are (the same tensors, contiguous, on
+// job().device) while the DDP lives; their gradients may be set to none (zero_grad's default).
+template <class M>
+class DistributedDataParallel {
+ public:
+  explicit DistributedDataParallel(M module, DdpOptions options = {})
+      : module_(std::move(module)), core_(detail::module_ptr(module_), std::move(options)) {}
+
+  template <class... Args>
+  auto operator()(Args&&... args) {
+    using Out = decltype(module_->forward(std::forward<Args>(args)...));
+    std::optional<Out> out;
+    core_.run_forward([&] { out.emplace(module_->forward(std::forward<Args>(args)...)); });
+    std::vector<::torch::Tensor> tensors;
+    detail::collect(tensors, *out);
+    core_.attach_outputs(tensors);
+    return std::move(*out);
+  }
+  template <class... Args>
+  auto forward(Args&&... args) {
+    return (*this)(std::forward<Args>(args)...);
+  }
+
+  M& module() { return module_; }
+  const M& module() const { return module_; }
+  NoSyncGuard no_sync() { return core_.no_sync(); }
+  // Steps the program's optimizer through the strategy: `ddp.step([&] { optimizer.step(); })`.
+  // Needed under ddp_sharded (the gradients are reduce-scattered: each rank steps its shard and the
+  // values are gathered after); the same as optimizer.step() under ddp, bagua and horovod.
+  template <class F>
+  void step(F&& f) {
+    core_.step(std::function<void()>(std::forward<F>(f)));
+  }
+  double lr_scale() const { return core_.lr_scale(); }
+  const DdpOptions& options() const { return core_.options(); }
+  const std::string& strategy() const { return core_.strategy(); }
+  double stat(const std::string& name) const { return core_.stat(name); }
+
+ private:
+  M module_;
+  DdpCore core_;
+};
+
+template <class M>
+DistributedDataParallel(M) -> DistributedDataParallel<M>;
+template <class M>
+DistributedDataParallel(M, DdpOptions) -> DistributedDataParallel<M>;
+
+// The exit code for an exception that reached a libtorch program's main: 2 for bad input (a
+// pl::Error of pl::is_bad_input's codes), 1 for anything else.
+inline int exit_code_of(const std::exception& e) {
+  const auto* pe = dynamic_cast<const pl::Error*>(&e);
+  return pe != nullptr ? pl::exit_code_for(*pe) : pl::kExitFailure;
+}
+
+}  // namespace pl::torch

@@ -1,0 +1,191 @@
+// plrt::torch's DistributedDataParallel (ddp_worker.cpp, a libtorch program) against PyTorch's own
+// DDP (torch_ddp_reference.py: gloo, Python, nothing of plrt): the same initial weights (rank 0's,
+// written by the worker alone; the other ranks start elsewhere), the same micro-batches, Adam, a
+// BatchNorm's buffers, an unused branch, no_sync accumulation, gradients set to none; after 20 steps
+// every parameter and buffer agrees to 1e-5.  Then each bad input: a clear message, exit 2, no hang.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <plrt/sdk/safetensors.hpp>
+#include <string>
+#include <vector>
+
+#include "spawn.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+plrt_test::ProcessResult run(std::vector<std::string> argv, int seconds = 150) {
+  plrt_test::ProcessSpec spec;
+  spec.argv = std::move(argv);
+  spec.env = {{"PL_LOG_LEVEL", "warn"}};
+  spec.unset_env = {"RANK",         "WORLD_SIZE",           "LOCAL_RANK",          "MASTER_ADDR",
+                    "MASTER_PORT",  "PL_JOB_TOKEN",         "PL_USE_AGENT_STORE",  "SLURM_PROCID",
+                    "SLURM_NTASKS", "OMPI_COMM_WORLD_RANK", "PL_TRAINER_STRATEGY", "PL_TRAINER_DEVICES"};
+  plrt_test::WaitOptions w;
+  w.deadline = std::chrono::seconds(seconds);
+  return plrt_test::run_job({spec}, w).processes.at(0);
+}
+
+std::string unavailable() {
+  if (::access(PYTHON3_PATH, X_OK) != 0) return "no Debian python3 for the PyTorch DDP reference";
+  auto r = run({PYTHON3_PATH, "-c", "import torch.distributed as d; assert d.is_available()"});
+  if (!r.ok()) return "python3 cannot import torch.distributed (scripts/setup.sh installs python3-torch)";
+  return "";
+}
+
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    char tmpl[] = "/tmp/plrt-libtorch-XXXXXX";
+    path = mkdtemp(tmpl);
+  }
+  ~TempDir() { fs::remove_all(path); }
+  std::string operator/(const std::string& name) const { return (path / name).string(); }
+};
+
+// The largest |a - b| over every tensor of b (a failure for one missing or misshaped in a).
+double max_difference(const std::string& a_path, const std::string& b_path) {
+  auto a = pl::safetensors::load(a_path).tensors;
+  auto b = pl::safetensors::load(b_path).tensors;
+  EXPECT_EQ(a.size(), b.size()) << a_path << " vs " << b_path;
+  double worst = 0;
+  for (auto& [name, tb] : b) {
+    auto it = a.find(name);
+    if (it == a.end() || it->second.numel() != tb.numel() || it->second.dtype() != tb.dtype()) {
+      ADD_FAILURE() << name << " missing, or of another size or dtype, in " << a_path;
+      return INFINITY;
+    }
+    if (tb.dtype() == PL_I64) {
+      auto va = it->second.to_vector<int64_t>(), vb = tb.to_vector<int64_t>();
+      for (size_t i = 0; i < vb.size(); ++i) worst = std::max(worst, std::fabs(static_cast<double>(va[i] - vb[i])));
+    } else {
+      auto va = it->second.to_vector<float>(), vb = tb.to_vector<float>();
+      for (size_t i = 0; i < vb.size(); ++i) worst = std::max(worst, std::fabs(static_cast<double>(va[i]) - vb[i]));
+    }
+  }
+  return worst;
+}
+
+// Parameters only (a rank's buffers are its own since the last broadcast, as in PyTorch).
+double max_param_difference(const std::string& a_path, const std::string& b_path) {
+  auto a = pl::safetensors::load(a_path).tensors;
+  double worst = 0;
+  for (auto& [name, tb] : pl::safetensors::load(b_path).tensors) {
+    if (name.find("running_") != std::string::npos || name.find("num_batches") != std::string::npos) continue;
+    auto va = a.at(name).to_vector<float>(), vb = tb.to_vector<float>();
+    for (size_t i = 0; i < vb.size(); ++i) worst = std::max(worst, std::fabs(static_cast<double>(va[i]) - vb[i]));
+  }
+  return worst;
+}
+
+class TorchDdp : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (const std::string why = unavailable(); !why.empty()) GTEST_SKIP() << why;
+    auto made = run({WORKER_PATH, "--steps", "0", "--save", dir / "init.safetensors"});
+    ASSERT_TRUE(made.ok()) << made.status() << "\n" << made.output;
+  }
+  std::string reference(int world) {
+    const std::string out = dir / ("ref" + std::to_string(world) + ".safetensors");
+    auto r = run({PYTHON3_PATH, REFERENCE_PATH, "--world", std::to_string(world), "--init", dir / "init.safetensors",
+                  "--save", out});
+    EXPECT_TRUE(r.ok()) << r.status() << "\n" << r.output;
+    return out;
+  }
+  std::vector<std::string> plrun(int world) const {
+    return {PLRUN_PATH, "--accelerator", "cpu", "--strategy", "ddp", "--devices", std::to_string(world), "--"};
+  }
+  TempDir dir;
+};
+
+TEST_F(TorchDdp, EqualsPyTorchDdpAtTwoAndThreeRanks) {
+  for (int world : {2, 3}) {
+    SCOPED_TRACE("world " + std::to_string(world));
+    const std::string ref = reference(world);
+    for (bool view : {false, true}) {
+      if (view && world == 3) continue;
+      SCOPED_TRACE(view ? "gradient_as_bucket_view" : "copies");
+      const std::string out = dir / ("plrt" + std::to_string(world) + (view ? "v" : "") + ".safetensors");
+      auto argv = plrun(world);
+      const std::vector<std::string> worker{WORKER_PATH, "--init", dir / "init.safetensors",
+                                            "--save",    out,      "--save-all"};
+      argv.insert(argv.end(), worker.begin(), worker.end());
+      if (view) argv.push_back("--gradient-as-bucket-view");
+      auto r = run(argv);
+      ASSERT_TRUE(r.ok()) << r.status() << "\n" << r.output;
+      EXPECT_NE(r.output.find("ddp_worker: ddp x" + std::to_string(world) + ", 20 steps"), std::string::npos)
+          << r.output;
+      EXPECT_GT(max_difference(out, dir / "init.safetensors"), 1e-2) << "training changed nothing";
+      const double diff = max_difference(out, ref);
+      EXPECT_LE(diff, 1e-5) << "plrt::torch vs PyTorch DDP (gloo), parameters and buffers of rank 0";
+      RecordProperty("max_abs_difference_w" + std::to_string(world) + (view ? "_view" : ""), std::to_string(diff));
+      for (int r2 = 1; r2 < world; ++r2)
+        EXPECT_EQ(max_param_difference(out + ".rank" + std::to_string(r2), out + ".rank0"), 0.0)
+            << "rank " << r2 << "'s parameters differ from rank 0's";
+    }
+  }
+}
+
+TEST_F(TorchDdp, UnderTorchrunNoPython) {
+  if (::access(TORCHRUN_PATH, X_OK) != 0) GTEST_SKIP() << "no torchrun (python3-torch)";
+  const std::string ref = reference(2);
+  const std::string out = dir / "torchrun.safetensors";
+  // plrt serves its own store beside torchrun's agent store (MASTER_PORT + 1): two free ports
+  // (Debian's torchrun 1.13 needs -r/-t with a --log_dir; each worker's output is in that folder)
+  auto r = run({TORCHRUN_PATH, "--nproc_per_node", "2", "--no_python", "-r", "2", "-t", "2", "--log_dir",
+                dir / "torchrun-logs", "--monitor_interval", "0.2", "--master_port",
+                std::to_string(plrt_test::free_tcp_ports(2)), WORKER_PATH, "--init", dir / "init.safetensors", "--save",
+                out});
+  ASSERT_TRUE(r.ok()) << r.status() << "\n" << r.output;
+  EXPECT_LE(max_difference(out, ref), 1e-5);
+}
+
+TEST_F(TorchDdp, BadInputExitsTwoNamingIt) {
+  struct Case {
+    std::string bad, expect;
+  };
+  const std::vector<Case> cases{
+      {"shape",
+       "entry 3 is 'fc.weight' (trainable parameter, Float [11, 64]) here but 'fc.weight' (trainable parameter, Float "
+       "[10, 64]) on rank 0"},
+      {"count",
+       "rank 1 registered other parameters than rank 0: entry 0 is 'extra' (trainable parameter, Float [3]) "
+       "here but 'conv.weight'"},
+      {"dtype", "'fc.weight' (trainable parameter, Double [10, 64]) here"},
+      {"noncontiguous", "parameter 'fc.weight' (shape [10, 64]) is not contiguous"},
+      {"device", "parameter 'elsewhere' is on meta but this process trains on cpu"},
+      {"dp", "strategy 'dp' drives a copy of the module per device"},
+      {"ddp2", "strategy 'ddp2' drives a copy of the module per device"},
+      {"ddp_spawn", "strategy 'ddp_spawn' spawns its workers"},
+      {"grad-shape", "parameter 'fc.weight' has a gradient of Float [3]"},
+      {"nosync-other", "DistributedDataParallel #2: forward was called inside the no_sync() scope of another"},
+      {"unused", "got no gradient in this backward ('unused.weight', 'unused.bias')"},
+  };
+  auto expect_bad = [](const std::vector<std::string>& argv, const std::string& expect) {
+    auto r = run(argv, 60);
+    EXPECT_FALSE(r.timed_out) << r.output;
+    EXPECT_TRUE(r.exited && r.exit_code == 2) << r.status() << "\n" << r.output;
+    EXPECT_NE(r.output.find(expect), std::string::npos) << r.output;
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.bad);
+    auto argv = plrun(2);
+    argv.insert(argv.end(), {WORKER_PATH, "--bad", c.bad});
+    if (c.bad == "dp" || c.bad == "ddp2" || c.bad == "ddp_spawn") argv = {WORKER_PATH, "--bad", c.bad};  // alone
+    expect_bad(argv, c.expect);
+  }
+  // plrun's --strategy wins over the program's; dp, ddp2 and ddp_spawn are refused at init then
+  for (const std::string s : {"dp", "ddp2", "ddp_spawn"}) {
+    SCOPED_TRACE("plrun --strategy " + s);
+    expect_bad(
+        {PLRUN_PATH, "--accelerator", "cpu", "--strategy", s, "--devices", "2", "--", WORKER_PATH, "--steps", "1"},
+        "pl::torch::init: strategy '" + s + "'");
+  }
+}
+
+}  // namespace
