@@ -18,50 +18,14 @@
 #include <torch/csrc/autograd/engine.h>
 #include <torch/csrc/autograd/utils/lambda_post_hook.h>
 
+#include <algorithm>
 #include <cstdlib>
-#include <plrt/sdk/gradient_sync.hpp>
-#include <plrt/sdk/job_context.hpp>
 
-#include "ddp_checks.hpp"
-#include "state.hpp"
+#include "ddp_impl.hpp"
 
 namespace pl::torch {
 
 using detail::TensorView;
-
-struct DdpCore::Impl {
-  std::shared_ptr<::torch::nn::Module> module;
-  DdpOptions o;
-  std::string strategy, who;
-  int instance = 1;
-  std::shared_ptr<pl::JobContext> ctx;
-  std::unique_ptr<pl::GradientSync> sync;
-
-  using Param = detail::TrackedTensor;  // name, value, grad_mem (trainable), index, data
-  std::vector<Param> params;            // trainable ones, in named_parameters order
-  std::vector<Param> others;            // frozen parameters and buffers (for the checks)
-  std::vector<std::pair<std::string, ::torch::Tensor>> buffers;
-  std::vector<TensorView> views;
-  std::vector<std::pair<std::shared_ptr<::torch::autograd::Node>, uintptr_t>> hooks;
-  bool manage_buffers = false;  // the ddp family: the buffer rule is applied here, not by the strategy
-  double lr_scale = 1.0;
-
-  // ---- the step ----
-  bool require_forward_param_sync = true;
-  bool no_sync = false;   // a no_sync() scope is open
-  bool step_sync = true;  // the last training forward's decision
-  std::atomic<bool> queued{false};
-  std::vector<uint8_t> used;  // per trainable parameter: got a gradient in this backward
-  bool shards = false;        // the strategy shards the gradients (ddp_sharded): steps go through step()
-  bool stepped = true;        // step() ran since the last synchronised backward
-
-  void register_with_strategy();
-  void broadcast_buffers();
-  void queue_end();
-  void on_grad(size_t i);
-  void end_backward();
-  [[noreturn]] void bad(const std::string& why) const { throw pl::Error(PL_ERR_INVALID_ARGUMENT, who + ": " + why); }
-};
 
 namespace {
 
@@ -83,6 +47,7 @@ DdpCore::DdpCore(std::shared_ptr<::torch::nn::Module> module, DdpOptions options
   {
     std::lock_guard<std::recursive_mutex> lock(st.m);
     m.instance = ++st.ddp_instances;
+    st.ddps.push_back(&m);
   }
   m.who = "DistributedDataParallel" + (m.instance > 1 ? " #" + std::to_string(m.instance) : std::string());
   if (!module) m.bad("the module is null");
@@ -117,6 +82,7 @@ DdpCore::~DdpCore() {
   {
     std::lock_guard<std::recursive_mutex> lock(st.m);
     if (st.no_sync_owner == impl_.get()) st.no_sync_owner = nullptr;
+    st.ddps.erase(std::remove(st.ddps.begin(), st.ddps.end(), impl_.get()), st.ddps.end());
   }
   try {
     m.sync->teardown();
@@ -222,7 +188,7 @@ void DdpCore::Impl::on_grad(size_t i) {
 void DdpCore::Impl::end_backward() {
   queued = false;
   ::torch::NoGradGuard no_grad;
-  std::vector<int32_t> global_used;
+  global_used.clear();
   if (step_sync) {
     std::vector<size_t> unused;
     for (size_t i = 0; i < params.size(); ++i)

@@ -20,6 +20,7 @@ struct State {
   std::shared_ptr<pl::ProcessGroup> group;  // "plrt.torch": collectives, DDP's checks and buffers
   int ddp_instances = 0;                    // DDPs made in this process (their store key spaces)
   const void* no_sync_owner = nullptr;      // the DDP whose no_sync() scope is open
+  std::vector<DdpCore::Impl*> ddps;         // the live DDPs (a ZeroRedundancyOptimizer finds its own)
 };
 
 State& state();

@@ -101,6 +101,28 @@ void zero_grad_to_none(torch::optim::Optimizer& opt) {
     for (auto& p : group.params()) p.mutable_grad() = torch::Tensor();
 }
 
+// ZeRO's promise: this rank's Adam state (exp_avg, exp_avg_sq) is at most 1/W of the whole plus the
+// largest parameter's, and (with several ranks) less than the whole: a partition.  Prints the
+// numbers; false when the promise is broken.
+bool check_zero_state(pl::torch::ZeroRedundancyOptimizer<torch::optim::Adam>& zero,
+                      const std::vector<torch::Tensor>& params, const pl::torch::Job& job) {
+  int64_t mine = 0, whole = 0, largest = 0;
+  if (!zero.owned_parameters().empty())
+    for (auto& [key, state] : zero.optimizer().state()) {
+      auto& s = static_cast<torch::optim::AdamParamState&>(*state);
+      mine += s.exp_avg().numel() + s.exp_avg_sq().numel();
+    }
+  for (const auto& p : params) {
+    if (!p.grad().defined()) continue;  // never trained (the unused branch): no state anywhere
+    whole += 2 * p.numel();
+    largest = std::max<int64_t>(largest, 2 * p.numel());
+  }
+  const double bound = static_cast<double>(whole) / job.world_size + static_cast<double>(largest);
+  std::printf("ddp_worker: rank %d zero state %lld of %lld elements (bound %.0f, %s)\n", job.rank,
+              static_cast<long long>(mine), static_cast<long long>(whole), bound, zero.sharded() ? "sharded" : "whole");
+  return static_cast<double>(mine) <= bound && (job.world_size == 1 || mine < whole);
+}
+
 int run_bad(const std::string& which, const pl::torch::Job& job) {
   torch::manual_seed(1);
   const bool rank1 = job.rank == 1;
@@ -131,6 +153,16 @@ int run_bad(const std::string& which, const pl::torch::Job& job) {
     torch::nn::functional::cross_entropy(ddp2(x), y).backward();
     return 0;
   }
+  if (which == "plain-step") {  // under ddp_sharded: optimizer.step() outside ddp.step()
+    torch::optim::Adam adam(net->parameters(), torch::optim::AdamOptions(0.01));
+    for (int s = 0; s < 2; ++s) {
+      auto out = ddp(x);
+      (torch::nn::functional::cross_entropy(out, y) + 0 * (net->unused->weight.sum() + net->unused->bias.sum()))
+          .backward();
+      adam.step();
+    }
+    return 0;
+  }
   if (which == "unused") {  // find_unused_parameters is off and forward skips `unused`
     torch::nn::functional::cross_entropy(ddp(x), y).backward();
     return 0;
@@ -146,7 +178,7 @@ int main(int argc, char** argv) {
   uint64_t seed = 7;
   double lr = 0.01;
   std::string save, init, bad;
-  bool save_all = false, bucket_view = false;
+  bool save_all = false, bucket_view = false, zero = false;
   app.add_option("--steps", steps)->check(CLI::NonNegativeNumber);
   app.add_option("--batch-size", batch_size)->check(CLI::PositiveNumber);
   app.add_option("--seed", seed);
@@ -155,6 +187,7 @@ int main(int argc, char** argv) {
   app.add_option("--save", save);
   app.add_flag("--save-all", save_all, "every rank writes <save>.rank<r>");
   app.add_flag("--gradient-as-bucket-view", bucket_view);
+  app.add_flag("--zero", zero, "ZeroRedundancyOptimizer<Adam> in place of Adam; checks each rank's state size");
   app.add_option("--bad", bad);
   CLI11_PARSE(app, argc, argv);
   try {
@@ -173,10 +206,22 @@ int main(int argc, char** argv) {
     o.find_unused_parameters = true;
     o.gradient_as_bucket_view = bucket_view;
     pl::torch::DistributedDataParallel ddp(net, o);
-    torch::optim::Adam opt(ddp.module()->parameters(), torch::optim::AdamOptions(lr));
+    std::unique_ptr<torch::optim::Adam> adam;
+    std::unique_ptr<pl::torch::ZeroRedundancyOptimizer<torch::optim::Adam>> zero_opt;
+    std::vector<torch::Tensor> trainable;
+    for (auto& p : ddp.module()->parameters())
+      if (p.requires_grad()) trainable.push_back(p);
+    if (zero)
+      zero_opt = std::make_unique<pl::torch::ZeroRedundancyOptimizer<torch::optim::Adam>>(
+          trainable, torch::optim::AdamOptions(lr));
+    else
+      adam = std::make_unique<torch::optim::Adam>(trainable, torch::optim::AdamOptions(lr));
     net->train();
     for (int64_t s = 0; s < steps; ++s) {
-      zero_grad_to_none(opt);
+      if (zero)
+        zero_opt->zero_grad();
+      else
+        zero_grad_to_none(*adam);
       for (int64_t m = 0; m < 2; ++m) {
         torch::Tensor x, y;
         batch(s, m, job.rank, job.world_size, batch_size, x, y);
@@ -187,8 +232,12 @@ int main(int argc, char** argv) {
           (torch::nn::functional::cross_entropy(ddp(x), y) / 2).backward();
         }
       }
-      opt.step();
+      if (zero)
+        zero_opt->step();
+      else
+        ddp.step([&] { adam->step(); });  // the same as adam->step() but under ddp_sharded
     }
+    if (zero && !check_zero_state(*zero_opt, trainable, job)) return 1;
     torch::Tensor probe = torch::full({2}, static_cast<double>(job.rank + 1), torch::kFloat64);
     pl::torch::all_reduce(probe);  // 1 + 2 + ... + W
     if (probe[0].item<double>() != job.world_size * (job.world_size + 1) / 2.0) {

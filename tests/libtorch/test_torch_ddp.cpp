@@ -131,6 +131,56 @@ TEST_F(TorchDdp, EqualsPyTorchDdpAtTwoAndThreeRanks) {
   }
 }
 
+// ZeroRedundancyOptimizer<Adam> equals DDP + Adam (PyTorch's), under ddp (whole parameters
+// partitioned, broadcast from their owners) and ddp_sharded (the strategy's element ranges,
+// gradients reduce-scattered); each rank's state is within 1/W + the largest parameter's (the
+// worker checks it and exits 1 otherwise).  Also ddp_sharded with torch's Adam through ddp.step.
+TEST_F(TorchDdp, ZeroRedundancyAdamEqualsPyTorchDdpAdam) {
+  struct Run {
+    std::string strategy;
+    int world;
+    bool zero;
+  };
+  const std::vector<Run> runs{{"ddp", 2, true},
+                              {"ddp", 3, true},
+                              {"ddp_sharded", 2, true},
+                              {"ddp_sharded", 3, true},
+                              {"ddp_sharded", 2, false}};
+  std::map<int, std::string> refs;
+  for (const auto& run_ : runs) {
+    const std::string tag = run_.strategy + "_w" + std::to_string(run_.world) + (run_.zero ? "_zero" : "");
+    SCOPED_TRACE(tag);
+    if (!refs.count(run_.world)) refs[run_.world] = reference(run_.world);
+    const std::string out = dir / (tag + ".safetensors");
+    std::vector<std::string> argv{PLRUN_PATH,
+                                  "--accelerator",
+                                  "cpu",
+                                  "--strategy",
+                                  run_.strategy,
+                                  "--devices",
+                                  std::to_string(run_.world),
+                                  "--",
+                                  WORKER_PATH,
+                                  "--init",
+                                  dir / "init.safetensors",
+                                  "--save",
+                                  out};
+    if (run_.zero) argv.push_back("--zero");
+    auto r = run(argv);
+    ASSERT_TRUE(r.ok()) << r.status() << "\n" << r.output;
+    if (run_.zero) {
+      for (int rank = 0; rank < run_.world; ++rank) {
+        EXPECT_NE(r.output.find("ddp_worker: rank " + std::to_string(rank) + " zero state"), std::string::npos)
+            << r.output;
+      }
+      EXPECT_NE(r.output.find(run_.strategy == "ddp" ? "whole)" : "sharded)"), std::string::npos) << r.output;
+    }
+    const double diff = max_difference(out, refs[run_.world]);
+    EXPECT_LE(diff, 1e-5) << "vs PyTorch DDP + Adam";
+    RecordProperty("max_abs_difference_" + tag, std::to_string(diff));
+  }
+}
+
 TEST_F(TorchDdp, UnderTorchrunNoPython) {
   if (::access(TORCHRUN_PATH, X_OK) != 0) GTEST_SKIP() << "no torchrun (python3-torch)";
   const std::string ref = reference(2);
@@ -178,6 +228,12 @@ TEST_F(TorchDdp, BadInputExitsTwoNamingIt) {
     argv.insert(argv.end(), {WORKER_PATH, "--bad", c.bad});
     if (c.bad == "dp" || c.bad == "ddp2" || c.bad == "ddp_spawn") argv = {WORKER_PATH, "--bad", c.bad};  // alone
     expect_bad(argv, c.expect);
+  }
+  {
+    SCOPED_TRACE("ddp_sharded with optimizer.step() outside ddp.step()");
+    expect_bad({PLRUN_PATH, "--accelerator", "cpu", "--strategy", "ddp_sharded", "--devices", "2", "--", WORKER_PATH,
+                "--bad", "plain-step"},
+               "strategy 'ddp_sharded' shards the gradients");
   }
   // plrun's --strategy wins over the program's; dp, ddp2 and ddp_spawn are refused at init then
   for (const std::string s : {"dp", "ddp2", "ddp_spawn"}) {

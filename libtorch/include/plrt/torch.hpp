@@ -218,6 +218,55 @@ DistributedDataParallel(M) -> DistributedDataParallel<M>;
 template <class M>
 DistributedDataParallel(M, DdpOptions) -> DistributedDataParallel<M>;
 
+// ---- ZeroRedundancyOptimizer ----
+// The non-template part of ZeroRedundancyOptimizer (plrt_torch's library).
+class ZeroCore {
+ public:
+  // Makes this rank's optimizer over the tensors it owns.
+  using MakeLocal = std::function<std::unique_ptr<::torch::optim::Optimizer>(std::vector<::torch::Tensor>)>;
+  ZeroCore(std::vector<::torch::Tensor> params, const MakeLocal& make);
+  ~ZeroCore();
+  ZeroCore(const ZeroCore&) = delete;
+  ZeroCore& operator=(const ZeroCore&) = delete;
+  void step();
+  void zero_grad(bool set_to_none);
+  ::torch::optim::Optimizer& local();
+  const std::vector<::torch::Tensor>& owned() const;
+  bool sharded() const;
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+// torch.distributed.optim.ZeroRedundancyOptimizer for any torch::optim optimizer: each rank keeps
+// the optimizer state of its partition only and steps it; the updated values are then shared.
+//   - Under a DistributedDataParallel of strategy ddp (or bagua, horovod; or no DDP at all), the
+//     parameters are partitioned whole, as PyTorch does (each in turn, largest first, to the rank
+//     holding the fewest elements so far), and each is broadcast from its owner after the step.
+//     A rank's state is at most 1/W of the whole plus the largest parameter's.
+//   - Under ddp_sharded (ZeRO-2: the gradients are reduce-scattered), the partition is the
+//     strategy's element ranges, and the strategy gathers the values after the step.
+// Construction is a collective only in that every rank must make it with the same parameters.
+template <class Opt>
+class ZeroRedundancyOptimizer {
+ public:
+  template <class Options>
+  ZeroRedundancyOptimizer(std::vector<::torch::Tensor> params, Options options)
+      : core_(std::move(params),
+              [options](std::vector<::torch::Tensor> owned) -> std::unique_ptr<::torch::optim::Optimizer> {
+                return std::make_unique<Opt>(std::move(owned), options);
+              }) {}
+  void step() { core_.step(); }
+  void zero_grad(bool set_to_none = true) { core_.zero_grad(set_to_none); }
+  Opt& optimizer() { return static_cast<Opt&>(core_.local()); }  // this rank's partition
+  const std::vector<::torch::Tensor>& owned_parameters() const { return core_.owned(); }
+  bool sharded() const { return core_.sharded(); }
+
+ private:
+  ZeroCore core_;
+};
+
 // The exit code for an exception that reached a libtorch program's main: 2 for bad input (a
 // pl::Error of pl::is_bad_input's codes), 1 for anything else.
 inline int exit_code_of(const std::exception& e) {

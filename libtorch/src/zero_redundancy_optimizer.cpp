@@ -1,0 +1,216 @@
+// ZeroRedundancyOptimizer: this rank's optimizer over its partition of the parameters, and the
+// values shared after each step (torch.hpp has the two partitions and their rules).
+//
+// Whole parameters (ddp, bagua, horovod, no DDP): PyTorch's greedy partition (largest first, to the
+// rank with the fewest elements so far; ties to the lowest rank), then one broadcast per owner and
+// dtype of its flattened parameters (torch's ZeRO broadcasts per owner too).
+//
+// Element ranges (ddp_sharded): the strategy's owned ranges; the local optimizer steps tensors made
+// with from_blob over those elements of each parameter and of its registered gradient memory (which
+// holds the ranks' mean of its shard after backward), so no copy is made and the state is 1/W; the
+// strategy's optimizer_step gathers the values afterwards.
+#include <algorithm>
+#include <map>
+
+#include "ddp_impl.hpp"
+
+namespace pl::torch {
+
+struct ZeroCore::Impl {
+  std::vector<::torch::Tensor> params;
+  DdpCore::Impl* ddp = nullptr;  // the DDP that registered the parameters, if any
+  bool sharded = false;
+  int rank = 0, world = 1;
+  std::vector<int> owner;                  // whole partition: each parameter's rank
+  std::vector<::torch::Tensor> owned;      // what the local optimizer steps
+  std::vector<int64_t> owned_param;        // sharded: owned[k]'s index in ddp->params
+  std::vector<::torch::Tensor> owned_grad; // sharded: owned[k]'s gradient (a view of grad_mem)
+  std::unique_ptr<::torch::optim::Optimizer> local;
+
+  void partition_whole();
+  void make_shards();
+  void broadcast_from_owners();
+  void step_local();
+  [[noreturn]] static void bad(const std::string& why) {
+    throw pl::Error(PL_ERR_INVALID_ARGUMENT, "ZeroRedundancyOptimizer: " + why);
+  }
+};
+
+namespace {
+
+// A tensor over `count` elements of `base` from element `begin` (no copy; `base` must outlive it).
+::torch::Tensor elements(const ::torch::Tensor& base, int64_t begin, int64_t count) {
+  auto* data = static_cast<char*>(base.data_ptr()) + begin * static_cast<int64_t>(base.element_size());
+  return ::torch::from_blob(data, {count}, base.options().requires_grad(false));
+}
+
+}  // namespace
+
+void ZeroCore::Impl::partition_whole() {
+  std::vector<size_t> order(params.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return params[a].numel() > params[b].numel(); });
+  std::vector<int64_t> sizes(static_cast<size_t>(world), 0);
+  owner.assign(params.size(), 0);
+  for (size_t i : order) {
+    const auto r = static_cast<size_t>(std::min_element(sizes.begin(), sizes.end()) - sizes.begin());
+    owner[i] = static_cast<int>(r);
+    sizes[r] += params[i].numel();
+  }
+  for (size_t i = 0; i < params.size(); ++i)
+    if (owner[i] == rank) owned.push_back(params[i]);
+}
+
+void ZeroCore::Impl::make_shards() {
+  std::vector<bool> given(ddp->params.size(), false);
+  for (const auto& p : params) given[static_cast<size_t>(ddp->param_of(p))] = true;
+  for (size_t i = 0; i < given.size(); ++i)
+    if (!given[i])
+      bad("strategy '" + ddp->sync->job().strategy + "' shards every trainable parameter of the module, but '" +
+          ddp->params[i].name + "' was not given; give the module's parameters (ddp.module()->parameters())");
+  for (const pl::ParamRange& r : ddp->sync->owned_ranges()) {
+    int64_t k = -1;
+    for (size_t i = 0; i < ddp->params.size(); ++i)
+      if (ddp->params[i].index == r.param) k = static_cast<int64_t>(i);
+    if (k < 0 || r.end <= r.begin) continue;
+    auto& p = ddp->params[static_cast<size_t>(k)];
+    ::torch::Tensor shard = elements(p.value, r.begin, r.end - r.begin);
+    shard.requires_grad_(true);
+    ::torch::Tensor grad = elements(p.grad_mem, r.begin, r.end - r.begin);
+    shard.mutable_grad() = grad;
+    owned.push_back(shard);
+    owned_param.push_back(k);
+    owned_grad.push_back(grad);
+  }
+}
+
+ZeroCore::ZeroCore(std::vector<::torch::Tensor> params, const MakeLocal& make) : impl_(std::make_unique<Impl>()) {
+  Impl& m = *impl_;
+  const Job& j = job();
+  m.rank = j.rank, m.world = j.world_size;
+  if (params.empty()) Impl::bad("got an empty parameter list");
+  for (size_t i = 0; i < params.size(); ++i) {
+    const auto& p = params[i];
+    if (!p.defined() || !p.requires_grad() || !p.is_contiguous() || p.device() != j.device)
+      Impl::bad("parameter " + std::to_string(i) + " is " +
+                (!p.defined() ? std::string("undefined")
+                              : !p.requires_grad() ? std::string("frozen (requires_grad false)")
+                                                   : !p.is_contiguous() ? std::string("not contiguous")
+                                                                        : "on " + p.device().str() + ", not " +
+                                                                              j.device.str()) +
+                "; give trainable, contiguous parameters on the job's device");
+    for (size_t k = 0; k < i; ++k)
+      if (params[k].is_same(p)) Impl::bad("parameter " + std::to_string(i) + " is given twice");
+  }
+  m.params = std::move(params);
+  {
+    detail::State& st = detail::state();
+    std::lock_guard<std::recursive_mutex> lock(st.m);
+    for (DdpCore::Impl* d : st.ddps) {
+      size_t found = 0;
+      for (const auto& p : m.params) found += d->param_of(p) >= 0 ? 1 : 0;
+      if (found == 0) continue;
+      if (found != m.params.size())
+        Impl::bad(std::to_string(m.params.size() - found) + " of the " + std::to_string(m.params.size()) +
+                  " parameters are not " + d->who + "'s; give one module's parameters");
+      m.ddp = d;
+    }
+  }
+  m.sharded = m.ddp != nullptr && m.ddp->shards;
+  if (m.sharded)
+    m.make_shards();
+  else
+    m.partition_whole();
+  if (!m.owned.empty()) m.local = make(m.owned);
+}
+
+ZeroCore::~ZeroCore() = default;
+
+void ZeroCore::Impl::broadcast_from_owners() {
+  auto g = detail::group();
+  if (!g) return;
+  ::torch::NoGradGuard no_grad;
+  for (int r = 0; r < world; ++r) {
+    std::map<::torch::ScalarType, std::vector<::torch::Tensor>> by_type;  // this owner's, in order
+    for (size_t i = 0; i < params.size(); ++i)
+      if (owner[i] == r) by_type[params[i].scalar_type()].push_back(params[i]);
+    for (auto& [type, list] : by_type) {
+      int64_t total = 0;
+      for (const auto& p : list) total += p.numel();
+      ::torch::Tensor flat;
+      if (r == rank) {
+        std::vector<::torch::Tensor> parts;
+        for (const auto& p : list) parts.push_back(p.detach().reshape({-1}));
+        flat = ::torch::cat(parts);
+      } else {
+        flat = ::torch::empty({total}, list.front().options().requires_grad(false));
+      }
+      detail::TensorView v(flat);
+      g->broadcast(v.get(), r);
+      if (r == rank) continue;
+      int64_t at = 0;
+      for (auto& p : list) {
+        p.detach().copy_(flat.narrow(0, at, p.numel()).view_as(p));
+        at += p.numel();
+      }
+    }
+  }
+}
+
+void ZeroCore::Impl::step_local() {
+  if (!local) return;
+  if (!sharded) {
+    local->step();
+    return;
+  }
+  // A parameter no rank used (find_unused_parameters) has no gradient, as with PyTorch's DDP: the
+  // optimizer skips its shard this step.
+  const std::vector<int32_t>& used = ddp->global_used;
+  for (size_t k = 0; k < owned.size(); ++k)
+    if (!used.empty() && !used[static_cast<size_t>(owned_param[k])]) owned[k].mutable_grad() = ::torch::Tensor();
+  try {
+    local->step();
+  } catch (...) {
+    for (size_t k = 0; k < owned.size(); ++k) owned[k].mutable_grad() = owned_grad[k];
+    throw;
+  }
+  for (size_t k = 0; k < owned.size(); ++k) owned[k].mutable_grad() = owned_grad[k];
+}
+
+void ZeroCore::step() {
+  Impl& m = *impl_;
+  if (m.ddp == nullptr) {
+    m.step_local();
+    m.broadcast_from_owners();
+    return;
+  }
+  m.ddp->sync->optimizer_step([&](const std::vector<pl::ParamRange>&) {
+    m.step_local();
+    if (!m.sharded) m.broadcast_from_owners();  // ddp_sharded: the strategy gathers after this
+  });
+  m.ddp->stepped = true;
+}
+
+void ZeroCore::zero_grad(bool set_to_none) {
+  ::torch::NoGradGuard no_grad;
+  for (auto& p : impl_->params) {
+    if (set_to_none)
+      p.mutable_grad() = ::torch::Tensor();
+    else if (p.grad().defined())
+      p.mutable_grad().zero_();
+  }
+}
+
+::torch::optim::Optimizer& ZeroCore::local() {
+  if (!impl_->local)
+    throw pl::Error(PL_ERR_INVALID_ARGUMENT, "ZeroRedundancyOptimizer: rank " + std::to_string(impl_->rank) +
+                                                 " owns no parameter (" + std::to_string(impl_->params.size()) +
+                                                 " parameters over " + std::to_string(impl_->world) + " ranks)");
+  return *impl_->local;
+}
+
+const std::vector<::torch::Tensor>& ZeroCore::owned() const { return impl_->owned; }
+bool ZeroCore::sharded() const { return impl_->sharded; }
+
+}  // namespace pl::torch
