@@ -11,8 +11,12 @@ ratio compares the training loops: libtorch's forward, backward and SGD are the 
 sides; the gradient synchronisation differs (plrt's ddp / bagua over plrt's gloo plugin, hooked on
 each parameter's AccumulateGrad, against torch's Reducer over torch's gloo).  Also ddp_sharded
 (reduce-scatter, then
-the allgather of the values; torch's SGD still steps whole tensors, see the sample) and horovod
-(its fusion thread negotiating every cycle; its learning rate x2 changes nothing of the speed).
+the allgather of the values; torch's SGD still steps whole tensors, see the sample), horovod (its
+fusion thread negotiating every cycle; its learning rate x2 changes nothing of the speed), and
+pl::torch::ZeroRedundancyOptimizer (--zero: each rank steps its partition; the values broadcast
+from their owners under ddp, gathered by the strategy under ddp_sharded).  A wide model (the CNN
+with a flat-W-W-10 head, 20.5 M parameters) makes the step communication-bound; both sides run it
+with --wide-steps steps.
 It prints the median steps/s of each and their ratio.  The sample must be built (libtorch-dev).
 """
 import argparse
@@ -27,11 +31,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REFERENCE = os.path.join(HERE, "..", "samples", "libtorch", "torch_ddp_reference.py")
 
 
-def run_plrt(build, world, strategy, a, extra=()):
+def run_plrt(build, world, strategy, a, extra=(), steps=None):
     with tempfile.TemporaryDirectory() as tmp:
         report = os.path.join(tmp, "report.json")
         cmd = [os.path.join(build, "bin", "plrun"), "--accelerator", "cpu", "--strategy", strategy, "--devices",
-               str(world), "--", os.path.join(build, "bin", "plrt-libtorch"), "--steps", str(a.steps), "--warmup",
+               str(world), "--", os.path.join(build, "bin", "plrt-libtorch"), "--steps", str(steps or a.steps), "--warmup",
                str(a.warmup), "--batch-size", str(a.batch_size), "--report", report, *extra]
         env = dict(os.environ, PL_LOG_LEVEL="warn", OMP_NUM_THREADS="1")
         subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL)
@@ -39,9 +43,9 @@ def run_plrt(build, world, strategy, a, extra=()):
             return json.load(f)["steps_per_s"]
 
 
-def run_torch(python, world, a):
-    cmd = [python, REFERENCE, "--world", str(world), "--steps", str(a.steps), "--warmup", str(a.warmup),
-           "--batch-size", str(a.batch_size)]
+def run_torch(python, world, a, width=0, steps=None):
+    cmd = [python, REFERENCE, "--world", str(world), "--steps", str(steps or a.steps), "--warmup", str(a.warmup),
+           "--batch-size", str(a.batch_size), "--width", str(width)]
     env = dict(os.environ, OMP_NUM_THREADS="1")
     out = subprocess.run(cmd, check=True, env=env, capture_output=True, text=True).stdout
     return json.loads(out.strip().splitlines()[-1])["steps_per_s"]
@@ -55,27 +59,35 @@ def main():
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--worlds", default="2")
+    p.add_argument("--wide-width", type=int, default=4400)
+    p.add_argument("--wide-steps", type=int, default=60)
     p.add_argument("--python", default="/usr/bin/python3", help="a Python with torch (Debian's python3-torch)")
     a = p.parse_args()
     if not os.path.exists(os.path.join(a.build, "bin", "plrt-libtorch")):
         sys.exit(f"{a.build}/bin/plrt-libtorch is missing: install libtorch-dev (scripts/setup.sh) and rebuild")
     if subprocess.run([a.python, "-c", "import torch"], capture_output=True).returncode != 0:
         sys.exit(f"{a.python} cannot import torch (apt-get install python3-torch)")
-    variants = [("ddp", "ddp", ()), ("bagua", "bagua", ()), ("ddp_sharded", "ddp_sharded", ()),
-                ("horovod", "horovod", ())]
-    print(f"{'ranks':>5} {'plrt strategy':<16} {'plrt steps/s':>13} {'torch DDP steps/s':>18} {'ratio':>6}")
+    # (name, model width, plrt strategy, the sample's extra flags); the wide model (flat-W-W-10,
+    # 20.5 M parameters at W=4400) makes the step communication-bound: 82 MB of gradients a step
+    wide = ("--width", str(a.wide_width))
+    variants = [("cnn", 0, "ddp", ()), ("cnn", 0, "ddp", ("--zero",)), ("cnn", 0, "bagua", ()),
+                ("cnn", 0, "ddp_sharded", ()), ("cnn", 0, "ddp_sharded", ("--zero",)), ("cnn", 0, "horovod", ()),
+                ("wide", a.wide_width, "ddp", wide), ("wide", a.wide_width, "ddp", wide + ("--zero",)),
+                ("wide", a.wide_width, "ddp_sharded", wide + ("--zero",))]
+    print(f"{'ranks':>5} {'model':<5} {'plrt strategy':<20} {'plrt steps/s':>13} {'torch DDP steps/s':>18} {'ratio':>6}")
     for world in [int(w) for w in a.worlds.split(",")]:
-        torch = []
-        plrt = {name: [] for name, _, _ in variants}
+        torch = {"cnn": [], "wide": []}
+        plrt = {k: [] for k in range(len(variants))}
         for _ in range(a.repeats):  # alternated, so a slow spell of a shared machine hits both
-            torch.append(run_torch(a.python, world, a))
-            for name, strategy, extra in variants:
-                plrt[name].append(run_plrt(a.build, world, strategy, a, extra))
-        ts = statistics.median(torch)
-        for name, _, _ in variants:
-            ps = statistics.median(plrt[name])
-            print(f"{world:>5} {name:<16} {ps:>13.1f} {ts:>18.1f} {ps / ts:>6.2f}", flush=True)
-
+            torch["cnn"].append(run_torch(a.python, world, a))
+            torch["wide"].append(run_torch(a.python, world, a, a.wide_width, a.wide_steps))
+            for k, (model, _, strategy, extra) in enumerate(variants):
+                plrt[k].append(run_plrt(a.build, world, strategy, a, extra, a.wide_steps if model == "wide" else None))
+        for k, (model, _, strategy, extra) in enumerate(variants):
+            ts = statistics.median(torch[model])
+            ps = statistics.median(plrt[k])
+            name = strategy + (" + zero" if "--zero" in extra else "")
+            print(f"{world:>5} {model:<5} {name:<20} {ps:>13.1f} {ts:>18.1f} {ps / ts:>6.2f}", flush=True)
 
 if __name__ == "__main__":
     main()

@@ -98,17 +98,7 @@ void check_same_on_every_rank(const std::string& who, ::torch::nn::Module& modul
   if (!group) return;
   const int rank = group->rank(), world = group->world_size();
   const std::vector<std::string> mine = signature(module);
-  // rank 0's list as text: its length, then its bytes
-  std::string text = rank == 0 ? join(mine) : std::string();
-  std::vector<int64_t> len{static_cast<int64_t>(text.size())};
-  PL_Tensor len_view = pl::tensor_view(len);
-  group->broadcast(len_view, 0);
-  text.resize(static_cast<size_t>(len[0]));
-  if (len[0] > 0) {
-    PL_Tensor bytes = pl::tensor_view(text.data(), PL_U8, len[0]);
-    group->broadcast(bytes, 0);
-  }
-  const std::vector<std::string> theirs = split(text);
+  const std::vector<std::string> theirs = split(broadcast_text(rank == 0 ? join(mine) : std::string(), 0));
   std::string difference;
   for (size_t i = 0; i < std::max(mine.size(), theirs.size()) && difference.empty(); ++i) {
     if (i >= mine.size())

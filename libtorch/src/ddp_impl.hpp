@@ -41,8 +41,10 @@ struct DdpCore::Impl {
   // find_unused_parameters: per trainable parameter, whether any rank used it in the last
   // synchronised backward (empty otherwise)
   std::vector<int32_t> global_used;
-  bool shards = false;        // the strategy shards the gradients (ddp_sharded): steps go through step()
-  bool stepped = true;        // step() ran since the last synchronised backward
+  std::vector<uint8_t> early_unused;  // reported unused at forward time (mark_unused)
+  bool any_early_unused = false;
+  bool shards = false;  // the strategy shards the gradients (ddp_sharded): steps go through step()
+  bool stepped = true;  // step() ran since the last synchronised backward
 
   // The index in `params` of the trainable parameter whose value is `t` (the same tensor), or -1.
   int64_t param_of(const ::torch::Tensor& t) const {
@@ -52,6 +54,7 @@ struct DdpCore::Impl {
   }
   void register_with_strategy();
   void broadcast_buffers();
+  void mark_unused(const std::vector<::torch::Tensor>& outputs);
   void queue_end();
   void on_grad(size_t i);
   void end_backward();

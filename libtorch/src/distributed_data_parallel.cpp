@@ -20,6 +20,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <unordered_set>
 
 #include "ddp_impl.hpp"
 
@@ -127,6 +128,7 @@ void DdpCore::Impl::register_with_strategy() {
   const pl::OptimizerRequests asked = sync->bind_optimizer("torch::optim (the program's)");
   lr_scale = asked.lr_scale;  // horovod: the program multiplies its learning rate (DdpCore::stat)
   used.assign(params.size(), 0);
+  early_unused.assign(params.size(), 0);
   shards = sync->shards();
   for (size_t i = 0; i < params.size(); ++i) {
     std::shared_ptr<::torch::autograd::Node> acc = ::torch::autograd::impl::grad_accumulator(params[i].value);
@@ -169,6 +171,12 @@ void DdpCore::Impl::queue_end() {
 
 void DdpCore::Impl::on_grad(size_t i) {
   Param& p = params[i];
+  if (early_unused[i])
+    bad("parameter '" + p.name +
+        "' got a gradient through a path that does not pass through this DDP's "
+        "forward output (a term of the loss computed from the module's parameters directly?), after "
+        "find_unused_parameters had marked it unused at forward time, as PyTorch does.  Compute every use of the "
+        "parameters inside forward");
   used[i] = 1;
   queue_end();
   if (step_sync) {
@@ -190,9 +198,9 @@ void DdpCore::Impl::end_backward() {
   ::torch::NoGradGuard no_grad;
   global_used.clear();
   if (step_sync) {
-    std::vector<size_t> unused;
+    std::vector<size_t> unused;  // not reported yet (mark_unused reported the ones it found)
     for (size_t i = 0; i < params.size(); ++i)
-      if (!used[i]) unused.push_back(i);
+      if (!used[i] && !early_unused[i]) unused.push_back(i);
     if (!unused.empty() && !o.find_unused_parameters) {
       std::fill(used.begin(), used.end(), 0);
       std::string names;
@@ -219,6 +227,8 @@ void DdpCore::Impl::end_backward() {
     }
   }
   std::fill(used.begin(), used.end(), 0);
+  std::fill(early_unused.begin(), early_unused.end(), 0);
+  any_early_unused = false;
   sync->finish_backward();  // every reported or unreported gradient in grad_mem is the ranks' mean
   if (!step_sync) return;
   stepped = false;
@@ -250,6 +260,11 @@ void DdpCore::run_forward(const std::function<void()>& forward) {
     m.require_forward_param_sync = false;
     return;
   }
+  if (m.any_early_unused)
+    m.bad(
+        "the previous training forward's backward never ran: with find_unused_parameters its unused parameters "
+        "were reported at forward time (as PyTorch does), so the step waits for that backward.  Backpropagate "
+        "every training forward's output, or run forwards you do not backpropagate under torch::NoGradGuard");
   detail::check_step_state(m.who, m.params, m.others);
   if (m.shards && !m.stepped)
     m.bad("strategy '" + m.sync->job().strategy +
@@ -268,8 +283,46 @@ void DdpCore::attach_outputs(const std::vector<::torch::Tensor>& outputs) {
   if (!::torch::GradMode::is_enabled()) return;
   Impl* m = impl_.get();
   // The backward through an output ends the step even when no parameter gets a gradient.
+  bool hooked = false;
   for (const auto& t : outputs)
-    if (t.defined() && t.requires_grad()) t.register_hook([m](const ::torch::Tensor&) { m->queue_end(); });
+    if (t.defined() && t.requires_grad()) {
+      t.register_hook([m](const ::torch::Tensor&) { m->queue_end(); });
+      hooked = true;
+    }
+  if (hooked && m->o.find_unused_parameters && m->step_sync) m->mark_unused(outputs);
+}
+
+// PyTorch's prepare_for_backward under find_unused_parameters: the parameters whose AccumulateGrad
+// the outputs' graph does not reach get no gradient in this backward, so they are reported now
+// (zeros, or what earlier backwards accumulated) and their buckets need not wait for backward's end.
+void DdpCore::Impl::mark_unused(const std::vector<::torch::Tensor>& outputs) {
+  std::unordered_set<const ::torch::autograd::Node*> seen;
+  std::vector<::torch::autograd::Node*> stack;
+  for (const auto& t : outputs) {
+    if (!t.defined() || !t.requires_grad()) continue;
+    ::torch::autograd::Node* n =
+        t.grad_fn() ? t.grad_fn().get() : ::torch::autograd::impl::grad_accumulator(t).get();  // a leaf output
+    if (n != nullptr && seen.insert(n).second) stack.push_back(n);
+  }
+  while (!stack.empty()) {
+    ::torch::autograd::Node* n = stack.back();
+    stack.pop_back();
+    for (const auto& edge : n->next_edges())
+      if (edge.function && seen.insert(edge.function.get()).second) stack.push_back(edge.function.get());
+  }
+  ::torch::NoGradGuard no_grad;
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (seen.count(hooks[i].first.get())) continue;
+    Param& p = params[i];
+    const ::torch::Tensor g = p.value.grad();
+    if (g.defined() && !g.is_same(p.grad_mem))
+      p.grad_mem.copy_(g);
+    else if (!g.defined())
+      p.grad_mem.zero_();
+    early_unused[i] = 1;
+    any_early_unused = true;
+    sync->grad_ready(p.index);
+  }
 }
 
 NoSyncGuard DdpCore::no_sync() { return NoSyncGuard(impl_.get()); }

@@ -10,6 +10,7 @@
 #include <plrt/sdk/process_group.hpp>
 #include <plrt/torch.hpp>
 #include <string>
+#include <vector>
 
 namespace pl::torch::detail {
 
@@ -48,6 +49,13 @@ class TensorView {
   std::unique_ptr<DLManagedTensor, Release> dl_;
   PL_Tensor view_{};
 };
+
+// Every rank's `bytes` on rank `to` (a collective; the others get an empty list).
+std::vector<std::string> gather_bytes(const std::string& bytes, int to);
+// Rank `root`'s text on every rank (a collective).
+std::string broadcast_text(const std::string& text, int root);
+// Whether `ok` holds on every rank (a collective).
+bool all_ranks(bool ok);
 
 std::string device_text(const ::torch::Device& d);
 std::string shape_text(const ::torch::Tensor& t);

@@ -2,8 +2,8 @@
 // values shared after each step (torch.hpp has the two partitions and their rules).
 //
 // Whole parameters (ddp, bagua, horovod, no DDP): PyTorch's greedy partition (largest first, to the
-// rank with the fewest elements so far; ties to the lowest rank), then one broadcast per owner and
-// dtype of its flattened parameters (torch's ZeRO broadcasts per owner too).
+// rank with the fewest elements so far; ties to the lowest rank), then each parameter broadcast in
+// place from its owner.
 //
 // Element ranges (ddp_sharded): the strategy's owned ranges; the local optimizer steps tensors made
 // with from_blob over those elements of each parameter and of its registered gradient memory (which
@@ -11,6 +11,8 @@
 // strategy's optimizer_step gathers the values afterwards.
 #include <algorithm>
 #include <map>
+#include <sstream>
+#include <type_traits>
 
 #include "ddp_impl.hpp"
 
@@ -21,12 +23,15 @@ struct ZeroCore::Impl {
   DdpCore::Impl* ddp = nullptr;  // the DDP that registered the parameters, if any
   bool sharded = false;
   int rank = 0, world = 1;
-  std::vector<int> owner;                  // whole partition: each parameter's rank
-  std::vector<::torch::Tensor> owned;      // what the local optimizer steps
-  std::vector<int64_t> owned_param;        // sharded: owned[k]'s index in ddp->params
-  std::vector<::torch::Tensor> owned_grad; // sharded: owned[k]'s gradient (a view of grad_mem)
+  std::vector<int> owner;                   // whole partition: each parameter's rank
+  std::vector<::torch::Tensor> owned;       // what the local optimizer steps
+  std::vector<int64_t> owned_param;         // sharded: owned[k]'s index in ddp->params
+  std::vector<::torch::Tensor> owned_grad;  // sharded: owned[k]'s gradient (a view of grad_mem)
   std::unique_ptr<::torch::optim::Optimizer> local;
+  MakeLocal make;
+  MakeState make_state;
 
+  std::vector<std::string> owned_names() const;  // each owned tensor's name in a partition archive
   void partition_whole();
   void make_shards();
   void broadcast_from_owners();
@@ -94,11 +99,10 @@ ZeroCore::ZeroCore(std::vector<::torch::Tensor> params, const MakeLocal& make) :
     const auto& p = params[i];
     if (!p.defined() || !p.requires_grad() || !p.is_contiguous() || p.device() != j.device)
       Impl::bad("parameter " + std::to_string(i) + " is " +
-                (!p.defined() ? std::string("undefined")
-                              : !p.requires_grad() ? std::string("frozen (requires_grad false)")
-                                                   : !p.is_contiguous() ? std::string("not contiguous")
-                                                                        : "on " + p.device().str() + ", not " +
-                                                                              j.device.str()) +
+                (!p.defined()         ? std::string("undefined")
+                 : !p.requires_grad() ? std::string("frozen (requires_grad false)")
+                 : !p.is_contiguous() ? std::string("not contiguous")
+                                      : "on " + p.device().str() + ", not " + j.device.str()) +
                 "; give trainable, contiguous parameters on the job's device");
     for (size_t k = 0; k < i; ++k)
       if (params[k].is_same(p)) Impl::bad("parameter " + std::to_string(i) + " is given twice");
@@ -123,6 +127,7 @@ ZeroCore::ZeroCore(std::vector<::torch::Tensor> params, const MakeLocal& make) :
   else
     m.partition_whole();
   if (!m.owned.empty()) m.local = make(m.owned);
+  m.make = make;
 }
 
 ZeroCore::~ZeroCore() = default;
@@ -130,31 +135,11 @@ ZeroCore::~ZeroCore() = default;
 void ZeroCore::Impl::broadcast_from_owners() {
   auto g = detail::group();
   if (!g) return;
-  ::torch::NoGradGuard no_grad;
-  for (int r = 0; r < world; ++r) {
-    std::map<::torch::ScalarType, std::vector<::torch::Tensor>> by_type;  // this owner's, in order
-    for (size_t i = 0; i < params.size(); ++i)
-      if (owner[i] == r) by_type[params[i].scalar_type()].push_back(params[i]);
-    for (auto& [type, list] : by_type) {
-      int64_t total = 0;
-      for (const auto& p : list) total += p.numel();
-      ::torch::Tensor flat;
-      if (r == rank) {
-        std::vector<::torch::Tensor> parts;
-        for (const auto& p : list) parts.push_back(p.detach().reshape({-1}));
-        flat = ::torch::cat(parts);
-      } else {
-        flat = ::torch::empty({total}, list.front().options().requires_grad(false));
-      }
-      detail::TensorView v(flat);
-      g->broadcast(v.get(), r);
-      if (r == rank) continue;
-      int64_t at = 0;
-      for (auto& p : list) {
-        p.detach().copy_(flat.narrow(0, at, p.numel()).view_as(p));
-        at += p.numel();
-      }
-    }
+  // Each parameter in place from its owner (contiguous memory: no packing copy), in the order
+  // every rank shares; small ones coalesced would save latency, large ones gain nothing.
+  for (size_t i = 0; i < params.size(); ++i) {
+    detail::TensorView v(params[i]);
+    g->broadcast(v.get(), owner[i]);
   }
 }
 
@@ -208,6 +193,120 @@ void ZeroCore::zero_grad(bool set_to_none) {
                                                  " owns no parameter (" + std::to_string(impl_->params.size()) +
                                                  " parameters over " + std::to_string(impl_->world) + " ranks)");
   return *impl_->local;
+}
+
+namespace {
+
+using StateMap = std::decay_t<decltype(std::declval<::torch::optim::Optimizer&>().state())>;
+
+// The key under which an optimizer keeps a tensor's state (a string of its TensorImpl's address in
+// libtorch 1.x, the address itself in later versions).
+template <class Key>
+Key key_of(c10::TensorImpl* impl) {
+  if constexpr (std::is_same_v<Key, std::string>)
+    return c10::guts::to_string(impl);
+  else
+    return reinterpret_cast<Key>(impl);
+}
+
+StateMap::key_type state_key(const ::torch::Tensor& t) { return key_of<StateMap::key_type>(t.unsafeGetTensorImpl()); }
+
+// Reads the states named `names[k]` from every archive in `files` into `opt`'s state for
+// `targets[k]`; returns how many were found.
+size_t load_states(::torch::optim::Optimizer& opt, const std::vector<::torch::Tensor>& targets,
+                   const std::vector<std::string>& names, const std::vector<std::string>& files,
+                   const ZeroCore::MakeState& make_state) {
+  std::vector<bool> done(targets.size(), false);
+  size_t found = 0;
+  for (const std::string& bytes : files) {
+    ::torch::serialize::InputArchive in;
+    std::istringstream is(bytes);
+    in.load_from(is, job().device);
+    for (size_t k = 0; k < targets.size(); ++k) {
+      ::torch::serialize::InputArchive sub;
+      if (done[k] || !in.try_read(names[k], sub)) continue;
+      auto state = make_state();
+      state->serialize(sub);
+      opt.state()[state_key(targets[k])] = std::move(state);
+      done[k] = true;
+      ++found;
+    }
+  }
+  return found;
+}
+
+}  // namespace
+
+void ZeroCore::set_state_factory(MakeState make) { impl_->make_state = std::move(make); }
+
+std::vector<std::string> ZeroCore::Impl::owned_names() const {
+  std::vector<std::string> names;
+  if (sharded) {
+    for (size_t k = 0; k < owned.size(); ++k) {
+      const auto& p = ddp->params[static_cast<size_t>(owned_param[k])];
+      const int64_t begin = (static_cast<char*>(owned[k].data_ptr()) - static_cast<char*>(p.value.data_ptr())) /
+                            static_cast<int64_t>(p.value.element_size());
+      names.push_back("s" + std::to_string(owned_param[k]) + "_" + std::to_string(begin) + "_" +
+                      std::to_string(begin + owned[k].numel()));
+    }
+    return names;
+  }
+  for (size_t i = 0; i < params.size(); ++i)
+    if (owner[i] == rank) names.push_back("p" + std::to_string(i));
+  return names;
+}
+
+std::string ZeroCore::save_partition() const {
+  const Impl& m = *impl_;
+  ::torch::serialize::OutputArchive root;
+  if (m.local) {
+    const std::vector<std::string> names = m.owned_names();
+    auto& states = m.local->state();
+    for (size_t k = 0; k < m.owned.size(); ++k) {
+      auto it = states.find(state_key(m.owned[k]));
+      if (it == states.end()) continue;  // never stepped (no gradient yet): no state
+      ::torch::serialize::OutputArchive sub;
+      it->second->serialize(sub);
+      root.write(names[k], sub);
+    }
+  }
+  std::ostringstream os;
+  root.save_to(os);
+  return os.str();
+}
+
+void ZeroCore::load_partitions(const std::vector<std::string>& files) {
+  Impl& m = *impl_;
+  if (!m.make_state)
+    throw pl::Error(PL_ERR_UNSUPPORTED,
+                    "ZeroRedundancyOptimizer: this optimizer type's per-parameter state is not known to plrt::torch "
+                    "(SGD, Adam, AdamW, RMSprop, Adagrad are), so its partitions cannot be loaded");
+  if (!m.local) return;
+  m.local->state().clear();
+  load_states(*m.local, m.owned, m.owned_names(), files, m.make_state);
+}
+
+std::unique_ptr<::torch::optim::Optimizer> ZeroCore::consolidate(int to) {
+  Impl& m = *impl_;
+  if (to < 0 || to >= m.world)
+    throw pl::Error(PL_ERR_INVALID_ARGUMENT,
+                    "ZeroRedundancyOptimizer::consolidate_state_dict: to=" + std::to_string(to) +
+                        " is not a rank (valid: 0 to " + std::to_string(m.world - 1) + ")");
+  if (m.sharded)
+    throw pl::Error(PL_ERR_INVALID_ARGUMENT,
+                    "ZeroRedundancyOptimizer::consolidate_state_dict: under ddp_sharded the state is split inside "
+                    "parameters (element ranges); save a checkpoint instead (each rank writes its part)");
+  if (!m.make_state)
+    throw pl::Error(PL_ERR_UNSUPPORTED,
+                    "ZeroRedundancyOptimizer::consolidate_state_dict: this optimizer type's per-parameter state is "
+                    "not known to plrt::torch (SGD, Adam, AdamW, RMSprop, Adagrad are)");
+  const std::vector<std::string> parts = detail::gather_bytes(save_partition(), to);
+  if (m.rank != to) return nullptr;
+  auto all = m.make(m.params);
+  std::vector<std::string> names;
+  for (size_t i = 0; i < m.params.size(); ++i) names.push_back("p" + std::to_string(i));
+  load_states(*all, m.params, names, parts, m.make_state);
+  return all;
 }
 
 const std::vector<::torch::Tensor>& ZeroCore::owned() const { return impl_->owned; }

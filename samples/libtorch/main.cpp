@@ -40,18 +40,27 @@ void make_sample(int64_t n, uint64_t seed, float* pixels, int64_t* label) {
   *label = y;
 }
 
+// The CNN; with `width` > 0 its head is flat-W-W-10 (--width 4400: 20.5 M parameters, the
+// communication-bound case of bench/libtorch_ddp.py).
 struct NetImpl : torch::nn::Module {
-  NetImpl()
+  explicit NetImpl(int64_t width = 0)
       : conv1(register_module("conv1", torch::nn::Conv2d(torch::nn::Conv2dOptions(1, 8, 3).padding(1)))),
-        conv2(register_module("conv2", torch::nn::Conv2d(torch::nn::Conv2dOptions(8, 16, 3).padding(1)))),
-        fc(register_module("fc", torch::nn::Linear(16 * (kSide / 4) * (kSide / 4), kClasses))) {}
+        conv2(register_module("conv2", torch::nn::Conv2d(torch::nn::Conv2dOptions(8, 16, 3).padding(1)))) {
+    constexpr int64_t flat = 16 * (kSide / 4) * (kSide / 4);
+    if (width > 0) {
+      fc1 = register_module("fc1", torch::nn::Linear(flat, width));
+      fc2 = register_module("fc2", torch::nn::Linear(width, width));
+    }
+    fc = register_module("fc", torch::nn::Linear(width > 0 ? width : flat, kClasses));
+  }
   torch::Tensor forward(torch::Tensor x) {
     x = torch::max_pool2d(torch::relu(conv1(x)), 2);
-    x = torch::max_pool2d(torch::relu(conv2(x)), 2);
-    return fc(x.flatten(1));
+    x = torch::max_pool2d(torch::relu(conv2(x)), 2).flatten(1);
+    if (fc1) x = torch::relu(fc2(torch::relu(fc1(x))));
+    return fc(x);
   }
   torch::nn::Conv2d conv1, conv2;
-  torch::nn::Linear fc;
+  torch::nn::Linear fc1{nullptr}, fc2{nullptr}, fc{nullptr};
 };
 TORCH_MODULE(Net);
 
@@ -84,7 +93,8 @@ void save_weights(Net& net, const std::string& path) {
 
 int main(int argc, char** argv) {
   CLI::App app("plrt-libtorch: a libtorch CNN whose gradients plrt's strategies synchronise", "plrt-libtorch");
-  int64_t steps = 100, batch_size = 32, samples = 4096, warmup = 5, threads = 1;
+  int64_t steps = 100, batch_size = 32, samples = 4096, warmup = 5, threads = 1, width = 0;
+  bool zero = false;
   double lr = 0.05, momentum = 0.9;
   uint64_t seed = 42;
   std::string init, save, report, strategy = "auto", devices = "auto";
@@ -105,6 +115,10 @@ int main(int argc, char** argv) {
   app.add_option("--warmup", warmup, "Steps not timed in steps/s")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  app.add_option("--width", width, "The wide head flat-W-W-10 (0: one linear layer)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_flag("--zero", zero, "pl::torch::ZeroRedundancyOptimizer<SGD> (each rank keeps its partition's state)");
   app.add_option("--threads", threads, "torch::set_num_threads")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--strategy", strategy, "plrt strategy (plrun --strategy overrides it)")->capture_default_str();
   app.add_option("--devices", devices,
@@ -131,7 +145,7 @@ int main(int argc, char** argv) {
     const int rank = job.rank, world = job.world_size;
 
     torch::manual_seed(seed);
-    Net net;
+    Net net(width);
     if (!init.empty()) load_weights(net, init);
     pl::torch::DistributedDataParallel ddp(net);  // rank 0's weights on every rank from here
     double step_lr = lr;
@@ -140,7 +154,13 @@ int main(int argc, char** argv) {
       if (rank == 0)
         std::cout << "plrt-libtorch: learning rate " << lr << " -> " << step_lr << " (horovod)" << std::endl;
     }
-    torch::optim::SGD opt(net->parameters(), torch::optim::SGDOptions(step_lr).momentum(momentum));
+    const auto sgd = torch::optim::SGDOptions(step_lr).momentum(momentum);
+    std::unique_ptr<torch::optim::SGD> opt;
+    std::unique_ptr<pl::torch::ZeroRedundancyOptimizer<torch::optim::SGD>> zero_opt;
+    if (zero)
+      zero_opt = std::make_unique<pl::torch::ZeroRedundancyOptimizer<torch::optim::SGD>>(net->parameters(), sgd);
+    else
+      opt = std::make_unique<torch::optim::SGD>(net->parameters(), sgd);
 
     torch::Tensor x = torch::empty({batch_size, 1, kSide, kSide});
     torch::Tensor y = torch::empty({batch_size}, torch::kLong);
@@ -151,13 +171,19 @@ int main(int argc, char** argv) {
       for (int64_t j = 0; j < batch_size; ++j)
         make_sample(((s * world + rank) * batch_size + j) % samples, seed, x.data_ptr<float>() + j * kPixels,
                     y.data_ptr<int64_t>() + j);
-      opt.zero_grad();  // libtorch 2.x: the gradients set to none; plrt copes
+      if (zero)
+        zero_opt->zero_grad();  // set to none
+      else
+        opt->zero_grad();  // libtorch 2.x: the gradients set to none; plrt copes
       torch::Tensor loss = torch::nn::functional::cross_entropy(ddp(x), y);
       loss.backward();  // the gradients are the ranks' mean when it returns
       loss_value = loss.item<double>();
       // through the strategy: under ddp_sharded each rank steps its shard, then the values are
       // gathered (torch's SGD steps whole tensors; exact for an element-wise optimizer)
-      ddp.step([&] { opt.step(); });
+      if (zero)
+        zero_opt->step();  // this rank's partition, then the values shared
+      else
+        ddp.step([&] { opt->step(); });
     }
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const int64_t timed = std::max<int64_t>(0, steps - warmup);

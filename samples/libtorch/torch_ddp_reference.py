@@ -38,16 +38,23 @@ def make_sample(n, seed):
 
 
 class Net(nn.Module):
-    def __init__(self):
+    def __init__(self, width=0):
         super().__init__()
         self.conv1 = nn.Conv2d(1, 8, 3, padding=1)
         self.conv2 = nn.Conv2d(8, 16, 3, padding=1)
-        self.fc = nn.Linear(16 * (SIDE // 4) * (SIDE // 4), CLASSES)
+        flat = 16 * (SIDE // 4) * (SIDE // 4)
+        if width > 0:  # the wide head (--width): flat-W-W-10
+            self.fc1, self.fc2, self.fc = nn.Linear(flat, width), nn.Linear(width, width), nn.Linear(width, CLASSES)
+        else:
+            self.fc = nn.Linear(flat, CLASSES)
+        self.width = width
 
     def forward(self, x):
         x = F.max_pool2d(F.relu(self.conv1(x)), 2)
-        x = F.max_pool2d(F.relu(self.conv2(x)), 2)
-        return self.fc(x.flatten(1))
+        x = F.max_pool2d(F.relu(self.conv2(x)), 2).flatten(1)
+        if self.width > 0:
+            x = F.relu(self.fc2(F.relu(self.fc1(x))))
+        return self.fc(x)
 
 
 def load_safetensors(path):  # F32 tensors only: what the sample writes
@@ -86,7 +93,7 @@ def worker(rank, args, port, queue):
         os.environ["MASTER_ADDR"] = "127.0.0.1"
         os.environ["MASTER_PORT"] = str(port)
         dist.init_process_group("gloo", rank=rank, world_size=args.world)
-    net = Net()
+    net = Net(args.width)
     if args.init:
         state = load_safetensors(args.init)
         with torch.no_grad():
@@ -138,6 +145,7 @@ def main():
     p.add_argument("--lr", type=float, default=0.05)
     p.add_argument("--momentum", type=float, default=0.9)
     p.add_argument("--seed", type=int, default=42)
+    p.add_argument("--width", type=int, default=0, help="the wide head flat-W-W-10 (0: the CNN's one layer)")
     p.add_argument("--init", default="")
     p.add_argument("--save", default="")
     p.add_argument("--timeout", type=float, default=300)

@@ -24,9 +24,9 @@ namespace {
 constexpr int64_t kSide = 8, kClasses = 10;
 
 struct NetImpl : torch::nn::Module {
-  explicit NetImpl(int64_t out = kClasses, bool extra = false, bool f64 = false, bool meta = false) {
+  explicit NetImpl(int64_t out = kClasses, bool extra = false, bool f64 = false, bool meta = false, bool norm = true) {
     conv = register_module("conv", torch::nn::Conv2d(torch::nn::Conv2dOptions(1, 4, 3).padding(1).bias(false)));
-    bn = register_module("bn", torch::nn::BatchNorm2d(4));
+    if (norm) bn = register_module("bn", torch::nn::BatchNorm2d(4));
     fc = register_module("fc", torch::nn::Linear(4 * (kSide / 2) * (kSide / 2), out));
     unused = register_module("unused", torch::nn::Linear(8, 8));
     if (extra) register_parameter("extra", torch::zeros({3}));
@@ -34,7 +34,9 @@ struct NetImpl : torch::nn::Module {
     if (f64) fc->to(torch::kFloat64);
   }
   torch::Tensor forward(torch::Tensor x) {
-    x = torch::max_pool2d(torch::relu(bn(conv(x))), 2);
+    x = conv(x);
+    if (bn) x = bn(x);
+    x = torch::max_pool2d(torch::relu(x), 2);
     return fc(x.flatten(1).to(fc->weight.scalar_type()));
   }
   torch::nn::Conv2d conv{nullptr};
@@ -44,13 +46,17 @@ struct NetImpl : torch::nn::Module {
 TORCH_MODULE(Net);
 
 // Row j of micro-batch m of step s on rank r (of world w, batch b): the sample n's pixels.
-void batch(int64_t s, int64_t m, int r, int w, int64_t b, torch::Tensor& x, torch::Tensor& y) {
+// With `global` > 0 the step's micro-batch is `global` samples split across the ranks (the same
+// samples whatever the world size; a resume at another world size sees what the uninterrupted run
+// saw), and `b` is ignored.
+void batch(int64_t s, int64_t m, int r, int w, int64_t b, torch::Tensor& x, torch::Tensor& y, int64_t global = 0) {
+  if (global > 0) b = global / w;
   x = torch::empty({b, 1, kSide, kSide});
   y = torch::empty({b}, torch::kLong);
   auto* px = x.data_ptr<float>();
   auto* py = y.data_ptr<int64_t>();
   for (int64_t j = 0; j < b; ++j) {
-    const int64_t n = ((s * 2 + m) * w + r) * b + j;
+    const int64_t n = global > 0 ? (s * 2 + m) * global + r * b + j : ((s * 2 + m) * w + r) * b + j;
     py[j] = n % kClasses;
     for (int64_t p = 0; p < kSide * kSide; ++p)
       px[j * kSide * kSide + p] =
@@ -123,6 +129,51 @@ bool check_zero_state(pl::torch::ZeroRedundancyOptimizer<torch::optim::Adam>& ze
   return static_cast<double>(mine) <= bound && (job.world_size == 1 || mine < whole);
 }
 
+// scikit-learn's digits (scripts/get-digits: x [N, 64] in 0..1, y [N]) as a libtorch user trains
+// them: every sixth row held out, the rest drawn by libtorch's DistributedRandomSampler (each rank
+// its share, reshuffled per epoch), the CNN with Adam under DDP, then the held-out accuracy (every
+// rank evaluates the whole held-out set; rank 0 prints it).
+int run_digits(const std::string& path, const pl::torch::Job& job, int64_t epochs, int64_t batch_size, double lr) {
+  pl::safetensors::File f = pl::safetensors::load(path);
+  const auto xs = f.tensors.at("x").to_vector<float>();
+  const auto ys = f.tensors.at("y").to_vector<int64_t>();
+  const auto n = static_cast<int64_t>(ys.size());
+  torch::Tensor x = torch::tensor(xs).view({n, 1, kSide, kSide}) - 0.5, y = torch::tensor(ys, torch::kLong);
+  std::vector<int64_t> train_rows, held_rows;
+  for (int64_t i = 0; i < n; ++i) (i % 6 == 0 ? held_rows : train_rows).push_back(i);
+  torch::Tensor train_idx = torch::tensor(train_rows, torch::kLong), held_idx = torch::tensor(held_rows, torch::kLong);
+  torch::manual_seed(11);
+  Net net;
+  pl::torch::DdpOptions o;
+  o.find_unused_parameters = true;  // the unused branch
+  pl::torch::DistributedDataParallel ddp(net, o);
+  torch::optim::Adam opt(net->parameters(), torch::optim::AdamOptions(lr));
+  torch::data::samplers::DistributedRandomSampler sampler(train_rows.size(), static_cast<size_t>(job.world_size),
+                                                          static_cast<size_t>(job.rank));
+  for (int64_t epoch = 0; epoch < epochs; ++epoch) {
+    net->train();
+    sampler.set_epoch(static_cast<size_t>(epoch));
+    sampler.reset();
+    while (auto batch = sampler.next(static_cast<size_t>(batch_size))) {
+      std::vector<int64_t> picked(batch->begin(), batch->end());
+      torch::Tensor rows = train_idx.index_select(0, torch::tensor(picked, torch::kLong));
+      opt.zero_grad();
+      torch::nn::functional::cross_entropy(ddp(x.index_select(0, rows)), y.index_select(0, rows)).backward();
+      opt.step();
+    }
+  }
+  net->eval();
+  torch::NoGradGuard no_grad;
+  torch::Tensor pred = ddp(x.index_select(0, held_idx)).argmax(1);
+  torch::Tensor correct = (pred == y.index_select(0, held_idx)).sum().to(torch::kFloat64).reshape({1});
+  pl::torch::all_reduce(correct, pl::torch::ReduceOp::AVG);  // every rank evaluated the same rows
+  const double accuracy = correct.item<double>() / static_cast<double>(held_rows.size());
+  if (job.rank == 0)
+    std::printf("ddp_worker: digits x%d, %lld epochs, held-out accuracy %.4f on %zu rows\n", job.world_size,
+                static_cast<long long>(epochs), accuracy, held_rows.size());
+  return 0;
+}
+
 int run_bad(const std::string& which, const pl::torch::Job& job) {
   torch::manual_seed(1);
   const bool rank1 = job.rank == 1;
@@ -138,6 +189,7 @@ int run_bad(const std::string& which, const pl::torch::Job& job) {
   }
   pl::torch::DdpOptions o;
   if (which == "dp" || which == "ddp2" || which == "ddp_spawn") o.strategy = which;
+  o.find_unused_parameters = which == "outside-use";
   pl::torch::DistributedDataParallel ddp(net, o);
   torch::Tensor x, y;
   batch(0, 0, job.rank, job.world_size, 4, x, y);
@@ -163,6 +215,10 @@ int run_bad(const std::string& which, const pl::torch::Job& job) {
     }
     return 0;
   }
+  if (which == "outside-use") {  // a loss term from a parameter forward never used
+    (torch::nn::functional::cross_entropy(ddp(x), y) + 0 * net->unused->weight.sum()).backward();
+    return 0;
+  }
   if (which == "unused") {  // find_unused_parameters is off and forward skips `unused`
     torch::nn::functional::cross_entropy(ddp(x), y).backward();
     return 0;
@@ -177,7 +233,8 @@ int main(int argc, char** argv) {
   int64_t steps = 20, batch_size = 8;
   uint64_t seed = 7;
   double lr = 0.01;
-  std::string save, init, bad;
+  std::string save, init, bad, digits;
+  int64_t epochs = 15;
   bool save_all = false, bucket_view = false, zero = false;
   app.add_option("--steps", steps)->check(CLI::NonNegativeNumber);
   app.add_option("--batch-size", batch_size)->check(CLI::PositiveNumber);
@@ -189,14 +246,24 @@ int main(int argc, char** argv) {
   app.add_flag("--gradient-as-bucket-view", bucket_view);
   app.add_flag("--zero", zero, "ZeroRedundancyOptimizer<Adam> in place of Adam; checks each rank's state size");
   app.add_option("--bad", bad);
+  app.add_option("--digits", digits, "train on scikit-learn's digits (scripts/get-digits) and print the accuracy");
+  app.add_option("--epochs", epochs, "--digits: epochs")->check(CLI::PositiveNumber);
+  std::string checkpoint;
+  int64_t stop_at = -1, global_batch = 0;
+  bool no_norm = false;
+  app.add_option("--checkpoint", checkpoint, "resume from this checkpoint when it exists; with --stop-at, save it");
+  app.add_option("--stop-at", stop_at, "save --checkpoint after this many steps and stop");
+  app.add_option("--global-batch", global_batch, "samples per micro-batch across the job (divisible by W)");
+  app.add_flag("--no-norm", no_norm, "no BatchNorm (its statistics are per rank, so per world size)");
   CLI11_PARSE(app, argc, argv);
   try {
     torch::set_num_threads(1);
     const pl::torch::Job job = pl::torch::init();
     if (pl::torch::init().rank != job.rank) return 1;  // a second call: the same job
     if (!bad.empty()) return run_bad(bad, job);
+    if (!digits.empty()) return run_digits(digits, job, epochs, batch_size, lr);
     torch::manual_seed(seed + static_cast<uint64_t>(job.rank));  // ranks differ until DDP broadcasts
-    Net net;
+    Net net(kClasses, false, false, false, !no_norm);
     if (!init.empty() && job.rank == 0) load_state(net, init);
     if (steps == 0) {
       if (!save.empty()) save_state(net, save);
@@ -217,14 +284,34 @@ int main(int argc, char** argv) {
     else
       adam = std::make_unique<torch::optim::Adam>(trainable, torch::optim::AdamOptions(lr));
     net->train();
-    for (int64_t s = 0; s < steps; ++s) {
+    int64_t first = 0;
+    if (!checkpoint.empty() && pl::torch::checkpoint_exists(checkpoint)) {
+      const pl::torch::CheckpointInfo info = zero ? pl::torch::load_checkpoint(checkpoint, *net, *zero_opt)
+                                                  : pl::torch::load_checkpoint(checkpoint, *net, *adam);
+      first = info.step;
+      if (job.rank == 0)
+        std::printf("ddp_worker: resumed at step %lld (saved by %d ranks, tag %.1f)\n", static_cast<long long>(first),
+                    info.world_size, info.values.at("tag"));
+    }
+    for (int64_t s = first; s < steps; ++s) {
+      if (s == stop_at) {
+        pl::torch::CheckpointInfo info;
+        info.step = s;
+        info.values["tag"] = 42.5;
+        if (zero)
+          pl::torch::save_checkpoint(checkpoint, *net, *zero_opt, info);
+        else
+          pl::torch::save_checkpoint(checkpoint, *net, *adam, info);
+        if (job.rank == 0) std::printf("ddp_worker: saved at step %lld\n", static_cast<long long>(s));
+        return 0;
+      }
       if (zero)
         zero_opt->zero_grad();
       else
         zero_grad_to_none(*adam);
       for (int64_t m = 0; m < 2; ++m) {
         torch::Tensor x, y;
-        batch(s, m, job.rank, job.world_size, batch_size, x, y);
+        batch(s, m, job.rank, job.world_size, batch_size, x, y, global_batch);
         if (m == 0) {
           auto guard = ddp.no_sync();
           (torch::nn::functional::cross_entropy(ddp(x), y) / 2).backward();

@@ -6,7 +6,8 @@ plrt::torch's DistributedDataParallel to.  Nothing of plrt is used here.
 Same CNN (Conv2d, BatchNorm2d, Linear, an unused Linear branch), rank 0 starting from --init (the
 others from their own seeds: DDP broadcasts rank 0's), Adam, two micro-batches per step (the
 first under no_sync), zero_grad(set_to_none=True), find_unused_parameters=True, one CPU thread per
-rank.  Rank 0 writes its final parameters and buffers with --save (safetensors).
+rank.  Rank 0 writes its final parameters and buffers with --save (safetensors); with --save-all
+every rank writes its own to <save>.rank<r>.
 
     python3 tests/libtorch/torch_ddp_reference.py --world 2 --steps 20 --init init.safetensors \\
         --save ref.safetensors
@@ -106,6 +107,8 @@ def worker(rank, args, port):
         opt.step()
     if rank == 0:
         save_safetensors(args.save, net.state_dict())
+    if args.save_all:  # every rank's own (its buffers are its own since the last broadcast)
+        save_safetensors(f"{args.save}.rank{rank}", net.state_dict())
     dist.barrier()
     dist.destroy_process_group()
 
@@ -119,6 +122,7 @@ def main():
     ap.add_argument("--lr", type=float, default=0.01)
     ap.add_argument("--init", required=True)
     ap.add_argument("--save", required=True)
+    ap.add_argument("--save-all", action="store_true")
     args = ap.parse_args()
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

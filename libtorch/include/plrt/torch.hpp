@@ -23,6 +23,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <plrt/sdk/error.hpp>
@@ -233,6 +234,18 @@ class ZeroCore {
   ::torch::optim::Optimizer& local();
   const std::vector<::torch::Tensor>& owned() const;
   bool sharded() const;
+  // A fresh per-parameter state of the optimizer's type (for loading); null: not supported.
+  using MakeState = std::function<std::unique_ptr<::torch::optim::OptimizerParamState>()>;
+  void set_state_factory(MakeState make);
+  // This rank's partition's state, per parameter ("p<i>", or "s<i>_<begin>_<end>" for a shard), as
+  // the bytes of a torch archive; and the reverse over every rank's bytes (any world size for
+  // whole parameters; the same ranges for shards).
+  std::string save_partition() const;
+  void load_partitions(const std::vector<std::string>& files);
+  // Every parameter's state on rank `to` (a collective): an optimizer of the same type over all
+  // the parameters, as one optimizer would hold them (torch's consolidate_state_dict; the others
+  // get null).  Whole-parameter partitions only.
+  std::unique_ptr<::torch::optim::Optimizer> consolidate(int to);
   struct Impl;
 
  private:
@@ -248,6 +261,32 @@ class ZeroCore {
 //   - Under ddp_sharded (ZeRO-2: the gradients are reduce-scattered), the partition is the
 //     strategy's element ranges, and the strategy gathers the values after the step.
 // Construction is a collective only in that every rank must make it with the same parameters.
+// The per-parameter state type of each torch::optim optimizer (checkpoints of a ZeRO partition).
+template <class Opt>
+struct ParamStateOf {
+  using type = void;  // an optimizer not listed here: its ZeRO checkpoints cannot be loaded
+};
+template <>
+struct ParamStateOf<::torch::optim::SGD> {
+  using type = ::torch::optim::SGDParamState;
+};
+template <>
+struct ParamStateOf<::torch::optim::Adam> {
+  using type = ::torch::optim::AdamParamState;
+};
+template <>
+struct ParamStateOf<::torch::optim::AdamW> {
+  using type = ::torch::optim::AdamWParamState;
+};
+template <>
+struct ParamStateOf<::torch::optim::RMSprop> {
+  using type = ::torch::optim::RMSpropParamState;
+};
+template <>
+struct ParamStateOf<::torch::optim::Adagrad> {
+  using type = ::torch::optim::AdagradParamState;
+};
+
 template <class Opt>
 class ZeroRedundancyOptimizer {
  public:
@@ -256,7 +295,18 @@ class ZeroRedundancyOptimizer {
       : core_(std::move(params),
               [options](std::vector<::torch::Tensor> owned) -> std::unique_ptr<::torch::optim::Optimizer> {
                 return std::make_unique<Opt>(std::move(owned), options);
-              }) {}
+              }) {
+    using State = typename ParamStateOf<Opt>::type;
+    if constexpr (!std::is_void_v<State>) core_.set_state_factory([] { return std::make_unique<State>(); });
+  }
+  // torch's consolidate_state_dict(to): every parameter's state gathered on rank `to`, returned
+  // there as one Opt over all the parameters (torch::save it, or read its state()); null on the
+  // other ranks.  A collective.
+  std::unique_ptr<Opt> consolidate_state_dict(int to = 0) {
+    auto all = core_.consolidate(to);
+    return std::unique_ptr<Opt>(static_cast<Opt*>(all.release()));
+  }
+  ZeroCore& core() { return core_; }
   void step() { core_.step(); }
   void zero_grad(bool set_to_none = true) { core_.zero_grad(set_to_none); }
   Opt& optimizer() { return static_cast<Opt&>(core_.local()); }  // this rank's partition
@@ -266,6 +316,51 @@ class ZeroRedundancyOptimizer {
  private:
   ZeroCore core_;
 };
+
+// ---- checkpoints ----
+// What a checkpoint carries besides the tensors: the program's counters.
+struct CheckpointInfo {
+  int64_t step = 0;                      // the program's step (or epoch) to resume from
+  std::map<std::string, double> values;  // anything else it wants back
+  int world_size = 0;                    // load_checkpoint: the world size that wrote it
+};
+
+// A collective: every rank calls it with the same path (a folder on storage every rank sees).
+// Rank 0 writes the module (model.safetensors: parameters and buffers, loadable by safetensors in
+// Python), a plain optimizer's state (optimizer.pt: every rank's is the same under DDP) and
+// info.json; with a ZeroRedundancyOptimizer every rank writes its partition
+// (optimizer.rank<r>.pt, nothing gathered).  Atomic: the files go into a staging folder that
+// replaces `path` once every rank has written; a failure anywhere leaves the previous checkpoint
+// whole, and every rank gets the error.
+void save_checkpoint(const std::string& path, ::torch::nn::Module& module, ::torch::optim::Optimizer& optimizer,
+                     const CheckpointInfo& info = {});
+// Loads into the module's tensors in place (a DDP's registered memory stays valid) and the
+// optimizer's state; returns the info (world_size: the writer's).  A missing or damaged file, or a
+// tensor of another shape or dtype, is pl::Error naming it.
+CheckpointInfo load_checkpoint(const std::string& path, ::torch::nn::Module& module,
+                               ::torch::optim::Optimizer& optimizer);
+bool checkpoint_exists(const std::string& path);  // a committed checkpoint is there
+
+namespace detail {
+void save_checkpoint(const std::string& path, ::torch::nn::Module& module, ::torch::optim::Optimizer* optimizer,
+                     ZeroCore* zero, const CheckpointInfo& info);
+CheckpointInfo load_checkpoint(const std::string& path, ::torch::nn::Module& module,
+                               ::torch::optim::Optimizer* optimizer, ZeroCore* zero);
+}  // namespace detail
+
+// The same with a ZeroRedundancyOptimizer: each rank writes its own partition; loading at another
+// world size gives each rank the state of the parameters it owns now (whole-parameter partitions;
+// ddp_sharded's element ranges resume at the same world size).
+template <class Opt>
+void save_checkpoint(const std::string& path, ::torch::nn::Module& module, ZeroRedundancyOptimizer<Opt>& zero,
+                     const CheckpointInfo& info = {}) {
+  detail::save_checkpoint(path, module, nullptr, &zero.core(), info);
+}
+template <class Opt>
+CheckpointInfo load_checkpoint(const std::string& path, ::torch::nn::Module& module,
+                               ZeroRedundancyOptimizer<Opt>& zero) {
+  return detail::load_checkpoint(path, module, nullptr, &zero.core());
+}
 
 // The exit code for an exception that reached a libtorch program's main: 2 for bad input (a
 // pl::Error of pl::is_bad_input's codes), 1 for anything else.
