@@ -131,7 +131,8 @@ void save_checkpoint(const std::string& path, ::torch::nn::Module& module, ::tor
     }
   }
   told = broadcast_text(told, 0);
-  if (told.rfind("error:", 0) == 0) fail(PL_ERR_RUNTIME, who + ": rank 0 could not make the staging folder: " + told.substr(6));
+  if (told.rfind("error:", 0) == 0)
+    fail(PL_ERR_RUNTIME, who + ": rank 0 could not make the staging folder: " + told.substr(6));
   const std::string staging = told.substr(3);
   std::string mine;  // this rank's failure
   try {
@@ -150,7 +151,8 @@ void save_checkpoint(const std::string& path, ::torch::nn::Module& module, ::tor
     mine = e.what();
   }
   if (!all_ranks(mine.empty()))
-    fail(PL_ERR_RUNTIME, who + ": " + (mine.empty() ? "another rank failed to write its part (its error says why)" : mine) +
+    fail(PL_ERR_RUNTIME, who + ": " +
+                             (mine.empty() ? "another rank failed to write its part (its error says why)" : mine) +
                              "; the previous checkpoint there, if any, is kept");
   std::string commit_error;
   if (j.rank == 0) {

@@ -40,7 +40,8 @@ std::vector<std::string> gather_bytes(const std::string& bytes, int to) {
   g->allgather(in, outs);
   if (rank != to) return {};
   std::vector<std::string> out;
-  for (int r = 0; r < world; ++r) out.emplace_back(all.data() + r * longest, static_cast<size_t>(lens[static_cast<size_t>(r)]));
+  for (int r = 0; r < world; ++r)
+    out.emplace_back(all.data() + r * longest, static_cast<size_t>(lens[static_cast<size_t>(r)]));
   return out;
 }
 

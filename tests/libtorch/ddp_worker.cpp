@@ -174,6 +174,36 @@ int run_digits(const std::string& path, const pl::torch::Job& job, int64_t epoch
   return 0;
 }
 
+// The optimizer's state entry of `t` (libtorch 1.x keys it by the text of the TensorImpl's address,
+// later versions by the address).
+template <class Map>
+auto find_state(Map& states, const torch::Tensor& t) {
+  using Key = typename Map::key_type;
+  if constexpr (std::is_same_v<Key, std::string>)
+    return states.find(c10::guts::to_string(t.unsafeGetTensorImpl()));
+  else
+    return states.find(reinterpret_cast<Key>(t.unsafeGetTensorImpl()));
+}
+
+// Adam's state (exp_avg, exp_avg_sq) of every parameter that has one, by "<name>.exp_avg".
+void save_adam_state(torch::optim::Optimizer& opt, Net& net, const std::string& path) {
+  std::vector<std::pair<std::string, pl::Tensor>> out;
+  auto put = [&](const std::string& name, const torch::Tensor& t) {
+    torch::Tensor c = t.detach().contiguous().to(torch::kFloat32);
+    out.emplace_back(name,
+                     pl::Tensor::from_vector(std::vector<float>(c.data_ptr<float>(), c.data_ptr<float>() + c.numel()),
+                                             c.sizes().vec()));
+  };
+  for (auto& item : net->named_parameters()) {
+    auto it = find_state(opt.state(), item.value());
+    if (it == opt.state().end()) continue;
+    auto& s = static_cast<torch::optim::AdamParamState&>(*it->second);
+    put(item.key() + ".exp_avg", s.exp_avg());
+    put(item.key() + ".exp_avg_sq", s.exp_avg_sq());
+  }
+  pl::safetensors::save(path, out);
+}
+
 int run_bad(const std::string& which, const pl::torch::Job& job) {
   torch::manual_seed(1);
   const bool rank1 = job.rank == 1;
@@ -251,6 +281,9 @@ int main(int argc, char** argv) {
   std::string checkpoint;
   int64_t stop_at = -1, global_batch = 0;
   bool no_norm = false;
+  std::string save_optim;
+  app.add_option("--save-optim", save_optim,
+                 "rank 0 writes Adam's state here (with --zero: consolidate_state_dict(0)'s)");
   app.add_option("--checkpoint", checkpoint, "resume from this checkpoint when it exists; with --stop-at, save it");
   app.add_option("--stop-at", stop_at, "save --checkpoint after this many steps and stop");
   app.add_option("--global-batch", global_batch, "samples per micro-batch across the job (divisible by W)");
@@ -325,6 +358,15 @@ int main(int argc, char** argv) {
         ddp.step([&] { adam->step(); });  // the same as adam->step() but under ddp_sharded
     }
     if (zero && !check_zero_state(*zero_opt, trainable, job)) return 1;
+    if (!save_optim.empty()) {
+      if (zero) {
+        auto all = zero_opt->consolidate_state_dict(0);  // a collective; null off rank 0
+        if ((all != nullptr) != (job.rank == 0)) return 1;
+        if (all) save_adam_state(*all, net, save_optim);
+      } else if (job.rank == 0) {
+        save_adam_state(*adam, net, save_optim);
+      }
+    }
     torch::Tensor probe = torch::full({2}, static_cast<double>(job.rank + 1), torch::kFloat64);
     pl::torch::all_reduce(probe);  // 1 + 2 + ... + W
     if (probe[0].item<double>() != job.world_size * (job.world_size + 1) / 2.0) {
