@@ -55,6 +55,7 @@ struct DdpCore::Impl {
   void register_with_strategy();
   void broadcast_buffers();
   void mark_unused(const std::vector<::torch::Tensor>& outputs);
+  void fill_unused(Param& p);
   void queue_end();
   void on_grad(size_t i);
   void end_backward();

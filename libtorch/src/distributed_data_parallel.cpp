@@ -193,6 +193,17 @@ void DdpCore::Impl::on_grad(size_t i) {
   sync->grad_ready(p.index);
 }
 
+// An unused parameter's part in the reduction: what earlier backwards accumulated in .grad(), or
+// zeros (PyTorch's Reducer does the same for the bucket slot of a parameter marked unused).
+void DdpCore::Impl::fill_unused(Param& p) {
+  ::torch::NoGradGuard no_grad;
+  const ::torch::Tensor g = p.value.grad();
+  if (g.defined() && !g.is_same(p.grad_mem))
+    p.grad_mem.copy_(g);
+  else if (!g.defined())
+    p.grad_mem.zero_();
+}
+
 void DdpCore::Impl::end_backward() {
   queued = false;
   ::torch::NoGradGuard no_grad;
@@ -210,14 +221,7 @@ void DdpCore::Impl::end_backward() {
           "): forward did not use them.  Pass DdpOptions::find_unused_parameters = true (their gradients then take "
           "part as zeros), or set requires_grad(false) on parameters that never train");
     }
-    for (size_t i : unused) {  // find_unused_parameters: zeros, or what earlier backwards accumulated
-      Param& p = params[i];
-      const ::torch::Tensor g = p.value.grad();
-      if (g.defined() && !g.is_same(p.grad_mem))
-        p.grad_mem.copy_(g);
-      else if (!g.defined())
-        p.grad_mem.zero_();
-    }
+    for (size_t i : unused) fill_unused(params[i]);  // find_unused_parameters
     if (o.find_unused_parameters) {
       global_used.assign(used.begin(), used.end());
       if (auto g = detail::group()) {
@@ -314,11 +318,7 @@ void DdpCore::Impl::mark_unused(const std::vector<::torch::Tensor>& outputs) {
   for (size_t i = 0; i < params.size(); ++i) {
     if (seen.count(hooks[i].first.get())) continue;
     Param& p = params[i];
-    const ::torch::Tensor g = p.value.grad();
-    if (g.defined() && !g.is_same(p.grad_mem))
-      p.grad_mem.copy_(g);
-    else if (!g.defined())
-      p.grad_mem.zero_();
+    fill_unused(p);
     early_unused[i] = 1;
     any_early_unused = true;
     sync->grad_ready(p.index);
