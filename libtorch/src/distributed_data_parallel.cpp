@@ -62,6 +62,7 @@ DdpCore::DdpCore(std::shared_ptr<::torch::nn::Module> module, DdpOptions options
 
   pl::GradientSync::Choice choice;
   choice.strategy = m.strategy;
+  choice.process_group_backend = m.o.process_group_backend;
   m.manage_buffers = is_ddp_family(plugin);
   if (m.manage_buffers) {
     choice.strategy_options.emplace_back("bucket_cap_mb", std::to_string(m.o.bucket_cap_mb));

@@ -2,8 +2,8 @@
 // values shared after each step (torch.hpp has the two partitions and their rules).
 //
 // Whole parameters (ddp, bagua, horovod, no DDP): PyTorch's greedy partition (largest first, to the
-// rank with the fewest elements so far; ties to the lowest rank), then each parameter broadcast in
-// place from its owner.
+// rank with the fewest elements so far; ties to the lowest rank), then from each owner its large
+// parameters broadcast in place and its small ones packed into one broadcast per dtype.
 //
 // Element ranges (ddp_sharded): the strategy's owned ranges; the local optimizer steps tensors made
 // with from_blob over those elements of each parameter and of its registered gradient memory (which
@@ -135,11 +135,41 @@ ZeroCore::~ZeroCore() = default;
 void ZeroCore::Impl::broadcast_from_owners() {
   auto g = detail::group();
   if (!g) return;
-  // Each parameter in place from its owner (contiguous memory: no packing copy), in the order
-  // every rank shares; small ones coalesced would save latency, large ones gain nothing.
-  for (size_t i = 0; i < params.size(); ++i) {
-    detail::TensorView v(params[i]);
-    g->broadcast(v.get(), owner[i]);
+  ::torch::NoGradGuard no_grad;
+  // Per owner: each large parameter in place (no packing copy), the small ones packed into one
+  // broadcast per dtype (a broadcast costs a round trip, so many small ones would be latency).
+  constexpr int64_t kSmallBytes = 1 << 20;
+  for (int r = 0; r < world; ++r) {
+    std::map<::torch::ScalarType, std::vector<::torch::Tensor>> small;  // by dtype, in parameter order
+    for (size_t i = 0; i < params.size(); ++i) {
+      if (owner[i] != r) continue;
+      if (params[i].numel() * static_cast<int64_t>(params[i].element_size()) >= kSmallBytes) {
+        detail::TensorView v(params[i]);
+        g->broadcast(v.get(), r);
+      } else {
+        small[params[i].scalar_type()].push_back(params[i]);
+      }
+    }
+    for (auto& [type, list] : small) {
+      ::torch::Tensor flat;
+      if (rank == r) {
+        std::vector<::torch::Tensor> parts;
+        for (const auto& p : list) parts.push_back(p.detach().reshape({-1}));
+        flat = ::torch::cat(parts);
+      } else {
+        int64_t total = 0;
+        for (const auto& p : list) total += p.numel();
+        flat = ::torch::empty({total}, list.front().options().requires_grad(false));
+      }
+      detail::TensorView v(flat);
+      g->broadcast(v.get(), r);
+      if (rank == r) continue;
+      int64_t at = 0;
+      for (auto& p : list) {
+        p.detach().copy_(flat.narrow(0, at, p.numel()).view_as(p));
+        at += p.numel();
+      }
+    }
   }
 }
 

@@ -130,6 +130,9 @@ GradientSync::GradientSync(std::shared_ptr<JobContext> context, Choice choice) {
   req.strategy = choice.strategy.empty() ? o.strategy : choice.strategy;
   req.num_nodes = o.num_nodes;
   req.process_group_backend = o.process_group_backend;
+  const char* env_backend = o.read_env ? std::getenv("PL_TRAINER_PROCESS_GROUP_BACKEND") : nullptr;
+  if (!choice.process_group_backend.empty() && !(env_backend && *env_backend))
+    req.process_group_backend = choice.process_group_backend;
   // the choice's options, then the job's (plrun's --strategy-option wins, key by key); the job's
   // belong to the job's strategy, so another strategy takes only its own
   req.strategy_options = choice.strategy_options;

@@ -14,6 +14,7 @@
 #include <torch/torch.h>
 
 #include <CLI/CLI.hpp>
+#include <cmath>
 #include <cstdio>
 #include <iostream>
 #include <plrt/sdk/safetensors.hpp>
@@ -32,16 +33,19 @@ struct NetImpl : torch::nn::Module {
     if (extra) register_parameter("extra", torch::zeros({3}));
     if (meta) register_parameter("elsewhere", torch::empty({3}, torch::kMeta));  // not on the job's device
     if (f64) fc->to(torch::kFloat64);
+    // frozen (requires_grad false): divides the logits; ranks other than 0 start with another value
+    temperature = register_parameter("temperature", torch::ones({1}), /*requires_grad=*/false);
   }
   torch::Tensor forward(torch::Tensor x) {
     x = conv(x);
     if (bn) x = bn(x);
     x = torch::max_pool2d(torch::relu(x), 2);
-    return fc(x.flatten(1).to(fc->weight.scalar_type()));
+    return fc(x.flatten(1).to(fc->weight.scalar_type())) / temperature.to(fc->weight.scalar_type());
   }
   torch::nn::Conv2d conv{nullptr};
   torch::nn::BatchNorm2d bn{nullptr};
   torch::nn::Linear fc{nullptr}, unused{nullptr};
+  torch::Tensor temperature;
 };
 TORCH_MODULE(Net);
 
@@ -204,6 +208,52 @@ void save_adam_state(torch::optim::Optimizer& opt, Net& net, const std::string& 
   pl::safetensors::save(path, out);
 }
 
+// Each of torch.distributed's collectives through pl::torch at this world size, against values
+// every rank can compute; prints "collectives ok" (rank 0) or the first wrong value (exit 1).
+int run_collectives(const pl::torch::Job& job) {
+  const int w = job.world_size, r = job.rank;
+  auto expect = [&](bool ok, const std::string& what) {
+    if (!ok) throw std::runtime_error("rank " + std::to_string(r) + ": " + what + " is wrong");
+  };
+  auto mine = [&] { return torch::tensor({1.0 + r, 2.0 * (r + 1)}, torch::kFloat64); };
+  const double n = w, sum = n * (n + 1) / 2;  // 1 + 2 + ... + w
+  torch::Tensor t = mine();
+  pl::torch::all_reduce(t);
+  expect(t[0].item<double>() == sum && t[1].item<double>() == 2 * sum, "all_reduce SUM");
+  t = mine();
+  pl::torch::all_reduce(t, pl::torch::ReduceOp::AVG);
+  expect(std::fabs(t[0].item<double>() - sum / n) < 1e-12, "all_reduce AVG");
+  t = mine();
+  pl::torch::all_reduce(t, pl::torch::ReduceOp::MIN);
+  expect(t[0].item<double>() == 1.0, "all_reduce MIN");
+  t = mine();
+  pl::torch::all_reduce(t, pl::torch::ReduceOp::MAX);
+  expect(t[0].item<double>() == n, "all_reduce MAX");
+  t = mine();
+  pl::torch::all_reduce(t, pl::torch::ReduceOp::PRODUCT);
+  double factorial = 1;
+  for (int k = 1; k <= w; ++k) factorial *= k;
+  expect(t[0].item<double>() == factorial, "all_reduce PRODUCT");
+  torch::Tensor b = torch::full({3}, static_cast<float>(r));
+  pl::torch::broadcast(b, w - 1);
+  expect(b.eq(static_cast<float>(w - 1)).all().item<bool>(), "broadcast from the last rank");
+  std::vector<torch::Tensor> list;
+  for (int k = 0; k < w; ++k) list.push_back(torch::empty({2}, torch::kInt64));
+  pl::torch::all_gather(list, torch::tensor({int64_t{r}, int64_t{10 * r}}, torch::kInt64));
+  for (int k = 0; k < w; ++k) expect(list[k][1].item<int64_t>() == 10 * k, "all_gather's part " + std::to_string(k));
+  torch::Tensor stacked = pl::torch::all_gather(torch::full({2, 2}, static_cast<float>(r)));
+  expect(stacked.sizes() == torch::IntArrayRef({w, 2, 2}) && stacked[w - 1][1][1].item<float>() == w - 1,
+         "all_gather stacked");
+  std::vector<torch::Tensor> inputs;
+  for (int k = 0; k < w; ++k) inputs.push_back(torch::full({4}, static_cast<float>(100 * r + k)));
+  torch::Tensor out = torch::empty({4});
+  pl::torch::reduce_scatter(out, inputs);
+  expect(out[0].item<float>() == static_cast<float>(100 * (sum - n) + n * r), "reduce_scatter SUM");
+  pl::torch::barrier();
+  if (r == 0) std::printf("ddp_worker: collectives ok at %d ranks\n", w);
+  return 0;
+}
+
 int run_bad(const std::string& which, const pl::torch::Job& job) {
   torch::manual_seed(1);
   const bool rank1 = job.rank == 1;
@@ -223,6 +273,11 @@ int run_bad(const std::string& which, const pl::torch::Job& job) {
   pl::torch::DistributedDataParallel ddp(net, o);
   torch::Tensor x, y;
   batch(0, 0, job.rank, job.world_size, 4, x, y);
+  if (which == "collective-noncontiguous") {
+    torch::Tensor t = torch::zeros({4, 3}).t();
+    pl::torch::all_reduce(t);
+    return 0;
+  }
   if (which == "grad-shape") {
     net->fc->weight.mutable_grad() = torch::zeros({3});
     torch::nn::functional::cross_entropy(ddp(x), y).backward();
@@ -280,7 +335,8 @@ int main(int argc, char** argv) {
   app.add_option("--epochs", epochs, "--digits: epochs")->check(CLI::PositiveNumber);
   std::string checkpoint;
   int64_t stop_at = -1, global_batch = 0;
-  bool no_norm = false;
+  bool no_norm = false, collectives = false;
+  app.add_flag("--collectives", collectives, "check each collective and exit");
   std::string save_optim;
   app.add_option("--save-optim", save_optim,
                  "rank 0 writes Adam's state here (with --zero: consolidate_state_dict(0)'s)");
@@ -295,9 +351,14 @@ int main(int argc, char** argv) {
     if (pl::torch::init().rank != job.rank) return 1;  // a second call: the same job
     if (!bad.empty()) return run_bad(bad, job);
     if (!digits.empty()) return run_digits(digits, job, epochs, batch_size, lr);
+    if (collectives) return run_collectives(job);
     torch::manual_seed(seed + static_cast<uint64_t>(job.rank));  // ranks differ until DDP broadcasts
     Net net(kClasses, false, false, false, !no_norm);
     if (!init.empty() && job.rank == 0) load_state(net, init);
+    if (job.rank != 0) {  // a frozen parameter that differs until DDP broadcasts rank 0's
+      torch::NoGradGuard no_grad;
+      net->temperature.fill_(1.0 + 0.25 * job.rank);
+    }
     if (steps == 0) {
       if (!save.empty()) save_state(net, save);
       return 0;

@@ -271,6 +271,14 @@ TEST_F(TorchDdp, ZeroConsolidatedStateEqualsPlainAdams) {
   EXPECT_LE(max_difference(gathered, plain), 1e-5);
 }
 
+TEST_F(TorchDdp, CollectivesOnTensorsAtThreeRanks) {
+  auto argv = plrun(3);
+  argv.insert(argv.end(), {WORKER_PATH, "--collectives"});
+  auto r = run(argv, 60);
+  ASSERT_TRUE(r.ok()) << r.status() << "\n" << r.output;
+  EXPECT_NE(r.output.find("ddp_worker: collectives ok at 3 ranks"), std::string::npos) << r.output;
+}
+
 TEST_F(TorchDdp, UnderTorchrunNoPython) {
   if (::access(TORCHRUN_PATH, X_OK) != 0) GTEST_SKIP() << "no torchrun (python3-torch)";
   const std::string ref = reference(2);
@@ -291,11 +299,12 @@ TEST_F(TorchDdp, BadInputExitsTwoNamingIt) {
   };
   const std::vector<Case> cases{
       {"shape",
-       "entry 3 is 'fc.weight' (trainable parameter, Float [11, 64]) here but 'fc.weight' (trainable parameter, Float "
+       "entry 4 is 'fc.weight' (trainable parameter, Float [11, 64]) here but 'fc.weight' (trainable parameter, Float "
        "[10, 64]) on rank 0"},
       {"count",
        "rank 1 registered other parameters than rank 0: entry 0 is 'extra' (trainable parameter, Float [3]) "
-       "here but 'conv.weight'"},
+       "here but 'temperature' (frozen parameter, Float [1]) on rank 0"},
+      {"collective-noncontiguous", "pl::torch::all_reduce: the tensor (shape [3, 4]) is not contiguous"},
       {"dtype", "'fc.weight' (trainable parameter, Double [10, 64]) here"},
       {"noncontiguous", "parameter 'fc.weight' (shape [10, 64]) is not contiguous"},
       {"device", "parameter 'elsewhere' is on meta but this process trains on cpu"},

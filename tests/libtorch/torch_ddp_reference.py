@@ -3,8 +3,9 @@
 DistributedDataParallel (gloo, processes on loopback): the reference the tests compare
 plrt::torch's DistributedDataParallel to.  Nothing of plrt is used here.
 
-Same CNN (Conv2d, BatchNorm2d, Linear, an unused Linear branch), rank 0 starting from --init (the
-others from their own seeds: DDP broadcasts rank 0's), Adam, two micro-batches per step (the
+Same CNN (Conv2d, BatchNorm2d, Linear, an unused Linear branch, a frozen temperature dividing the
+logits), rank 0 starting from --init (the others from their own seeds and temperature: DDP
+broadcasts rank 0's), Adam, two micro-batches per step (the
 first under no_sync), zero_grad(set_to_none=True), find_unused_parameters=True, one CPU thread per
 rank.  Rank 0 writes its final parameters and buffers with --save (safetensors); with --save-all
 every rank writes its own to <save>.rank<r>.
@@ -34,10 +35,11 @@ class Net(nn.Module):
         self.bn = nn.BatchNorm2d(4)
         self.fc = nn.Linear(4 * (SIDE // 2) * (SIDE // 2), CLASSES)
         self.unused = nn.Linear(8, 8)
+        self.temperature = nn.Parameter(torch.ones(1), requires_grad=False)  # frozen
 
     def forward(self, x):
         x = F.max_pool2d(F.relu(self.bn(self.conv(x))), 2)
-        return self.fc(x.flatten(1))
+        return self.fc(x.flatten(1)) / self.temperature
 
 
 def batch(s, m, r, w, b):
@@ -92,6 +94,9 @@ def worker(rank, args, port):
     if rank == 0:
         state = load_safetensors(args.init)
         net.load_state_dict(state)
+    else:  # a frozen parameter that differs until DDP broadcasts rank 0's
+        with torch.no_grad():
+            net.temperature.fill_(1.0 + 0.25 * rank)
     ddp = nn.parallel.DistributedDataParallel(net, find_unused_parameters=True)
     opt = torch.optim.Adam(ddp.parameters(), lr=args.lr)
     net.train()

@@ -105,9 +105,16 @@ TEST(LibtorchSample, WeightsAfterTrainingEqualPyTorchDdpUnderEachStrategy) {
   // (horovod multiplies the learning rate by the world size, which the sample applies: half of it
   // trains as DDP does)
   const std::vector<std::vector<std::string>> variants{
-      {"ddp"}, {"bagua"}, {"ddp_sharded"}, {"horovod", "--lr", "0.025"}};
+      {"ddp"},
+      {"bagua"},
+      {"bagua_gradient_allreduce"},
+      // docs/bagua.md: average=false sums the gradients; at half the learning rate SGD with momentum
+      // takes exactly DDP's steps at 2 ranks
+      {"bagua", "--lr", "0.025", "--strategy-option", "average=false"},
+      {"ddp_sharded"},
+      {"horovod", "--lr", "0.025"}};
   for (const auto& v : variants) {
-    const std::string tag = v[0] + (v.size() > 1 ? v[1] : "");
+    const std::string tag = v[0] + (v.size() > 3 ? "_sum" : v.size() > 1 ? v[1] : "");
     SCOPED_TRACE(tag);
     const std::string out = dir / (tag + ".safetensors");
     std::vector<std::string> argv{

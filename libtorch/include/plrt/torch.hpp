@@ -84,8 +84,9 @@ struct DdpOptions {
   // algorithm alias: bagua_bytegrad, ...), horovod; dp, ddp2 and ddp_spawn are refused by name.
   std::string strategy;
   std::vector<std::pair<std::string, std::string>> strategy_options;  // the strategy's own (stage=1, ...)
-  double bucket_cap_mb = 25.0;                                        // ddp, ddp_sharded: gradient bucket size
-  bool broadcast_buffers = true;  // rank 0's buffers before each forward that follows a synced one
+  std::string process_group_backend;  // empty: the job's (init's; nccl on cuda, gloo otherwise)
+  double bucket_cap_mb = 25.0;        // ddp, ddp_sharded: gradient bucket size
+  bool broadcast_buffers = true;      // rank 0's buffers before each forward that follows a synced one
   bool find_unused_parameters = false;
   bool gradient_as_bucket_view = false;  // true: each param.grad() is plrt's reduced memory (no copy back)
 };

@@ -83,8 +83,9 @@ class GradientSync {
   explicit GradientSync(GradientSyncOptions options = {});
   // A strategy for a job already set up (one JobContext, several strategies: one per model).
   struct Choice {
-    std::string strategy;         // empty: the context's
-    OptionList strategy_options;  // under the context's (plrun's) when the strategy is the context's
+    std::string strategy;               // empty: the context's
+    std::string process_group_backend;  // empty: the context's (plrun's --process-group-backend wins)
+    OptionList strategy_options;        // under the context's (plrun's) when the strategy is the context's
     // Empty for the job's first strategy; each further strategy in the process names its own key
     // space in the job's store (every rank the same names in the same order).
     std::string instance;
