@@ -127,7 +127,7 @@ void DdpCore::Impl::register_with_strategy() {
   }
   sync->setup(std::move(entries));  // rank 0's parameters and buffers on every rank from here
   const pl::OptimizerRequests asked = sync->bind_optimizer("torch::optim (the program's)");
-  lr_scale = asked.lr_scale;  // horovod: the program multiplies its learning rate (DdpCore::stat)
+  lr_scale = asked.lr_scale;  // horovod: the program multiplies its learning rate (DdpCore::lr_scale)
   used.assign(params.size(), 0);
   early_unused.assign(params.size(), 0);
   shards = sync->shards();
@@ -329,7 +329,6 @@ void DdpCore::Impl::mark_unused(const std::vector<::torch::Tensor>& outputs) {
 NoSyncGuard DdpCore::no_sync() { return NoSyncGuard(impl_.get()); }
 const DdpOptions& DdpCore::options() const { return impl_->o; }
 const std::string& DdpCore::strategy() const { return impl_->sync->job().strategy; }
-int DdpCore::instance() const { return impl_->instance; }
 
 double DdpCore::stat(const std::string& name) const { return impl_->sync->stat(name); }
 double DdpCore::lr_scale() const { return impl_->lr_scale; }

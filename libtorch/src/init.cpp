@@ -32,8 +32,6 @@ TensorView::TensorView(const ::torch::Tensor& t) : dl_(at::toDLPack(t.detach()))
   view_ = pl::from_dlpack(dl_->dl_tensor);
 }
 
-std::string device_text(const ::torch::Device& d) { return d.str(); }
-
 std::string shape_text(const ::torch::Tensor& t) {
   std::string s = "[";
   for (int64_t i = 0; i < t.dim(); ++i) s += (i ? ", " : "") + std::to_string(t.size(i));

@@ -57,7 +57,6 @@ std::string broadcast_text(const std::string& text, int root);
 // Whether `ok` holds on every rank (a collective).
 bool all_ranks(bool ok);
 
-std::string device_text(const ::torch::Device& d);
 std::string shape_text(const ::torch::Tensor& t);
 ::torch::Device torch_device(PL_Device d);
 

@@ -54,21 +54,6 @@ struct GradientSync::Impl {
     if (!set_up)
       throw Error(PL_ERR_INVALID_ARGUMENT, std::string("GradientSync::") + what + " was called before setup");
   }
-  // One collective of the strategy's process group, waited for within the group's timeout.
-  template <class Start>
-  void collective(const char* what, Start start) const {
-    const PL_ProcessGroupApi* api = strategy.pg_api();
-    if (api == nullptr || strategy.pg() == nullptr)
-      throw Error(PL_ERR_UNSUPPORTED, std::string("GradientSync::") + what + ": strategy '" + job().strategy +
-                                          "' runs " + std::to_string(session.world) +
-                                          " processes but has no process group to carry it");
-    PL_Work* w = nullptr;
-    check(session.rt->host(), start(api, strategy.pg(), &w));
-    PL_Error* e = api->work_wait(w, 0);  // 0: the group's timeout
-    api->work_destroy(w);
-    check(session.rt->host(), e);
-  }
-  void check_collective_tensor(const char* what, const PL_Tensor& t) const;
 };
 
 void GradientSync::Impl::check_params() const {
@@ -301,101 +286,6 @@ void GradientSync::all_reduce(std::vector<double>& values, PL_ReduceOp op) {
   m.need_setup("all_reduce");
   plrt::sdk::Collectives(m.session.rt->host(), m.strategy.pg_api(), m.strategy.pg(), m.session.world, &m.strategy)
       .allreduce(values, op);
-}
-
-void GradientSync::Impl::check_collective_tensor(const char* what, const PL_Tensor& t) const {
-  if (t.struct_size < sizeof(PL_Tensor) || pl_dtype_size(t.dtype) == 0 || t.numel < 0 ||
-      (t.data == nullptr && t.numel > 0))
-    throw Error(PL_ERR_INVALID_ARGUMENT, std::string("GradientSync::") + what +
-                                             ": the tensor is not a valid PL_Tensor (struct_size, dtype, numel, data)");
-  const PL_Device d = session.device;
-  const bool host_ok = t.device.type == PL_DEVICE_CPU && d.type == PL_DEVICE_CPU;
-  if (!host_ok && (t.device.type != d.type || t.device.index != d.index))
-    throw Error(PL_ERR_INVALID_ARGUMENT, std::string("GradientSync::") + what + ": the tensor is on " +
-                                             device_text(t.device) + " but the job's process group ('" +
-                                             job().process_group_backend + "') carries tensors on " + device_text(d) +
-                                             "; move it there first");
-}
-
-void GradientSync::all_reduce(PL_Tensor& t, PL_ReduceOp op) {
-  Impl& m = *impl_;
-  m.check_collective_tensor("all_reduce", t);
-  if (m.session.world == 1) return;
-  m.collective("all_reduce", [&](const PL_ProcessGroupApi* api, PL_ProcessGroup* pg, PL_Work** w) {
-    return api->allreduce(pg, &t, op, w);
-  });
-}
-
-void GradientSync::broadcast(PL_Tensor& t, int root) {
-  Impl& m = *impl_;
-  m.check_collective_tensor("broadcast", t);
-  if (root < 0 || root >= m.session.world)
-    throw Error(PL_ERR_INVALID_ARGUMENT, "GradientSync::broadcast: root " + std::to_string(root) +
-                                             " is not a rank (valid: 0 to " + std::to_string(m.session.world - 1) +
-                                             ")");
-  if (m.session.world == 1) return;
-  m.collective("broadcast", [&](const PL_ProcessGroupApi* api, PL_ProcessGroup* pg, PL_Work** w) {
-    return api->broadcast(pg, &t, root, w);
-  });
-}
-
-void GradientSync::all_gather(const PL_Tensor& input, std::vector<PL_Tensor>& outputs) {
-  Impl& m = *impl_;
-  m.check_collective_tensor("all_gather", input);
-  if (outputs.size() != static_cast<size_t>(m.session.world))
-    throw Error(PL_ERR_INVALID_ARGUMENT, "GradientSync::all_gather: " + std::to_string(outputs.size()) +
-                                             " outputs for a world of " + std::to_string(m.session.world) +
-                                             "; give one per rank");
-  for (const PL_Tensor& o : outputs) {
-    m.check_collective_tensor("all_gather", o);
-    if (o.numel != input.numel || o.dtype != input.dtype)
-      throw Error(PL_ERR_INVALID_ARGUMENT, "GradientSync::all_gather: an output of " + std::to_string(o.numel) +
-                                               " elements of " + pl_dtype_name(o.dtype) + " for an input of " +
-                                               std::to_string(input.numel) + " of " + pl_dtype_name(input.dtype) +
-                                               "; they must match");
-  }
-  if (m.session.world == 1) {
-    if (outputs[0].data != input.data)
-      m.session.acc.copy(outputs[0].data, outputs[0].device, input.data, input.device,
-                         static_cast<size_t>(input.numel) * pl_dtype_size(input.dtype));
-    return;
-  }
-  m.collective("all_gather", [&](const PL_ProcessGroupApi* api, PL_ProcessGroup* pg, PL_Work** w) {
-    return api->allgather(pg, &input, outputs.data(), outputs.size(), w);
-  });
-}
-
-void GradientSync::reduce_scatter(const std::vector<PL_Tensor>& inputs, PL_Tensor& output, PL_ReduceOp op) {
-  Impl& m = *impl_;
-  m.check_collective_tensor("reduce_scatter", output);
-  if (inputs.size() != static_cast<size_t>(m.session.world))
-    throw Error(PL_ERR_INVALID_ARGUMENT, "GradientSync::reduce_scatter: " + std::to_string(inputs.size()) +
-                                             " inputs for a world of " + std::to_string(m.session.world) +
-                                             "; give one per rank");
-  for (const PL_Tensor& in : inputs) {
-    m.check_collective_tensor("reduce_scatter", in);
-    if (in.numel != output.numel || in.dtype != output.dtype)
-      throw Error(PL_ERR_INVALID_ARGUMENT, "GradientSync::reduce_scatter: an input of " + std::to_string(in.numel) +
-                                               " elements of " + pl_dtype_name(in.dtype) + " for an output of " +
-                                               std::to_string(output.numel) + " of " + pl_dtype_name(output.dtype) +
-                                               "; they must match");
-  }
-  if (m.session.world == 1) {
-    if (inputs[0].data != output.data)
-      m.session.acc.copy(output.data, output.device, inputs[0].data, inputs[0].device,
-                         static_cast<size_t>(output.numel) * pl_dtype_size(output.dtype));
-    return;
-  }
-  m.collective("reduce_scatter", [&](const PL_ProcessGroupApi* api, PL_ProcessGroup* pg, PL_Work** w) {
-    return api->reduce_scatter(pg, inputs.data(), inputs.size(), &output, op, w);
-  });
-}
-
-void GradientSync::barrier() {
-  Impl& m = *impl_;
-  if (m.session.world == 1) return;
-  m.collective("barrier",
-               [&](const PL_ProcessGroupApi* api, PL_ProcessGroup* pg, PL_Work** w) { return api->barrier(pg, w); });
 }
 
 std::vector<ParamRange> GradientSync::owned_ranges() const {

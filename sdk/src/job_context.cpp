@@ -66,8 +66,7 @@ std::unique_ptr<Store> JobContext::Impl::store_for(const std::string& name) cons
   if (session.world <= 1 || name.empty()) return nullptr;
   StoreOptions so;
   so.host = session.env.master_addr;
-  so.port = session.store->port() > 0 && session.rank == 0 && !session.env.agent_store ? session.store->port()
-                                                                                       : session.env.master_port;
+  so.port = session.env.master_port;  // where rank 0 (or the launcher's agent) serves the job's store
   so.is_server = false;
   so.token = session.env.token;
   so.timeout = o.timeout;

@@ -1,4 +1,4 @@
-// job_setup.hpp: the set-up steps pl::Trainer and pl::GradientSync share.
+// job_setup.hpp: two steps of JobSession's set-up (job_session.hpp).
 #include "job_setup.hpp"
 
 #include <algorithm>

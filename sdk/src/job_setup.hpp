@@ -1,4 +1,4 @@
-// What pl::Trainer and pl::GradientSync both do when they set a job up in this process: the cpu
+// Two steps of JobSession's set-up (job_session.hpp): the cpu
 // accelerator's thread count (the host's cores shared by the processes, or threads, that use them)
 // and the connection to the job's rendezvous store (an error that says where the address came from).
 #pragma once

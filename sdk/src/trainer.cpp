@@ -8,7 +8,6 @@
 #include <sstream>
 #include <thread>
 
-#include "job_setup.hpp"
 #include "trainer_impl.hpp"
 
 namespace pl {

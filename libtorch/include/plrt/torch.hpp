@@ -115,7 +115,6 @@ class DdpCore {
   const DdpOptions& options() const;
   const std::string& strategy() const;
   double stat(const std::string& name) const;  // the strategy's statistics (early_launches, ...)
-  int instance() const;                        // 1 for the process's first DDP, 2 for the next...
 
   struct Impl;
 

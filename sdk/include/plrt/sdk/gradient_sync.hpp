@@ -153,16 +153,6 @@ class GradientSync {
   void all_reduce(std::vector<double>& values, PL_ReduceOp op);
   double stat(const std::string& name) const;  // the strategy's get_stat
 
-  // Collectives on the program's tensors (views: compact, on device(); nothing is copied) over the
-  // strategy's process group, each waited for within the job's timeout.  One process: all_reduce,
-  // broadcast and barrier do nothing, all_gather and reduce_scatter copy.  A tensor on another
-  // device than the group carries, or outputs that do not match, are PL_ERR_INVALID_ARGUMENT.
-  void all_reduce(PL_Tensor& tensor, PL_ReduceOp op);
-  void broadcast(PL_Tensor& tensor, int root);
-  void all_gather(const PL_Tensor& input, std::vector<PL_Tensor>& outputs);  // one output per rank
-  void reduce_scatter(const std::vector<PL_Tensor>& inputs, PL_Tensor& output, PL_ReduceOp op);
-  void barrier();
-
   // After setup: whether the strategy shards the optimizer state (ddp_sharded), and the element
   // ranges of setup's array this rank owns (every trainable entry whole when it does not shard).
   bool shards() const;
