@@ -43,8 +43,9 @@ struct DdpCore::Impl {
   std::vector<int32_t> global_used;
   std::vector<uint8_t> early_unused;  // reported unused at forward time (mark_unused)
   bool any_early_unused = false;
-  bool shards = false;  // the strategy shards the gradients (ddp_sharded): steps go through step()
-  bool stepped = true;  // step() ran since the last synchronised backward
+  bool shards = false;     // the strategy shards the gradients (ddp_sharded)
+  bool owns_step = false;  // sharded, or the strategy acts around the step (bagua): steps go through step()
+  bool stepped = true;     // step() ran since the last synchronised backward
 
   // The index in `params` of the trainable parameter whose value is `t` (the same tensor), or -1.
   int64_t param_of(const ::torch::Tensor& t) const {

@@ -131,6 +131,7 @@ void DdpCore::Impl::register_with_strategy() {
   used.assign(params.size(), 0);
   early_unused.assign(params.size(), 0);
   shards = sync->shards();
+  owns_step = sync->owns_step();
   for (size_t i = 0; i < params.size(); ++i) {
     std::shared_ptr<::torch::autograd::Node> acc = ::torch::autograd::impl::grad_accumulator(params[i].value);
     if (!acc) bad("parameter '" + params[i].name + "' has no gradient accumulator (is it a leaf?)");
@@ -271,11 +272,13 @@ void DdpCore::run_forward(const std::function<void()>& forward) {
         "were reported at forward time (as PyTorch does), so the step waits for that backward.  Backpropagate "
         "every training forward's output, or run forwards you do not backpropagate under torch::NoGradGuard");
   detail::check_step_state(m.who, m.params, m.others);
-  if (m.shards && !m.stepped)
-    m.bad("strategy '" + m.sync->job().strategy +
-          "' shards the gradients: each rank holds the mean of its shard only, so the optimizer must step through "
-          "the strategy.  Call ddp.step([&] { optimizer.step(); }) after each synchronised backward instead of "
-          "optimizer.step()");
+  if (m.owns_step && !m.stepped)
+    m.bad("strategy '" + m.sync->job().strategy + "' " +
+          (m.shards ? "shards the gradients: each rank holds the mean of its shard only"
+                    : "acts around the optimizer step (bagua's algorithms: a weight exchange before or after it, "
+                      "as with_bagua([optimizer], ...) hooks the optimizer)") +
+          ", so the optimizer must step through the strategy.  Call ddp.step([&] { optimizer.step(); }) after each "
+          "synchronised backward instead of optimizer.step()");
   m.step_sync = !m.no_sync;
   m.sync->set_grad_sync(m.step_sync);
   if (m.manage_buffers && m.o.broadcast_buffers && m.require_forward_param_sync && m.ctx->world_size() > 1)
@@ -331,6 +334,7 @@ const DdpOptions& DdpCore::options() const { return impl_->o; }
 const std::string& DdpCore::strategy() const { return impl_->sync->job().strategy; }
 
 double DdpCore::stat(const std::string& name) const { return impl_->sync->stat(name); }
+void DdpCore::sync_weights() { impl_->sync->sync_weights(); }
 double DdpCore::lr_scale() const { return impl_->lr_scale; }
 
 void DdpCore::step(const std::function<void()>& step) {

@@ -306,6 +306,11 @@ bool GradientSync::shards() const {
   return impl_->strategy.has_owned_ranges();
 }
 
+bool GradientSync::owns_step() const {
+  impl_->need_setup("owns_step");
+  return impl_->strategy.has_owned_ranges() || impl_->strategy.has_step_hooks();
+}
+
 double GradientSync::stat(const std::string& name) const { return impl_->strategy.stat(name); }
 
 void GradientSync::teardown() {

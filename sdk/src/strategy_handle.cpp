@@ -178,6 +178,9 @@ void StrategyHandle::after_optimizer_step() {
   if (auto f = PL_STRAT_ENTRY(after_optimizer_step)) check(host_, f(s_));
 }
 
+bool StrategyHandle::has_step_hooks() const {
+  return PL_STRAT_ENTRY(before_optimizer_step) != nullptr || PL_STRAT_ENTRY(after_optimizer_step) != nullptr;
+}
 bool StrategyHandle::has_optimizer_step() const { return PL_STRAT_ENTRY(optimizer_step) != nullptr; }
 bool StrategyHandle::has_agree_skip() const { return PL_STRAT_ENTRY(agree_skip) != nullptr; }
 bool StrategyHandle::has_reduce() const { return s_ && PL_STRAT_ENTRY(reduce) != nullptr; }

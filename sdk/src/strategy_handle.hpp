@@ -50,6 +50,9 @@ class StrategyHandle {
   void set_grad_sync(bool on);
   void before_optimizer_step();
   void after_optimizer_step();
+  // Whether the strategy has either entry: it acts around the optimizer step (bagua's weight
+  // algorithms), so a host must not step the optimizer behind its back.
+  bool has_step_hooks() const;
 
   // ---- ABI 1.4 (has_*: the strategy implements the entry; else the caller's fallback) ----
   // optimizer_step: `step` is the host's optimizer on the ranges the strategy names; it must be

@@ -290,7 +290,7 @@ int run_bad(const std::string& which, const pl::torch::Job& job) {
     torch::nn::functional::cross_entropy(ddp2(x), y).backward();
     return 0;
   }
-  if (which == "plain-step") {  // under ddp_sharded: optimizer.step() outside ddp.step()
+  if (which == "plain-step") {  // under ddp_sharded or bagua: optimizer.step() outside ddp.step()
     torch::optim::Adam adam(net->parameters(), torch::optim::AdamOptions(0.01));
     for (int s = 0; s < 2; ++s) {
       auto out = ddp(x);
@@ -344,6 +344,8 @@ int main(int argc, char** argv) {
   app.add_option("--stop-at", stop_at, "save --checkpoint after this many steps and stop");
   app.add_option("--global-batch", global_batch, "samples per micro-batch across the job (divisible by W)");
   app.add_flag("--no-norm", no_norm, "no BatchNorm (its statistics are per rank, so per world size)");
+  std::string stat_name;
+  app.add_option("--stat", stat_name, "rank 0 prints this strategy statistic at the end ('stat <name> <value>')");
   CLI11_PARSE(app, argc, argv);
   try {
     torch::set_num_threads(1);
@@ -418,6 +420,7 @@ int main(int argc, char** argv) {
       else
         ddp.step([&] { adam->step(); });  // the same as adam->step() but under ddp_sharded
     }
+    ddp.sync_weights();  // bagua_async: every rank rank 0's weights; nothing under the others
     if (zero && !check_zero_state(*zero_opt, trainable, job)) return 1;
     if (!save_optim.empty()) {
       if (zero) {
@@ -436,6 +439,8 @@ int main(int argc, char** argv) {
     }
     if (!save.empty() && job.rank == 0) save_state(net, save);
     if (!save.empty() && save_all) save_state(net, save + ".rank" + std::to_string(job.rank));
+    if (job.rank == 0 && !stat_name.empty())
+      std::printf("ddp_worker: stat %s %.17g\n", stat_name.c_str(), ddp.stat(stat_name));
     if (job.rank == 0)
       std::printf("ddp_worker: %s x%d, %lld steps, early_launches %.0f\n", ddp.strategy().c_str(), job.world_size,
                   static_cast<long long>(steps), ddp.stat("early_launches"));

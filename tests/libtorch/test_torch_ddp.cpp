@@ -143,6 +143,76 @@ TEST_F(TorchDdp, EqualsPyTorchDdpAtTwoAndThreeRanks) {
 // partitioned, broadcast from their owners) and ddp_sharded (the strategy's element ranges,
 // gradients reduce-scattered); each rank's state is within 1/W + the largest parameter's (the
 // worker checks it and exits 1 otherwise).  Also ddp_sharded with torch's Adam through ddp.step.
+// bagua's deterministic algorithms through the wrapper (--strategy bagua_<algorithm>, the optimizer
+// stepped by ddp.step) against torch_ddp_reference.py's --algorithm, which writes each from
+// docs/bagua.md's formulas with torch.distributed on a plain module: at 3 ranks (a ring whose two
+// neighbours differ), every rank's parameters to 1e-5 (they agree bit for bit here).  No BatchNorm:
+// the buffers are ddp's business, checked above.  Then async, whose rounds run on a thread of their
+// own (no reference can replay them): it averaged at least once, and sync_weights made the ranks
+// equal.
+TEST_F(TorchDdp, BaguaAlgorithmsEqualTheirReferencesAtThreeRanks) {
+  const int world = 3;
+  auto made = run({WORKER_PATH, "--steps", "0", "--no-norm", "--save", dir / "init_nn.safetensors"});
+  ASSERT_TRUE(made.ok()) << made.output;
+  std::map<std::string, std::string> got;
+  for (const std::string algorithm : {"decentralized", "low_precision_decentralized", "bytegrad"}) {
+    SCOPED_TRACE(algorithm);
+    const std::string ref = dir / ("ref_" + algorithm + ".safetensors"), out = dir / (algorithm + ".safetensors");
+    auto r = run({PYTHON3_PATH, REFERENCE_PATH, "--world", std::to_string(world), "--init", dir / "init_nn.safetensors",
+                  "--save", ref, "--save-all", "--no-norm", "--algorithm", algorithm});
+    ASSERT_TRUE(r.ok()) << r.status() << "\n" << r.output;
+    r = run({PLRUN_PATH, "--accelerator", "cpu", "--strategy", "bagua_" + algorithm, "--devices", std::to_string(world),
+             "--", WORKER_PATH, "--init", dir / "init_nn.safetensors", "--no-norm", "--save", out, "--save-all"});
+    ASSERT_TRUE(r.ok()) << r.status() << "\n" << r.output;
+    EXPECT_GT(max_difference(out, dir / "init_nn.safetensors"), 1e-2) << "training changed nothing";
+    for (int rank = 0; rank < world; ++rank) {
+      const std::string suffix = ".rank" + std::to_string(rank);
+      const double diff = max_difference(out + suffix, ref + suffix);
+      EXPECT_LE(diff, 1e-5) << "rank " << rank << " vs the reference's";
+      RecordProperty("max_abs_difference_" + algorithm + "_rank" + std::to_string(rank), std::to_string(diff));
+    }
+    // decentralized ranks keep their own weights; bytegrad's every rank decodes the same bytes
+    const double spread = max_difference(out + ".rank1", out + ".rank0");
+    if (algorithm == "bytegrad")
+      EXPECT_EQ(spread, 0.0);
+    else
+      EXPECT_GT(spread, 1e-4) << "the ranks' weights should differ between exchanges";
+    got[algorithm] = out;
+  }
+  // three algorithms, three results (a reference that ignored --algorithm would match all three)
+  EXPECT_GT(max_difference(got["decentralized"], got["low_precision_decentralized"]), 1e-5);
+  EXPECT_GT(max_difference(got["decentralized"], got["bytegrad"]), 1e-4);
+
+  const std::string out = dir / "async.safetensors";
+  auto r = run({PLRUN_PATH,
+                "--accelerator",
+                "cpu",
+                "--strategy",
+                "bagua_async",
+                "--devices",
+                "2",
+                "--strategy-option",
+                "sync_interval_ms=2",
+                "--",
+                WORKER_PATH,
+                "--init",
+                dir / "init_nn.safetensors",
+                "--no-norm",
+                "--steps",
+                "40",
+                "--save",
+                out,
+                "--save-all",
+                "--stat",
+                "async_rounds"});
+  ASSERT_TRUE(r.ok()) << r.status() << "\n" << r.output;
+  const auto at = r.output.find("stat async_rounds ");
+  ASSERT_NE(at, std::string::npos) << r.output;
+  EXPECT_GE(std::stod(r.output.substr(at + 18)), 1.0) << "async never averaged\n" << r.output;
+  EXPECT_EQ(max_difference(out + ".rank1", out + ".rank0"), 0.0) << "sync_weights left the ranks apart";
+  EXPECT_GT(max_difference(out, dir / "init_nn.safetensors"), 1e-2) << "training changed nothing";
+}
+
 TEST_F(TorchDdp, ZeroRedundancyAdamEqualsPyTorchDdpAdam) {
   struct Run {
     std::string strategy;
@@ -334,6 +404,12 @@ TEST_F(TorchDdp, BadInputExitsTwoNamingIt) {
     expect_bad({PLRUN_PATH, "--accelerator", "cpu", "--strategy", "ddp_sharded", "--devices", "2", "--", WORKER_PATH,
                 "--bad", "plain-step"},
                "strategy 'ddp_sharded' shards the gradients");
+  }
+  {
+    SCOPED_TRACE("bagua_decentralized with optimizer.step() outside ddp.step(): its weight exchange would not run");
+    expect_bad({PLRUN_PATH, "--accelerator", "cpu", "--strategy", "bagua_decentralized", "--devices", "2", "--",
+                WORKER_PATH, "--bad", "plain-step"},
+               "strategy 'bagua_decentralized' acts around the optimizer step");
   }
   // plrun's --strategy wins over the program's; dp, ddp2 and ddp_spawn are refused at init then
   for (const std::string s : {"dp", "ddp2", "ddp_spawn"}) {

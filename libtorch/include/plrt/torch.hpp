@@ -107,8 +107,11 @@ class DdpCore {
   void attach_outputs(const std::vector<::torch::Tensor>& outputs);
   NoSyncGuard no_sync();
   // The optimizer step through the strategy (ddp_sharded: each rank's shard, then the updated
-  // values gathered from their owners; ddp: just `step`).
+  // values gathered from their owners; bagua: its weight exchange around `step`; ddp: just `step`).
   void step(const std::function<void()>& step);
+  // Makes every rank's weights rank 0's now (bagua_async, whose ranks drift apart; a collective,
+  // between steps); nothing for the strategies whose ranks never drift.
+  void sync_weights();
   // What the strategy asks of the learning rate (horovod: x world size, as Lightning's
   // HorovodStrategy scales it); 1 for the others.
   double lr_scale() const;
@@ -199,11 +202,16 @@ class DistributedDataParallel {
   NoSyncGuard no_sync() { return core_.no_sync(); }
   // Steps the program's optimizer through the strategy: `ddp.step([&] { optimizer.step(); })`.
   // Needed under ddp_sharded (the gradients are reduce-scattered: each rank steps its shard and the
-  // values are gathered after); the same as optimizer.step() under ddp, bagua and horovod.
+  // values are gathered after) and bagua (its algorithms exchange weights before or after the step;
+  // async pauses its averaging thread), refused at the next forward when skipped there; the same as
+  // optimizer.step() under ddp and horovod.
   template <class F>
   void step(F&& f) {
     core_.step(std::function<void()>(std::forward<F>(f)));
   }
+  // Every rank's weights rank 0's now: bagua_async's ranks drift apart (call it before evaluating
+  // or saving, as Bagua's abort()); a collective; nothing under the other strategies.
+  void sync_weights() { core_.sync_weights(); }
   double lr_scale() const { return core_.lr_scale(); }
   const DdpOptions& options() const { return core_.options(); }
   const std::string& strategy() const { return core_.strategy(); }

@@ -157,6 +157,11 @@ class GradientSync {
   // ranges of setup's array this rank owns (every trainable entry whole when it does not shard).
   bool shards() const;
   std::vector<ParamRange> owned_ranges() const;
+  // After setup: whether every optimizer step must go through optimizer_step: the strategy shards,
+  // or acts before or after the step (bagua's decentralized algorithms exchange weights there,
+  // async pauses its averaging thread).  False for ddp and horovod: stepping the optimizer
+  // directly is the same as optimizer_step there.
+  bool owns_step() const;
 
   void teardown();  // idempotent; the registered memory is free again afterwards
 
