@@ -18,6 +18,10 @@ from their owners under ddp, gathered by the strategy under ddp_sharded).  A wid
 with a flat-W-W-10 head, 20.5 M parameters) makes the step communication-bound; both sides run it
 with --wide-steps steps.
 It prints the median steps/s of each and their ratio.  The sample must be built (libtorch-dev).
+
+On a GPU (scripts/gpu-check, against that machine's CUDA torch): --accelerator cuda --worlds 1
+--sample <plrt-libtorch built there> --plrun <bundle's plrun> --plrt-library-path <bundle deps>
+--variants cnn:ddp,wide:ddp; PyTorch's side then runs on the same GPU (at 1 rank, its plain loop).
 """
 import argparse
 import json
@@ -34,10 +38,12 @@ REFERENCE = os.path.join(HERE, "..", "samples", "libtorch", "torch_ddp_reference
 def run_plrt(build, world, strategy, a, extra=(), steps=None):
     with tempfile.TemporaryDirectory() as tmp:
         report = os.path.join(tmp, "report.json")
-        cmd = [os.path.join(build, "bin", "plrun"), "--accelerator", "cpu", "--strategy", strategy, "--devices",
-               str(world), "--", os.path.join(build, "bin", "plrt-libtorch"), "--steps", str(steps or a.steps), "--warmup",
+        cmd = [a.plrun, "--accelerator", a.accelerator, "--strategy", strategy, "--devices",
+               str(world), "--", a.sample, "--steps", str(steps or a.steps), "--warmup",
                str(a.warmup), "--batch-size", str(a.batch_size), "--report", report, *extra]
         env = dict(os.environ, PL_LOG_LEVEL="warn", OMP_NUM_THREADS="1")
+        if a.plrt_library_path:
+            env["LD_LIBRARY_PATH"] = a.plrt_library_path
         subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL)
         with open(report) as f:
             return json.load(f)["steps_per_s"]
@@ -45,7 +51,8 @@ def run_plrt(build, world, strategy, a, extra=(), steps=None):
 
 def run_torch(python, world, a, width=0, steps=None):
     cmd = [python, REFERENCE, "--world", str(world), "--steps", str(steps or a.steps), "--warmup", str(a.warmup),
-           "--batch-size", str(a.batch_size), "--width", str(width)]
+           "--batch-size", str(a.batch_size), "--width", str(width), "--device", a.accelerator,
+           "--backend", "nccl" if a.accelerator == "cuda" else "gloo"]
     env = dict(os.environ, OMP_NUM_THREADS="1")
     out = subprocess.run(cmd, check=True, env=env, capture_output=True, text=True).stdout
     return json.loads(out.strip().splitlines()[-1])["steps_per_s"]
@@ -62,9 +69,20 @@ def main():
     p.add_argument("--wide-width", type=int, default=4400)
     p.add_argument("--wide-steps", type=int, default=60)
     p.add_argument("--python", default="/usr/bin/python3", help="a Python with torch (Debian's python3-torch)")
+    p.add_argument("--accelerator", default="cpu", choices=["cpu", "cuda"])
+    p.add_argument("--sample", help="plrt-libtorch (default: BUILD/bin/plrt-libtorch)")
+    p.add_argument("--plrun", help="plrun (default: BUILD/bin/plrun)")
+    p.add_argument("--plrt-library-path", default="", help="LD_LIBRARY_PATH for plrt's programs (a GPU bundle's deps)")
+    p.add_argument("--variants", default="", help="model:strategy[+zero],... (default: every row)")
     a = p.parse_args()
-    if not os.path.exists(os.path.join(a.build, "bin", "plrt-libtorch")):
-        sys.exit(f"{a.build}/bin/plrt-libtorch is missing: install libtorch-dev (scripts/setup.sh) and rebuild")
+    if min(a.steps, a.wide_steps) <= a.warmup:
+        print(f"libtorch_ddp.py: --steps {a.steps} and --wide-steps {a.wide_steps} must exceed --warmup {a.warmup}",
+              file=sys.stderr)
+        sys.exit(2)
+    a.sample = a.sample or os.path.join(a.build, "bin", "plrt-libtorch")
+    a.plrun = a.plrun or os.path.join(a.build, "bin", "plrun")
+    if not os.path.exists(a.sample):
+        sys.exit(f"{a.sample} is missing: install libtorch-dev (scripts/setup.sh) and rebuild")
     if subprocess.run([a.python, "-c", "import torch"], capture_output=True).returncode != 0:
         sys.exit(f"{a.python} cannot import torch (apt-get install python3-torch)")
     # (name, model width, plrt strategy, the sample's extra flags); the wide model (flat-W-W-10,
@@ -74,20 +92,32 @@ def main():
                 ("cnn", 0, "ddp_sharded", ()), ("cnn", 0, "ddp_sharded", ("--zero",)), ("cnn", 0, "horovod", ()),
                 ("wide", a.wide_width, "ddp", wide), ("wide", a.wide_width, "ddp", wide + ("--zero",)),
                 ("wide", a.wide_width, "ddp_sharded", wide + ("--zero",))]
+    if a.variants:
+        wanted = a.variants.split(",")
+        known = [f"{m}:{s}{'+zero' if '--zero' in e else ''}" for m, _, s, e in variants]
+        bad = [w for w in wanted if w not in known]
+        if bad:
+            print(f"libtorch_ddp.py: unknown --variants {bad}; known: {','.join(known)}", file=sys.stderr)
+            sys.exit(2)
+        variants = [v for v, k in zip(variants, known) if k in wanted]
     print(f"{'ranks':>5} {'model':<5} {'plrt strategy':<20} {'plrt steps/s':>13} {'torch DDP steps/s':>18} {'ratio':>6}")
     for world in [int(w) for w in a.worlds.split(",")]:
+        models = {m for m, _, _, _ in variants}
         torch = {"cnn": [], "wide": []}
         plrt = {k: [] for k in range(len(variants))}
         for _ in range(a.repeats):  # alternated, so a slow spell of a shared machine hits both
-            torch["cnn"].append(run_torch(a.python, world, a))
-            torch["wide"].append(run_torch(a.python, world, a, a.wide_width, a.wide_steps))
+            if "cnn" in models:
+                torch["cnn"].append(run_torch(a.python, world, a))
+            if "wide" in models:
+                torch["wide"].append(run_torch(a.python, world, a, a.wide_width, a.wide_steps))
             for k, (model, _, strategy, extra) in enumerate(variants):
                 plrt[k].append(run_plrt(a.build, world, strategy, a, extra, a.wide_steps if model == "wide" else None))
         for k, (model, _, strategy, extra) in enumerate(variants):
             ts = statistics.median(torch[model])
             ps = statistics.median(plrt[k])
             name = strategy + (" + zero" if "--zero" in extra else "")
-            print(f"{world:>5} {model:<5} {name:<20} {ps:>13.1f} {ts:>18.1f} {ps / ts:>6.2f}", flush=True)
+            ratio = f"{ps / ts:>6.2f}" if ts > 0 else "   n/a"  # no timed steps (--steps <= --warmup)
+            print(f"{world:>5} {model:<5} {name:<20} {ps:>13.1f} {ts:>18.1f} {ratio}", flush=True)
 
 if __name__ == "__main__":
     main()

@@ -7,6 +7,8 @@
 //   plrun --strategy ddp_sharded --devices 2 -- plrt-libtorch --steps 200
 //   torchrun --nproc_per_node 2 --no_python plrt-libtorch --strategy ddp --devices 2
 //   plrt-libtorch --steps 0 --save init.safetensors        (one process: the seeded initial weights)
+//   plrun --accelerator cuda --devices 1 -- plrt-libtorch   (a CUDA libtorch: the model and batches on
+//                                                            the job's GPU, cuda:<local rank>)
 //
 // The data are synthetic and deterministic (a formula of the sample's index, so that a reference
 // in another language computes the same images): 1x16x16 images of 10 classes, each a class
@@ -82,7 +84,7 @@ void load_weights(Net& net, const std::string& path) {
 void save_weights(Net& net, const std::string& path) {
   std::vector<std::pair<std::string, pl::Tensor>> out;
   for (auto& item : net->named_parameters()) {
-    torch::Tensor v = item.value().detach().contiguous();
+    torch::Tensor v = item.value().detach().to(torch::kCPU).contiguous();
     std::vector<float> values(v.data_ptr<float>(), v.data_ptr<float>() + v.numel());
     out.emplace_back(item.key(), pl::Tensor::from_vector(values, v.sizes().vec()));
   }
@@ -97,7 +99,7 @@ int main(int argc, char** argv) {
   bool zero = false;
   double lr = 0.05, momentum = 0.9;
   uint64_t seed = 42;
-  std::string init, save, report, strategy = "auto", devices = "auto";
+  std::string init, save, report, strategy = "auto", devices = "auto", accelerator = "cpu";
   std::vector<std::string> strategy_options;
   app.add_option("--steps", steps, "Optimizer steps")->check(CLI::NonNegativeNumber)->capture_default_str();
   app.add_option("--batch-size", batch_size, "Samples per step and process")
@@ -121,6 +123,8 @@ int main(int argc, char** argv) {
   app.add_flag("--zero", zero, "pl::torch::ZeroRedundancyOptimizer<SGD> (each rank keeps its partition's state)");
   app.add_option("--threads", threads, "torch::set_num_threads")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--strategy", strategy, "plrt strategy (plrun --strategy overrides it)")->capture_default_str();
+  app.add_option("--accelerator", accelerator, "cpu, cuda or auto (plrun --accelerator overrides it)")
+      ->capture_default_str();
   app.add_option("--devices", devices,
                  "Processes per node under torchrun, srun or mpirun (plrun's --devices overrides it)")
       ->capture_default_str();
@@ -136,7 +140,7 @@ int main(int argc, char** argv) {
     pl::torch::JobOptions jo;
     jo.strategy = strategy == "auto" ? "ddp" : strategy;
     jo.devices = devices;
-    jo.accelerator = "cpu";  // the data below are made on the host
+    jo.accelerator = accelerator;
     for (const auto& kv : strategy_options) {
       auto [key, value] = pl::parse_option_assignment("--strategy-option", kv);
       pl::set_option(jo.strategy_options, key, value);
@@ -147,6 +151,7 @@ int main(int argc, char** argv) {
     torch::manual_seed(seed);
     Net net(width);
     if (!init.empty()) load_weights(net, init);
+    net->to(job.device);                          // cuda:<local rank> under a cuda job
     pl::torch::DistributedDataParallel ddp(net);  // rank 0's weights on every rank from here
     double step_lr = lr;
     if (ddp.lr_scale() != 1.0) {  // horovod: the learning rate times the world size
@@ -175,7 +180,7 @@ int main(int argc, char** argv) {
         zero_opt->zero_grad();  // set to none
       else
         opt->zero_grad();  // libtorch 2.x: the gradients set to none; plrt copes
-      torch::Tensor loss = torch::nn::functional::cross_entropy(ddp(x), y);
+      torch::Tensor loss = torch::nn::functional::cross_entropy(ddp(x.to(job.device)), y.to(job.device));
       loss.backward();  // the gradients are the ranks' mean when it returns
       loss_value = loss.item<double>();
       // through the strategy: under ddp_sharded each rank steps its shard, then the values are

@@ -10,6 +10,10 @@ thread per rank.  Rank 0 prints one JSON line: {"world", "steps", "seconds", "st
 
     python3 samples/libtorch/torch_ddp_reference.py --world 2 --steps 50 --init init.safetensors \\
         --save ref.safetensors
+
+--device cuda puts the model and the batches on the GPU (every rank on cuda:0 with --backend gloo,
+which shares one GPU between the processes; rank r on cuda:r with nccl), as scripts/gpu-check runs
+it beside the sample on a CUDA libtorch.
 """
 import argparse
 import json
@@ -92,13 +96,18 @@ def worker(rank, args, port, queue):
     if args.world > 1:
         os.environ["MASTER_ADDR"] = "127.0.0.1"
         os.environ["MASTER_PORT"] = str(port)
-        dist.init_process_group("gloo", rank=rank, world_size=args.world)
+        dist.init_process_group(args.backend, rank=rank, world_size=args.world)
+    device = torch.device(args.device if args.device == "cpu" else
+                          f"cuda:{rank if args.backend == 'nccl' else 0}")
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
     net = Net(args.width)
     if args.init:
         state = load_safetensors(args.init)
         with torch.no_grad():
             for name, p in net.named_parameters():
                 p.copy_(state[name].reshape(p.shape))
+    net.to(device)
     model = nn.parallel.DistributedDataParallel(net) if args.world > 1 else net
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
     # the whole set once (the formula is slow in Python), then the batches index it
@@ -106,6 +115,7 @@ def worker(rank, args, port, queue):
                                                           args.batch_size))]
     xs = torch.tensor([c[0] for c in cache], dtype=torch.float32).reshape(-1, 1, SIDE, SIDE)
     ys = torch.tensor([c[1] for c in cache], dtype=torch.int64)
+    xs, ys = xs.to(device), ys.to(device)
     loss_value = 0.0
     t0 = time.perf_counter()
     for s in range(args.steps):
@@ -116,7 +126,7 @@ def worker(rank, args, port, queue):
         idx = torch.tensor([((s * args.world + rank) * args.batch_size + j) % args.samples
                             for j in range(args.batch_size)])
         opt.zero_grad()
-        loss = F.cross_entropy(model(xs[idx]), ys[idx])
+        loss = F.cross_entropy(model(xs[idx.to(device)]), ys[idx.to(device)])
         loss.backward()
         opt.step()
         loss_value = loss.item()
@@ -127,7 +137,7 @@ def worker(rank, args, port, queue):
         dist.all_reduce(mean)
     if rank == 0:
         if args.save:
-            save_safetensors(args.save, dict(net.named_parameters()))
+            save_safetensors(args.save, {k: v.cpu() for k, v in net.named_parameters()})
         queue.put({"world": args.world, "steps": args.steps, "seconds": secs,
                    "steps_per_s": timed / secs if timed and secs > 0 else 0.0, "loss": mean.item(),
                    "torch": torch.__version__})
@@ -149,6 +159,8 @@ def main():
     p.add_argument("--init", default="")
     p.add_argument("--save", default="")
     p.add_argument("--timeout", type=float, default=300)
+    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    p.add_argument("--backend", default="gloo", choices=["gloo", "nccl"])
     args = p.parse_args()
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -1,7 +1,8 @@
 // The samples a third party copies, built as their READMEs say from an installed prefix alone (the
 // sample folder is copied out of the source tree first), and run under the installed plrun:
 // samples/strategy_plugin_c with find_package(plrt) and with the one-line gcc + pkg-config build,
-// trained at 2 and 3 ranks; samples/embed_c the same two ways, run at 1 and 3 processes.
+// trained at 2 and 3 ranks; samples/embed_c the same two ways, run at 1 and 3 processes; the
+// libtorch sample with find_package(plrt COMPONENTS torch), and plrt::torch built on its own.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -103,6 +104,28 @@ TEST_F(InstalledSamples, LibtorchWithFindPackageTrainsUnderPlrun) {
   auto r = run({(prefix_ / "bin/plrun").string(), "--strategy", "ddp", "--devices", "2", "--",
                 (tmp_.path() / "build/plrt-libtorch").string(), "--steps", "5", "--batch-size", "8", "--warmup", "0",
                 "--report", "report.json"},
+               {}, tmp_.path());
+  ASSERT_TRUE(r.ok()) << describe(r);
+  EXPECT_TRUE(fs::exists(tmp_.path() / "report.json")) << r.output;
+}
+
+// libtorch/ as a project of its own against plrt installed (what scripts/gpu-check does on a GPU
+// machine, whose CUDA torch is not the one plrt was built with): plrt::torch, the sample and the
+// tests' worker built from a copy of those folders, the sample trained by the installed plrun.
+TEST_F(InstalledSamples, PlrtTorchBuiltOnItsOwnAgainstTheInstalledSdk) {
+#ifndef PLRT_HAVE_TORCH
+  GTEST_SKIP() << "libtorch-dev is not installed: plrt::torch was not built (scripts/setup.sh installs it)";
+#endif
+  const fs::path src = tmp_.path() / "src";
+  for (const char* dir : {"libtorch", "samples/libtorch", "tests/libtorch"}) {
+    fs::create_directories(src / dir);
+    fs::copy(fs::path(PLRT_SOURCE_DIR) / dir, src / dir, fs::copy_options::recursive);
+  }
+  ASSERT_TRUE(cmake_build(src / "libtorch", tmp_.path() / "build", prefix_.string(), {"-DPLRT_TORCH_PROGRAMS=ON"}));
+  EXPECT_TRUE(fs::exists(tmp_.path() / "build/libtorch_ddp_worker"));
+  auto r = run({(prefix_ / "bin/plrun").string(), "--strategy", "ddp", "--devices", "2", "--",
+                (tmp_.path() / "build/samples-libtorch/plrt-libtorch").string(), "--steps", "5", "--batch-size", "8",
+                "--warmup", "0", "--report", "report.json"},
                {}, tmp_.path());
   ASSERT_TRUE(r.ok()) << describe(r);
   EXPECT_TRUE(fs::exists(tmp_.path() / "report.json")) << r.output;
