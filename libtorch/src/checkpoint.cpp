@@ -193,11 +193,6 @@ CheckpointInfo load_checkpoint(const std::string& path, ::torch::nn::Module& mod
     fail(PL_ERR_INVALID_ARGUMENT, who + ": its optimizer state was saved as '" + kind + "' but is loaded into a" +
                                       (zero ? " ZeroRedundancyOptimizer" : "n optimizer") + " ('" + wanted +
                                       "'); load it with the same kind of optimizer and strategy");
-  if (kind == "zero-sharded" && info.world_size != j.world_size)
-    fail(PL_ERR_INVALID_ARGUMENT, who + ": ddp_sharded's partitions are element ranges of a world of " +
-                                      std::to_string(info.world_size) + "; resume it with " +
-                                      std::to_string(info.world_size) + " processes (this job has " +
-                                      std::to_string(j.world_size) + ")");
   load_model(module, path + "/" + kModel);
   if (optimizer) {
     ::torch::serialize::InputArchive a;

@@ -10,6 +10,7 @@
 // holds the ranks' mean of its shard after backward), so no copy is made and the state is 1/W; the
 // strategy's optimizer_step gathers the values afterwards.
 #include <algorithm>
+#include <cstdio>
 #include <map>
 #include <sstream>
 #include <type_traits>
@@ -32,6 +33,7 @@ struct ZeroCore::Impl {
   MakeState make_state;
 
   std::vector<std::string> owned_names() const;  // each owned tensor's name in a partition archive
+  void load_ranges(const std::vector<std::string>& files);
   void partition_whole();
   void make_shards();
   void broadcast_from_owners();
@@ -313,7 +315,94 @@ void ZeroCore::load_partitions(const std::vector<std::string>& files) {
                     "(SGD, Adam, AdamW, RMSprop, Adagrad are), so its partitions cannot be loaded");
   if (!m.local) return;
   m.local->state().clear();
-  load_states(*m.local, m.owned, m.owned_names(), files, m.make_state);
+  if (m.sharded)
+    m.load_ranges(files);
+  else
+    load_states(*m.local, m.owned, m.owned_names(), files, m.make_state);
+}
+
+namespace {
+
+// A saved element range "s<param>_<begin>_<end>" of a ddp_sharded partition, and its state's
+// fields (as the optimizer's ParamState wrote them: tensors of the range's length, scalars).
+struct SavedRange {
+  int64_t param = -1, begin = 0, end = 0;
+  std::vector<std::pair<std::string, c10::IValue>> fields;
+};
+
+bool parse_range(const std::string& key, SavedRange& r) {
+  long long p = 0, b = 0, e = 0;
+  char tail = 0;
+  if (key.empty() || key[0] != 's' || std::sscanf(key.c_str(), "s%lld_%lld_%lld%c", &p, &b, &e, &tail) != 3)
+    return false;
+  r.param = p;
+  r.begin = b;
+  r.end = e;
+  return p >= 0 && 0 <= b && b < e;
+}
+
+}  // namespace
+
+// ddp_sharded's state, saved as element ranges by a world of any size: each range this rank owns
+// now is assembled from the saved ranges that overlap it, a tensor field of the saved range's length
+// element by element, any other field (Adam's step: every rank steps alike) from the first one.
+void ZeroCore::Impl::load_ranges(const std::vector<std::string>& files) {
+  std::map<int64_t, std::vector<SavedRange>> saved;  // by index in ddp->params
+  for (const std::string& bytes : files) {
+    ::torch::serialize::InputArchive in;
+    std::istringstream is(bytes);
+    in.load_from(is, job().device);
+    for (const std::string& key : in.keys()) {
+      SavedRange r;
+      ::torch::serialize::InputArchive sub;
+      if (!parse_range(key, r) || !in.try_read(key, sub)) continue;
+      for (const std::string& field : sub.keys()) {
+        c10::IValue v;
+        if (sub.try_read(field, v)) r.fields.emplace_back(field, std::move(v));
+      }
+      saved[r.param].push_back(std::move(r));
+    }
+  }
+  const std::vector<std::string> names = owned_names();
+  for (size_t k = 0; k < owned.size(); ++k) {
+    const auto& p = ddp->params[static_cast<size_t>(owned_param[k])];
+    const int64_t begin = (static_cast<char*>(owned[k].data_ptr()) - static_cast<char*>(p.value.data_ptr())) /
+                          static_cast<int64_t>(p.value.element_size());
+    const int64_t end = begin + owned[k].numel();
+    std::vector<const SavedRange*> parts;
+    for (const SavedRange& r : saved[owned_param[k]])
+      if (r.begin < end && begin < r.end) parts.push_back(&r);
+    if (parts.empty()) continue;  // never stepped when saved (no gradient yet): no state
+    ::torch::serialize::OutputArchive out;
+    for (const auto& [field, value] : parts.front()->fields) {
+      if (!value.isTensor() || value.toTensor().numel() != parts.front()->end - parts.front()->begin) {
+        out.write(field, value);
+        continue;
+      }
+      ::torch::Tensor t = ::torch::empty({end - begin}, value.toTensor().options());
+      int64_t covered = 0;
+      for (const SavedRange* r : parts) {
+        auto it = std::find_if(r->fields.begin(), r->fields.end(), [&](const auto& f) { return f.first == field; });
+        if (it == r->fields.end() || !it->second.isTensor()) continue;
+        const int64_t lo = std::max(begin, r->begin), hi = std::min(end, r->end);
+        t.narrow(0, lo - begin, hi - lo).copy_(it->second.toTensor().reshape({-1}).narrow(0, lo - r->begin, hi - lo));
+        covered += hi - lo;
+      }
+      if (covered != end - begin)
+        bad("the checkpoint holds " + std::to_string(covered) + " of the " + std::to_string(end - begin) +
+            " elements of '" + field + "' for " + names[k] + " (parameter '" + p.name +
+            "'): a rank's partition file is missing or from another checkpoint");
+      out.write(field, c10::IValue(t));
+    }
+    std::ostringstream os;
+    out.save_to(os);
+    std::istringstream is(os.str());
+    ::torch::serialize::InputArchive in;
+    in.load_from(is, job().device);
+    auto state = make_state();
+    state->serialize(in);
+    local->state()[state_key(owned[k])] = std::move(state);
+  }
 }
 
 std::unique_ptr<::torch::optim::Optimizer> ZeroCore::consolidate(int to) {

@@ -279,15 +279,18 @@ TEST_F(TorchDdp, DigitsUnderDdpReachNinetyFivePercent) {
 }
 
 // A checkpoint written at 3 ranks, resumed at 2, ends where the uninterrupted 2-rank run ends:
-// ZeroRedundancyOptimizer<Adam> (each rank's partition written, resharded on load) and plain Adam
-// (rank 0's state).  The same 12 samples per micro-batch at any world size, no BatchNorm (its
-// statistics are per rank).  A resume without the optimizer's state would differ by far more.
+// ZeroRedundancyOptimizer<Adam> under ddp (each rank's whole parameters' state written, resharded on
+// load) and under ddp_sharded (element ranges of the parameters, each new range assembled from the
+// saved ones it overlaps), and plain Adam (rank 0's state).  The same 12 samples per micro-batch at
+// any world size, no BatchNorm (its statistics are per rank).  A resume without the optimizer's
+// state would differ by far more.
 TEST_F(TorchDdp, CheckpointAtThreeRanksResumesAtTwo) {
-  for (bool zero : {true, false}) {
-    SCOPED_TRACE(zero ? "ZeroRedundancyOptimizer" : "Adam");
-    const std::string tag = zero ? "zero" : "adam";
+  for (const std::string tag : {"zero", "zero-sharded", "adam"}) {
+    SCOPED_TRACE(tag);
+    const bool zero = tag != "adam";
     auto worker = [&](int world, std::vector<std::string> extra) {
       auto argv = plrun(world);
+      if (tag == "zero-sharded") argv[4] = "ddp_sharded";  // plrun --strategy
       const std::vector<std::string> w{
           WORKER_PATH, "--init", dir / "init.safetensors", "--global-batch", "12", "--no-norm", "--steps", "20"};
       argv.insert(argv.end(), w.begin(), w.end());

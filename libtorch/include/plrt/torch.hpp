@@ -246,8 +246,8 @@ class ZeroCore {
   using MakeState = std::function<std::unique_ptr<::torch::optim::OptimizerParamState>()>;
   void set_state_factory(MakeState make);
   // This rank's partition's state, per parameter ("p<i>", or "s<i>_<begin>_<end>" for a shard), as
-  // the bytes of a torch archive; and the reverse over every rank's bytes (any world size for
-  // whole parameters; the same ranges for shards).
+  // the bytes of a torch archive; and the reverse over every rank's bytes, written at any world
+  // size (a shard's state assembled from the saved ranges that overlap it).
   std::string save_partition() const;
   void load_partitions(const std::vector<std::string>& files);
   // Every parameter's state on rank `to` (a collective): an optimizer of the same type over all
@@ -357,8 +357,8 @@ CheckpointInfo load_checkpoint(const std::string& path, ::torch::nn::Module& mod
 }  // namespace detail
 
 // The same with a ZeroRedundancyOptimizer: each rank writes its own partition; loading at another
-// world size gives each rank the state of the parameters it owns now (whole-parameter partitions;
-// ddp_sharded's element ranges resume at the same world size).
+// world size gives each rank the state of the parameters it owns now (whole parameters, or
+// ddp_sharded's element ranges, each assembled from the saved ranges that overlap it).
 template <class Opt>
 void save_checkpoint(const std::string& path, ::torch::nn::Module& module, ZeroRedundancyOptimizer<Opt>& zero,
                      const CheckpointInfo& info = {}) {
