@@ -162,8 +162,6 @@ int run(const Options& opt) {
   void* q = alloc(static_cast<size_t>(n));
   void* minmax = alloc(static_cast<size_t>(chunks) * 8);
   void* flag = alloc(4);
-  void* copy_src = alloc(f32_bytes * 2);
-  void* copy_dst = alloc(f32_bytes * 2);
 
   // Finite random data (quantisation needs it), copied once.
   std::vector<float> h(static_cast<size_t>(n));
@@ -213,6 +211,14 @@ int run(const Options& opt) {
       {"unpack 64 parts f32", 4 * N, 4 * N,
        [&] { return api->unpack(a, &tm, offsets.data(), parts.data(), parts.size(), s); }},
   };
+
+  // The reference copy moves what each kernel moves, half read and half written: its buffers hold
+  // the largest half (adam_step's 28 N bytes: 14 N; they held 8 N once, and the sgd_step row failed
+  // with cudaErrorInvalidValue).
+  double largest = 0;
+  for (const Kernel& k : kernels) largest = std::max(largest, (k.bytes_read + k.bytes_written) / 2);
+  void* copy_src = alloc(static_cast<size_t>(largest) + 1);
+  void* copy_dst = alloc(static_cast<size_t>(largest) + 1);
 
   std::printf("# cuda_kernel_bandwidth on %s (compute capability %d.%d), device %d\n", info.name, info.compute_major,
               info.compute_minor, opt.device);

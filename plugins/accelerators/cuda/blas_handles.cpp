@@ -14,6 +14,7 @@ void check_blas(cublasStatus_t s, const std::string& what) {
 }  // namespace
 
 BlasHandles::~BlasHandles() {
+  if (devices_.empty()) return;  // no gemm ran: no CUDA call (cudaSetDevice would make a context)
   int current = -1;
   const bool have_current = cudaGetDevice(&current) == cudaSuccess;
   for (auto& [device, d] : devices_) {

@@ -27,6 +27,11 @@ CheckRecord read_record(const CheckRecord* r) {
 }  // namespace
 
 KernelChecks::~KernelChecks() {
+  // Nothing was ever checked (an instance that only counted or probed the devices, as
+  // pl_find_usable_devices makes one): touch no CUDA call at all.  cudaSetDevice below would make
+  // the device's primary context in this process (CUDA 12 and later make it there), and the
+  // probe's promise is that only its child ever makes one.
+  if (pools_.empty() && pending_.empty()) return;
   std::vector<std::string> lost;
   {
     std::lock_guard<std::mutex> lock(mu_);
