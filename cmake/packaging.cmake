@@ -32,7 +32,7 @@ configure_package_config_file(${CMAKE_CURRENT_LIST_DIR}/plrtConfig.cmake.in
 write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/plrtConfigVersion.cmake
   VERSION ${PROJECT_VERSION} COMPATIBILITY SameMinorVersion)
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/plrtConfig.cmake ${CMAKE_CURRENT_BINARY_DIR}/plrtConfigVersion.cmake
-  ${CMAKE_CURRENT_LIST_DIR}/plrtPluginHelpers.cmake
+  ${CMAKE_CURRENT_LIST_DIR}/plrtPluginHelpers.cmake ${CMAKE_CURRENT_LIST_DIR}/plrt_exports.map
   DESTINATION ${PLRT_CMAKE_INSTALL_DIR} COMPONENT dev)
 
 # ---- pkg-config -----------------------------------------------------------------------------------

@@ -19,9 +19,11 @@
 # libplrt_<kind>_<name>.so, target plrt_<kind>_<name>, which the runtime finds by name in its
 # plugin folder or a PL_PLUGIN_PATH folder.  It links plrt::plugin_api (headers only) and nothing of
 # the runtime: -Wl,--no-undefined proves that every symbol it uses resolves from its own
-# dependencies, and hidden visibility leaves only the PL_EXPORT'ed entry symbols visible.
+# dependencies, and plrt_exports.map (a linker version script) exports the pl_* entry symbols and
+# nothing else.
 include_guard(GLOBAL)
 include(GNUInstallDirs)
+set(PLRT_EXPORTS_MAP "${CMAKE_CURRENT_LIST_DIR}/plrt_exports.map")
 
 function(plrt_add_plugin kind name)
   cmake_parse_arguments(P "NO_INSTALL" "OUTPUT_DIRECTORY;INSTALL_DESTINATION;COMPONENT" "SOURCES;LIBS" ${ARGN})
@@ -64,8 +66,8 @@ function(plrt_add_plugin kind name)
   set(target plrt_${kind}_${name})
   add_library(${target} MODULE ${P_SOURCES})
   target_link_libraries(${target} PRIVATE plrt::plugin_api ${P_LIBS})
-  target_link_options(${target} PRIVATE -Wl,--no-undefined)
-  set_target_properties(${target} PROPERTIES
+  target_link_options(${target} PRIVATE -Wl,--no-undefined "-Wl,--version-script=${PLRT_EXPORTS_MAP}")
+  set_target_properties(${target} PROPERTIES LINK_DEPENDS "${PLRT_EXPORTS_MAP}"
     PREFIX "lib" SUFFIX ".so" OUTPUT_NAME plrt_${kind}_${name}
     LIBRARY_OUTPUT_DIRECTORY ${P_OUTPUT_DIRECTORY}
     C_STANDARD 99 C_STANDARD_REQUIRED ON
