@@ -16,6 +16,7 @@
 #include <cerrno>
 #include <chrono>
 #include <csignal>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -77,6 +78,42 @@ void check_output_path(const char* flag, const std::string& path) {
   if (::access(parent.c_str(), W_OK) != 0)
     throw pl::Error(PL_ERR_INVALID_ARGUMENT,
                     std::string(flag) + " " + path + ": the folder " + parent.string() + " is not writable");
+}
+
+// The model --hidden asks for must fit before any work: its parameter count without overflow, and
+// its float32 weights and gradients (8 bytes a parameter, before any optimizer state) within this
+// machine's memory.  (Without the check a width like 99999999999 started, then failed allocating.)
+void check_model_size(int64_t features, const std::vector<int64_t>& hidden, int64_t classes, const std::string& text) {
+  std::vector<int64_t> sizes{features};
+  sizes.insert(sizes.end(), hidden.begin(), hidden.end());
+  sizes.push_back(classes);
+  int64_t count = 0;
+  bool overflow = false;
+  for (size_t i = 0; i + 1 < sizes.size() && !overflow; ++i) {
+    int64_t layer = 0;  // in * out weights + out biases
+    overflow = __builtin_mul_overflow(sizes[i], sizes[i + 1], &layer) ||
+               __builtin_add_overflow(layer, sizes[i + 1], &layer) || __builtin_add_overflow(count, layer, &count);
+  }
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+  const double memory = pages > 0 && page > 0 ? static_cast<double>(pages) * static_cast<double>(page) : 0.0;
+  const double needed = static_cast<double>(count) * 8.0;
+  if (!overflow && (memory == 0.0 || needed <= memory)) return;
+  auto gib = [](double bytes) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%.1f GiB", bytes / (1 << 30));
+    return std::string(b);
+  };
+  std::string shape;
+  for (int64_t s : sizes) shape += (shape.empty() ? "" : "-") + std::to_string(s);
+  const std::string model = "--hidden '" + text + "': the model " + shape;
+  if (overflow)
+    throw pl::Error(PL_ERR_INVALID_ARGUMENT,
+                    model + " would have more parameters than a 64-bit count holds; give smaller widths");
+  throw pl::Error(PL_ERR_INVALID_ARGUMENT, model + " would have " + std::to_string(count) + " parameters (" +
+                                               gib(needed) +
+                                               " of float32 weights and gradients), more than this "
+                                               "machine's " +
+                                               gib(memory) + " of memory; give smaller widths");
 }
 
 }  // namespace
@@ -265,6 +302,7 @@ int main(int argc, char** argv) {
     FileDataSpec file{data, val_data, app.count("--heldout") || val_data.empty() ? heldout : 0.0, seed,
                       app.count("--classes") ? synth.classes : 0};
     MlpData d = data.empty() ? make_synthetic(synth, heldout) : load_safetensors(file);
+    check_model_size(d.features, parse_hidden(hidden), d.classes, hidden);
     pl::Trainer trainer(topt);  // seeds everything first: the model's initial weights follow --seed
     MlpClassifier model(d.features, parse_hidden(hidden), d.classes,
                         {optimizer, lr, momentum, nesterov, weight_decay, warmup_steps}, whole_batch_loss);

@@ -73,6 +73,12 @@ std::vector<BadInput> bad_inputs(const std::string& root) {
        {}},
       {"--report into a missing folder", with({"--report", root + "/gone/r.json"}), "/gone does not exist", {}},
       {"--report is a folder", with({"--report", root}), "is a folder; give a file path", {}},
+      // issue 32: a model that cannot fit started, then failed allocating
+      {"--hidden beyond memory", with({"--hidden", "99999999999"}), "--hidden '99999999999': the model", {}},
+      {"--hidden overflowing",
+       with({"--hidden", "4000000000,4000000000,4000000000"}),
+       "more parameters than a 64-bit count holds",
+       {}},
       {"--early-stopping negative", with({"--early-stopping", "-1"}), "--early-stopping -1 is not valid", {}},
       {"--save-top-k below -1", with({"--save-top-k", "-2"}), "--save-top-k -2 is not valid", {}},
       {"--early-stopping without held-out data",
