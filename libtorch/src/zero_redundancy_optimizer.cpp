@@ -33,6 +33,7 @@ struct ZeroCore::Impl {
   MakeState make_state;
 
   std::vector<std::string> owned_names() const;  // each owned tensor's name in a partition archive
+  int64_t owned_begin(size_t k) const;           // sharded: owned[k]'s first element in its parameter
   void load_ranges(const std::vector<std::string>& files);
   void partition_whole();
   void make_shards();
@@ -271,13 +272,17 @@ size_t load_states(::torch::optim::Optimizer& opt, const std::vector<::torch::Te
 
 void ZeroCore::set_state_factory(MakeState make) { impl_->make_state = std::move(make); }
 
+int64_t ZeroCore::Impl::owned_begin(size_t k) const {
+  const auto& p = ddp->params[static_cast<size_t>(owned_param[k])];
+  return (static_cast<char*>(owned[k].data_ptr()) - static_cast<char*>(p.value.data_ptr())) /
+         static_cast<int64_t>(p.value.element_size());
+}
+
 std::vector<std::string> ZeroCore::Impl::owned_names() const {
   std::vector<std::string> names;
   if (sharded) {
     for (size_t k = 0; k < owned.size(); ++k) {
-      const auto& p = ddp->params[static_cast<size_t>(owned_param[k])];
-      const int64_t begin = (static_cast<char*>(owned[k].data_ptr()) - static_cast<char*>(p.value.data_ptr())) /
-                            static_cast<int64_t>(p.value.element_size());
+      const int64_t begin = owned_begin(k);
       names.push_back("s" + std::to_string(owned_param[k]) + "_" + std::to_string(begin) + "_" +
                       std::to_string(begin + owned[k].numel()));
     }
@@ -366,9 +371,7 @@ void ZeroCore::Impl::load_ranges(const std::vector<std::string>& files) {
   const std::vector<std::string> names = owned_names();
   for (size_t k = 0; k < owned.size(); ++k) {
     const auto& p = ddp->params[static_cast<size_t>(owned_param[k])];
-    const int64_t begin = (static_cast<char*>(owned[k].data_ptr()) - static_cast<char*>(p.value.data_ptr())) /
-                          static_cast<int64_t>(p.value.element_size());
-    const int64_t end = begin + owned[k].numel();
+    const int64_t begin = owned_begin(k), end = begin + owned[k].numel();
     std::vector<const SavedRange*> parts;
     for (const SavedRange& r : saved[owned_param[k]])
       if (r.begin < end && begin < r.end) parts.push_back(&r);

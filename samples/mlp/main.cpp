@@ -302,10 +302,11 @@ int main(int argc, char** argv) {
     FileDataSpec file{data, val_data, app.count("--heldout") || val_data.empty() ? heldout : 0.0, seed,
                       app.count("--classes") ? synth.classes : 0};
     MlpData d = data.empty() ? make_synthetic(synth, heldout) : load_safetensors(file);
-    check_model_size(d.features, parse_hidden(hidden), d.classes, hidden);
+    const std::vector<int64_t> widths = parse_hidden(hidden);
+    check_model_size(d.features, widths, d.classes, hidden);
     pl::Trainer trainer(topt);  // seeds everything first: the model's initial weights follow --seed
-    MlpClassifier model(d.features, parse_hidden(hidden), d.classes,
-                        {optimizer, lr, momentum, nesterov, weight_decay, warmup_steps}, whole_batch_loss);
+    MlpClassifier model(d.features, widths, d.classes, {optimizer, lr, momentum, nesterov, weight_decay, warmup_steps},
+                        whole_batch_loss);
     if (!init.empty()) model.load_state_dict(pl::safetensors::load(init).tensors, true);
 
     pl::DataLoaderOptions lo;

@@ -105,6 +105,15 @@ def dequantize(lo, hi, q):
     return lo + q.to(torch.float32) * ((hi - lo) / 255.0)
 
 
+def encode(lo, hi, q):  # on the wire: min and max as two f32, then one byte per value
+    return torch.cat([torch.stack([lo, hi]).view(torch.uint8), q])
+
+
+def decode(e):
+    mm = e[:8].clone().view(torch.float32)
+    return dequantize(mm[0], mm[1], e[8:])
+
+
 def trainable(net):  # one bucket: reverse registration order
     return [p for p in net.parameters() if p.requires_grad][::-1]
 
@@ -130,14 +139,9 @@ class LowPrecisionRing:  # after the step; at 2 ranks both neighbours are the ot
         t = t + self.w * five_thirds
         lo, hi, q = quantize(t)
         d = dequantize(lo, hi, q)
-        enc = torch.cat([torch.stack([lo, hi]).view(torch.uint8), q])
+        enc = encode(lo, hi, q)
         got = [torch.empty_like(enc) for _ in range(self.world)]
         dist.all_gather(got, enc)
-
-        def decode(e):
-            mm = e[:8].clone().view(torch.float32)
-            return dequantize(mm[0], mm[1], e[8:])
-
         self.l = self.l + decode(got[(self.rank - 1) % self.world])
         self.r = self.r + decode(got[(self.rank + 1) % self.world])
         self.w = self.w + d
@@ -157,20 +161,14 @@ def bytegrad(net, world, used):
     chunk = -(-n // world)
     g = torch.cat([g, torch.zeros(chunk * world - n)])
     mine = [quantize(g[c * chunk:(c + 1) * chunk]) for c in range(world)]
-    encoded = [torch.cat([torch.stack([lo, hi]).view(torch.uint8), q]) for lo, hi, q in mine]
+    encoded = [encode(*m) for m in mine]
     parts = [torch.empty_like(encoded[0]) for _ in range(world)]
     all_to_all(parts, encoded, world)
-
-    def decode(e):
-        mm = e[:8].clone().view(torch.float32)
-        return dequantize(mm[0], mm[1], e[8:])
-
     total = decode(parts[0])
     for e in parts[1:]:
         total = total + decode(e)
     total = total * (1.0 / world)
-    lo, hi, q = quantize(total)
-    mine_enc = torch.cat([torch.stack([lo, hi]).view(torch.uint8), q])
+    mine_enc = encode(*quantize(total))
     every = [torch.empty_like(mine_enc) for _ in range(world)]
     dist.all_gather(every, mine_enc)
     mean = torch.cat([decode(e) for e in every])[:n]
