@@ -52,9 +52,9 @@ void MlpClassifier::backward(const pl::Tensor& dlogits) {
   }
 }
 
-double MlpClassifier::training_step(const pl::Batch& batch, int64_t) {
+pl::Scalar MlpClassifier::training_step(const pl::Batch& batch, int64_t) {
   pl::Tensor logits = forward(batch.at(0));
-  auto ce = pl::nn::cross_entropy(logits, batch.at(1), /*with_grad=*/true);
+  auto ce = loss_fn_(logits, batch.at(1), /*with_grad=*/true);
   backward(ce.grad);
   pl::LogOptions bar;
   bar.prog_bar = true;
@@ -64,19 +64,19 @@ double MlpClassifier::training_step(const pl::Batch& batch, int64_t) {
   epoch_only.on_step = false;
   epoch_only.on_epoch = true;
   epoch_only.sync_dist = true;
-  log("train_acc", static_cast<double>(ce.correct) / static_cast<double>(ce.count), epoch_only);
-  return ce.loss;
+  log("train_acc", ce.accuracy(), epoch_only);
+  return ce.loss;  // deferred (pl::Scalar): the step does not wait for the device to read it
 }
 
 void MlpClassifier::evaluate(const pl::Batch& batch, const std::string& prefix) {
   pl::Tensor logits = forward(batch.at(0));
-  auto ce = pl::nn::cross_entropy(logits, batch.at(1), /*with_grad=*/false);
+  auto ce = loss_fn_(logits, batch.at(1), /*with_grad=*/false);
   pl::LogOptions o;
   o.sync_dist = true;  // the true mean over every rank's samples (weighted by batch size)
   log(prefix + "_loss", ce.loss, o);
   pl::LogOptions shown = o;
   shown.prog_bar = true;  // on the progress bar, as the loss is
-  log(prefix + "_acc", static_cast<double>(ce.correct) / static_cast<double>(ce.count), shown);
+  log(prefix + "_acc", ce.accuracy(), shown);
 }
 
 void MlpClassifier::validation_step(const pl::Batch& batch, int64_t) { evaluate(batch, "val"); }
@@ -113,19 +113,20 @@ std::unique_ptr<pl::LightningModule> MlpClassifier::replicate() const {
 // whole batch and hands each replica the gradient of that loss with respect to its logits.
 pl::Tensor MlpClassifier::forward_step(const pl::Batch& batch, int64_t) { return forward(batch.at(0)); }
 
-double MlpClassifier::training_step_end(std::vector<pl::ReplicaOutput>& outputs) {
+pl::Scalar MlpClassifier::training_step_end(std::vector<pl::ReplicaOutput>& outputs) {
   if (!whole_batch_loss_) return LightningModule::training_step_end(outputs);
-  int64_t rows = 0, correct = 0;
+  int64_t rows = 0;
+  pl::Scalar correct = 0.0;
   for (const auto& o : outputs) rows += o.batch_size;
-  double loss = 0;
+  pl::Scalar loss = 0.0;
   for (auto& o : outputs) {
     auto ce = pl::nn::cross_entropy(o.output, o.batch.at(1), /*with_grad=*/true);
     const double share = static_cast<double>(o.batch_size) / static_cast<double>(rows);
     PL_Tensor g = ce.grad.view();
     ce.grad.accelerator().scale(g, share);  // d(mean over the whole batch) = share * d(mean over the slice)
     o.output_grad = ce.grad;
-    loss += share * ce.loss;
-    correct += ce.correct;
+    loss = loss + share * ce.loss;
+    correct = correct + ce.correct;
   }
   pl::LogOptions bar;
   bar.prog_bar = true;
@@ -137,7 +138,7 @@ double MlpClassifier::training_step_end(std::vector<pl::ReplicaOutput>& outputs)
   epoch_only.on_epoch = true;
   epoch_only.sync_dist = true;
   epoch_only.batch_size = rows;
-  log("train_acc", static_cast<double>(correct) / static_cast<double>(rows), epoch_only);
+  log("train_acc", correct / static_cast<double>(rows), epoch_only);
   return loss;
 }
 

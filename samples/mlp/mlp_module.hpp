@@ -28,7 +28,7 @@ class MlpClassifier : public pl::LightningModule {
   pl::Tensor forward(const pl::Tensor& x);
   void backward(const pl::Tensor& dlogits);
 
-  double training_step(const pl::Batch& batch, int64_t batch_idx) override;
+  pl::Scalar training_step(const pl::Batch& batch, int64_t batch_idx) override;
   void validation_step(const pl::Batch& batch, int64_t batch_idx) override;
   void test_step(const pl::Batch& batch, int64_t batch_idx) override;
   std::unique_ptr<pl::Optimizer> configure_optimizers() override;
@@ -36,7 +36,7 @@ class MlpClassifier : public pl::LightningModule {
   std::unique_ptr<pl::LightningModule> replicate() const override;
   bool split_step() const override { return whole_batch_loss_; }
   pl::Tensor forward_step(const pl::Batch& batch, int64_t batch_idx) override;
-  double training_step_end(std::vector<pl::ReplicaOutput>& outputs) override;
+  pl::Scalar training_step_end(std::vector<pl::ReplicaOutput>& outputs) override;
   void backward_step(const pl::Tensor& output_grad) override;
 
  private:
@@ -44,6 +44,7 @@ class MlpClassifier : public pl::LightningModule {
   pl::Module layers_;  // the ModuleList: children "0", "1", ...
   std::vector<std::unique_ptr<pl::nn::Linear>> linear_;
   std::vector<pl::nn::ReLU> relu_;
+  pl::nn::CrossEntropyLoss loss_fn_;  // its gradient buffer is reused step after step
   OptimizerConfig optim_;
   int64_t in_features_, classes_;
   std::vector<int64_t> hidden_;

@@ -99,10 +99,10 @@ void EarlyStopping::on_train_epoch_end(Trainer& trainer, LightningModule&) {
   if (!on_train_end && !t.val_ran) return;
   bool stop = false;
   std::string why;
-  auto it = t.callback.find(o_.monitor);
-  const bool missing = it == t.callback.end();
+  auto it = t.settled().find(o_.monitor);
+  const bool missing = it == t.settled().end();
   std::string logged;
-  for (const auto& kv : t.callback) logged += (logged.empty() ? "" : ", ") + kv.first;
+  for (const auto& kv : t.settled()) logged += (logged.empty() ? "" : ", ") + kv.first;
   const std::string msg = "EarlyStopping is conditioned on '" + o_.monitor +
                           "', which was not logged; logged: " + (logged.empty() ? "(none)" : logged);
   if (missing && !o_.strict) {

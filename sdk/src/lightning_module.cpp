@@ -4,7 +4,7 @@
 // Trainer::impl_ is private; LightningModule is Trainer's friend.
 namespace pl {
 
-void LightningModule::log(const std::string& name, double value, const LogOptions& options) {
+void LightningModule::log(const std::string& name, const Scalar& value, const LogOptions& options) {
   if (trainer_ == nullptr)
     throw Error(
         PL_ERR_INVALID_ARGUMENT,
@@ -30,14 +30,14 @@ std::unique_ptr<LightningModule> LightningModule::replicate() const {
               "`return std::make_unique<MyModel>(config_);` (its values are overwritten before each step)");
 }
 
-double LightningModule::training_step_end(std::vector<ReplicaOutput>& outputs) {
+Scalar LightningModule::training_step_end(std::vector<ReplicaOutput>& outputs) {
   if (split_step())
     throw Error(PL_ERR_INVALID_ARGUMENT,
                 "split_step() is true, so training_step_end must be overridden: it computes the "
                 "loss from every replica's output and sets each output_grad");
-  double sum = 0;
-  for (const auto& o : outputs) sum += o.loss;
-  return outputs.empty() ? 0.0 : sum / static_cast<double>(outputs.size());
+  Scalar sum = 0.0;
+  for (const auto& o : outputs) sum = sum + o.loss;
+  return outputs.empty() ? Scalar(0.0) : sum / static_cast<double>(outputs.size());
 }
 
 Tensor LightningModule::forward_step(const Batch&, int64_t) {

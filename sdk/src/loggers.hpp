@@ -27,6 +27,7 @@ class Loggers {
   void open_existing(const std::string& folder, int64_t keep_before);
   void add_row(int64_t epoch, int64_t step, const std::map<std::string, double>& values);
   void flush();  // at each epoch's end and when fit ends; no-op before open
+  bool wants_rows() const { return csv_.is_open() || events_.is_open(); }  // opened, with a logger on
 
  private:
   bool csv_on_ = true, tensorboard_on_ = false;

@@ -79,7 +79,24 @@ std::vector<std::string> Collectives::allgather(const std::string& bytes) const 
   return result;
 }
 
-void MetricLog::log(const std::string& name, double value, const LogOptions& o, int64_t batch_size,
+void EpochAccumulator::add(const Scalar& value, double w) {
+  pending.emplace_back(value, w);
+  if (pending.size() >= kMaxPending) fold();
+}
+
+void EpochAccumulator::fold() {
+  for (const auto& [value, w] : pending) {
+    const double x = value.value();
+    weighted_sum += x * w;
+    weight += w;
+    sum += x;
+    min = std::min(min, x);
+    max = std::max(max, x);
+  }
+  pending.clear();
+}
+
+void MetricLog::log(const std::string& name, const Scalar& value, const LogOptions& o, int64_t batch_size,
                     bool in_training_step, int rank, const Collectives& c) {
   if (name.empty()) throw Error(PL_ERR_INVALID_ARGUMENT, "log: the metric name is empty");
   if (o.rank_zero_only && o.sync_dist)
@@ -93,9 +110,9 @@ void MetricLog::log(const std::string& name, double value, const LogOptions& o, 
     throw Error(PL_ERR_INVALID_ARGUMENT, "log('" + name + "'): on_step and on_epoch are both false: nothing to log");
   if (o.prog_bar && std::find(prog_bar_.begin(), prog_bar_.end(), name) == prog_bar_.end()) prog_bar_.push_back(name);
   if (on_step) {
-    double v = value;
+    Scalar v = value;
     if (o.sync_dist && c.world_size() > 1) {
-      std::vector<double> x{value};
+      std::vector<double> x{value.value()};
       PL_ReduceOp op = o.reduce_fx == Reduce::Min   ? PL_REDUCE_MIN
                        : o.reduce_fx == Reduce::Max ? PL_REDUCE_MAX
                                                     : PL_REDUCE_SUM;
@@ -111,11 +128,7 @@ void MetricLog::log(const std::string& name, double value, const LogOptions& o, 
     auto& a = epoch_[on_step ? name + "_epoch" : name];
     a.reduce = o.reduce_fx;
     a.sync = a.sync || o.sync_dist;
-    a.weighted_sum += value * static_cast<double>(batch_size);
-    a.weight += static_cast<double>(batch_size);
-    a.sum += value;
-    a.min = std::min(a.min, value);
-    a.max = std::max(a.max, value);
+    a.add(value, static_cast<double>(batch_size));
   }
 }
 
@@ -128,8 +141,8 @@ void MetricLog::log_metric(const std::string& name, Metric& metric, const LogOpt
   if (o.prog_bar && std::find(prog_bar_.begin(), prog_bar_.end(), name) == prog_bar_.end()) prog_bar_.push_back(name);
 }
 
-std::map<std::string, double> MetricLog::take_step_values() {
-  std::map<std::string, double> out;
+std::map<std::string, Scalar> MetricLog::take_step_values() {
+  std::map<std::string, Scalar> out;
   out.swap(step_);
   return out;
 }
@@ -170,6 +183,7 @@ std::map<std::string, double> MetricLog::reduce_epoch(const Collectives& c) {
   std::map<std::string, double> out;
   std::map<std::string, EpochAccumulator> acc;
   acc.swap(epoch_);
+  for (auto& [name, a] : acc) a.fold();
   std::map<std::string, Metric*> metrics;
   metrics.swap(metrics_);
   // A metric logged from steps: computed over every rank's states (a rank without it sends

@@ -9,6 +9,7 @@
 #include <map>
 #include <plrt/sdk/lightning_module.hpp>
 #include <plrt/sdk/metric.hpp>
+#include <plrt/sdk/scalar.hpp>
 #include <string>
 #include <vector>
 
@@ -60,21 +61,30 @@ class CollectivesSync : public MetricSync {
   Collectives c_;
 };
 
+// One epoch value's running reduction.  Values logged from steps wait in `pending` (with their
+// weights, in log order) until fold() reads them: at the epoch's end, or when kMaxPending are
+// waiting, so that a step logging a deferred loss does not wait for the device (scalar.hpp).
+// Folding in log order gives the numbers an immediate read would have.
 struct EpochAccumulator {
+  static constexpr size_t kMaxPending = 1024;
   double weighted_sum = 0, weight = 0, sum = 0;
   double min = std::numeric_limits<double>::infinity();
   double max = -std::numeric_limits<double>::infinity();
   Reduce reduce = Reduce::Mean;
   bool sync = false;
+  std::vector<std::pair<Scalar, double>> pending;
+  void add(const Scalar& value, double weight);
+  void fold();
 };
 
 class MetricLog {
  public:
   // `in_training_step`: Lightning's defaults differ there (on_step) and elsewhere (on_epoch).
-  void log(const std::string& name, double value, const LogOptions& o, int64_t batch_size, bool in_training_step,
+  // A deferred value is read here only for sync_dist on a step (the reduction needs it now).
+  void log(const std::string& name, const Scalar& value, const LogOptions& o, int64_t batch_size, bool in_training_step,
            int rank, const Collectives& c);
-  // Step values logged since the last call (names with "_step" where on_epoch too).
-  std::map<std::string, double> take_step_values();
+  // Step values logged since the last call (names with "_step" where on_epoch too), not read.
+  std::map<std::string, Scalar> take_step_values();
   // A pl::Metric logged from a step (LightningModule::log(name, Metric&)): computed by the next
   // reduce_epoch, then reset.  The same name with another metric in one epoch is an error.
   void log_metric(const std::string& name, Metric& metric, const LogOptions& o);
@@ -87,7 +97,7 @@ class MetricLog {
   const std::vector<std::string>& prog_bar() const { return prog_bar_; }
 
  private:
-  std::map<std::string, double> step_;
+  std::map<std::string, Scalar> step_;
   std::map<std::string, EpochAccumulator> epoch_;  // keyed by final name
   std::map<std::string, Metric*> metrics_;         // log_metric's, until reduce_epoch
   std::vector<std::string> prog_bar_;
@@ -97,6 +107,7 @@ class MetricLog {
 class CsvLog {
  public:
   void open(const std::string& path) { path_ = path; }
+  bool is_open() const { return !path_.empty(); }
   // Continues the file at `path`: its rows whose step is before `before_step` are kept (a resumed
   // run logs the later ones again); a missing file is a fresh start.
   void open_existing(const std::string& path, int64_t before_step);

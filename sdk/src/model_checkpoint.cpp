@@ -191,7 +191,7 @@ void ModelCheckpoint::setup(Trainer& trainer, LightningModule&, const std::strin
 
 bool ModelCheckpoint::better(double a, double b) const { return o_.mode == "min" ? a < b : a > b; }
 
-void ModelCheckpoint::on_train_batch_end(Trainer& trainer, LightningModule&, double, const Batch&, int64_t) {
+void ModelCheckpoint::on_train_batch_end(Trainer& trainer, LightningModule&, const Scalar&, const Batch&, int64_t) {
   if (o_.every_n_train_steps <= 0 || trainer.global_step() == 0) return;
   if (trainer.global_step() % o_.every_n_train_steps != 0 || trainer.global_step() == last_step_saved_) return;
   check(trainer, false);
@@ -221,7 +221,7 @@ void ModelCheckpoint::check(Trainer& trainer, bool at_epoch_end) {
     };
     try {
       if (dir_.empty()) throw Error(PL_ERR_INVALID_ARGUMENT, "ModelCheckpoint has no folder (dirpath) on rank 0");
-      std::map<std::string, double> values = t.callback;
+      std::map<std::string, double> values = t.settled();
       values["epoch"] = static_cast<double>(t.epoch);
       values["step"] = static_cast<double>(t.step);
       std::vector<std::string> remove;
@@ -244,9 +244,9 @@ void ModelCheckpoint::check(Trainer& trainer, bool at_epoch_end) {
         }
       } else if (o_.save_top_k == 0) {
         // no top k to keep: the monitor is not read (only `last` is saved)
-      } else if (auto it = t.callback.find(o_.monitor); it == t.callback.end()) {
+      } else if (auto it = t.settled().find(o_.monitor); it == t.settled().end()) {
         std::string logged;
-        for (const auto& kv : t.callback) logged += (logged.empty() ? "" : ", ") + kv.first;
+        for (const auto& kv : t.settled()) logged += (logged.empty() ? "" : ", ") + kv.first;
         const std::string msg =
             "ModelCheckpoint(monitor='" + o_.monitor +
             "') found no logged value of that name; logged: " + (logged.empty() ? "(none)" : logged) +

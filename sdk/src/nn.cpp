@@ -241,7 +241,17 @@ Tensor ReLU::backward(const Tensor& dy) {
 
 // ---- cross_entropy ----
 
-CrossEntropy cross_entropy(const Tensor& logits, const Tensor& labels, bool with_grad) {
+namespace {
+
+// `buf` when only the cache holds it and it has this shape, dtype and place, else a new tensor.
+Tensor& unshared(Tensor& buf, const Accelerator& acc, PL_Device device, const Shape& shape, PL_DType dtype) {
+  const bool fits = buf.defined() && buf.use_count() == 1 && buf.shape() == shape && buf.dtype() == dtype &&
+                    same_place(buf.device(), device) && buf.accelerator() == acc;
+  if (!fits) buf = Tensor::empty(acc, device, shape, dtype);
+  return buf;
+}
+
+CrossEntropy compute(const Tensor& logits, const Tensor& labels, bool with_grad, CrossEntropyLoss::Buffers* keep) {
   const char* op = "nn::cross_entropy";
   if (!logits.defined() || logits.dim() != 2)
     throw Error(PL_ERR_INVALID_ARGUMENT, std::string(op) + ": logits must be [N, C], got " +
@@ -259,22 +269,24 @@ CrossEntropy cross_entropy(const Tensor& logits, const Tensor& labels, bool with
   const Tensor lab = same_place(labels.device(), dev) ? labels : labels.to(acc, dev);
   // autocast runs losses in float32: low-precision logits are widened, the gradient narrowed back
   const bool low = logits.dtype() == PL_F16 || logits.dtype() == PL_BF16;
+  CrossEntropyLoss::Buffers scratch;
+  CrossEntropyLoss::Buffers& b = keep != nullptr ? *keep : scratch;
   Tensor wide = logits;
   if (low) {
-    wide = Tensor::empty(acc, dev, logits.shape(), PL_F32);
+    wide = unshared(b.wide, acc, dev, logits.shape(), PL_F32);
     PL_Tensor wv = wide.view();
     acc.cast(wv, logits.view());
   }
 
   CrossEntropy out;
   out.count = n;
-  Tensor loss = Tensor::empty(acc, dev, {n}, wide.dtype());
-  if (with_grad) out.grad = Tensor::empty(acc, dev, {n, c}, wide.dtype());
+  Tensor loss = Tensor::empty(acc, dev, {n}, wide.dtype());  // kept by out.loss until it is read
+  if (with_grad) out.grad = unshared(b.grad, acc, dev, {n, c}, wide.dtype());
   PL_Tensor lv = wide.view(), labv = lab.view(), lossv = loss.view(),
             gv = out.grad.defined() ? out.grad.view() : PL_Tensor{};
   acc.cross_entropy(lv, labv, lossv, with_grad ? &gv : nullptr, amp::loss_scale() / static_cast<double>(n));
   if (low && with_grad) {
-    Tensor g = Tensor::empty(acc, dev, {n, c}, logits.dtype());
+    Tensor g = unshared(b.low_grad, acc, dev, {n, c}, logits.dtype());
     PL_Tensor dst = g.view();
     acc.cast(dst, out.grad.view());
     out.grad = g;
@@ -284,15 +296,38 @@ CrossEntropy cross_entropy(const Tensor& logits, const Tensor& labels, bool with
   PL_Tensor pv = pred.view();
   acc.argmax_rows(lv, pv);
 
-  double sum = 0;
-  if (loss.dtype() == PL_F32)
-    for (float v : loss.to_vector<float>()) sum += v;
-  else
-    for (double v : loss.to_vector<double>()) sum += v;
-  out.loss = sum / static_cast<double>(n);
-  const std::vector<int64_t> want = labels.to_vector<int64_t>(), got = pred.to_vector<int64_t>();
-  for (int64_t i = 0; i < n; ++i) out.correct += got[static_cast<size_t>(i)] == want[static_cast<size_t>(i)];
+  // Read on the host only when somebody asks (scalar.hpp): the rows' losses summed in double, and
+  // the rows whose argmax is the label, exactly as a read right here would give them.
+  out.loss = Scalar::deferred([loss, n] {
+    double sum = 0;
+    if (loss.dtype() == PL_F32)
+      for (float v : loss.to_vector<float>()) sum += v;
+    else
+      for (double v : loss.to_vector<double>()) sum += v;
+    return sum / static_cast<double>(n);
+  });
+  // The labels are the caller's memory: a synchronous accelerator (cpu) counts now, at no wait, so
+  // a program that refills one label buffer every step counts right; an asynchronous one keeps a
+  // reference (the Trainer's staged batches get fresh buffers while one is held) and counts on
+  // the first read.
+  auto count_correct = [lab, pred, n] {
+    const std::vector<int64_t> want = lab.to_vector<int64_t>(), got = pred.to_vector<int64_t>();
+    int64_t correct = 0;
+    for (int64_t i = 0; i < n; ++i) correct += got[static_cast<size_t>(i)] == want[static_cast<size_t>(i)];
+    return static_cast<double>(correct);
+  };
+  out.correct = acc.synchronous() ? Scalar(count_correct()) : Scalar::deferred(count_correct);
   return out;
+}
+
+}  // namespace
+
+CrossEntropy cross_entropy(const Tensor& logits, const Tensor& labels, bool with_grad) {
+  return compute(logits, labels, with_grad, nullptr);
+}
+
+CrossEntropy CrossEntropyLoss::operator()(const Tensor& logits, const Tensor& labels, bool with_grad) {
+  return compute(logits, labels, with_grad, &buffers_);
 }
 
 }  // namespace pl::nn

@@ -271,12 +271,11 @@ void Trainer::Impl::train_epoch(DataLoader& train) {
     boundary_now = boundary;
     window_samples += train.real_samples(j) * others;
     each_callback([&](Callback& c) { c.on_train_batch_start(*self, m, batch, b); });
-    const double loss = training_step(batch, b);
+    const Scalar loss = training_step(batch, b);
     form_remaining();
     strategy.after_backward();
-    if (!std::isfinite(loss))
-      warn("training_step returned a non-finite loss at epoch " + std::to_string(epoch) + ", batch " +
-           std::to_string(b));
+    unchecked_losses.push_back({epoch, b, loss});  // not read now: a cuda step need not wait here
+    if (unchecked_losses.size() >= 64) check_losses();
     if (boundary) {
       optimizer_step();
       ++step;
@@ -286,8 +285,12 @@ void Trainer::Impl::train_epoch(DataLoader& train) {
       epoch_samples = train.position_after(j + 1);
       epoch_batches = b + 1;
       auto values = metrics.take_step_values();
-      for (const auto& kv : values) callback[kv.first] = kv.second;
-      if (step % o.log_every_n_steps == 0 && !values.empty()) loggers.add_row(epoch, step - 1, values);
+      for (const auto& kv : values) unread[kv.first] = kv.second;
+      if (step % o.log_every_n_steps == 0 && !values.empty() && loggers.wants_rows()) {
+        std::map<std::string, double> row;
+        for (const auto& kv : values) row[kv.first] = kv.second.value();
+        loggers.add_row(epoch, step - 1, row);
+      }
       const StepAgreement next = agree_after_step();
       if (next.stop) {  // preempted: every rank stops after this same step
         interrupted = true;
@@ -311,8 +314,25 @@ void Trainer::Impl::train_epoch(DataLoader& train) {
   if (!sync_on) strategy.set_grad_sync(true);
 }
 
+std::map<std::string, double>& Trainer::Impl::settled() {
+  for (auto& [name, value] : unread) callback[name] = value.value();
+  unread.clear();
+  check_losses();
+  return callback;
+}
+
+void Trainer::Impl::check_losses() {
+  std::vector<LossCheck> losses;
+  losses.swap(unchecked_losses);
+  for (const auto& l : losses)
+    if (!std::isfinite(l.loss.value()))
+      warn("training_step returned a non-finite loss at epoch " + std::to_string(l.epoch) + ", batch " +
+           std::to_string(l.batch));
+}
+
 void Trainer::Impl::end_epoch_log(const std::map<std::string, double>& values, double steps_per_s) {
-  for (const auto& kv : values) callback[kv.first] = kv.second;
+  auto& settled_values = settled();
+  for (const auto& kv : values) settled_values[kv.first] = kv.second;
   loggers.add_row(epoch, step > 0 ? step - 1 : 0, values);
   loggers.flush();
   if (progress_end() || rank != 0 || !o.enable_progress_bar) return;  // the bar's finished line replaces it
@@ -418,7 +438,7 @@ const JobConfig& Trainer::job() const { return impl_->job; }
 const ClusterEnv& Trainer::cluster() const { return impl_->env; }
 const Runtime& Trainer::runtime() const { return *impl_->rt; }
 std::string Trainer::log_dir() const { return impl_->log_dir; }
-const std::map<std::string, double>& Trainer::callback_metrics() const { return impl_->callback; }
+const std::map<std::string, double>& Trainer::callback_metrics() const { return impl_->settled(); }
 double Trainer::strategy_stat(const std::string& name) const { return impl_->strategy.stat(name); }
 int64_t Trainer::optimizer_state_bytes() const {
   if (!impl_->optimizer) return 0;

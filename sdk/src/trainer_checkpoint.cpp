@@ -149,7 +149,7 @@ void Trainer::Impl::save_checkpoint(const std::string& path) {
     auto sep = s.find('\x1f');
     j["rng"].push_back({{"global", s.substr(0, sep)}, {"rank", sep == std::string::npos ? "" : s.substr(sep + 1)}});
   }
-  j["callback_metrics"] = numbers_to_json(callback);  // a NaN loss (a diverged run) is kept
+  j["callback_metrics"] = numbers_to_json(settled());  // a NaN loss (a diverged run) is kept
   j["lr_schedulers"] = schedulers_state();
   j["callbacks"] = callbacks_state();
   j["precision"] = precision.name;
@@ -306,7 +306,8 @@ void Trainer::Impl::load_checkpoint(const std::string& path) {
     warn("checkpoint " + path + " was saved by " + std::to_string(saved_world) + " processes, this run has " +
          std::to_string(world) + ": per-rank random streams restart from the seed");
   }
-  for (const auto& [k, v] : saved_metrics) callback[k] = v;
+  auto& settled_values = settled();
+  for (const auto& [k, v] : saved_metrics) settled_values[k] = v;
   saved_schedulers = sched;
   saved_callbacks = cb_states;
   // The loss scale continues where it was (a 32-true or bf16 checkpoint starts at the default).

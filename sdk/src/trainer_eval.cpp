@@ -70,7 +70,8 @@ std::map<std::string, double> Trainer::Impl::eval_loop(DataLoader& loader, bool 
   test ? m.on_test_epoch_end() : m.on_validation_epoch_end();  // after the callbacks', as Lightning
   auto values = metrics.reduce_epoch(collectives());
   metrics.take_step_values();
-  for (const auto& kv : values) callback[kv.first] = kv.second;
+  auto& settled_values = settled();
+  for (const auto& kv : values) settled_values[kv.first] = kv.second;
   progress_end();
   each_callback([&](Callback& c) { test ? c.on_test_end(*self, m) : c.on_validation_end(*self, m); });
   return values;

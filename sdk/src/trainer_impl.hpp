@@ -111,7 +111,7 @@ struct Trainer::Impl {
   // log() calls made inside replicas during a multi-replica step, merged after it (one per replica).
   struct PendingLog {
     std::string name;
-    double value;
+    Scalar value;
     LogOptions options;
     int64_t batch_size;
   };
@@ -142,7 +142,19 @@ struct Trainer::Impl {
   std::vector<PL_Tensor> clip_views;  // the ranges' gradient views at one step (kept for its capacity)
   plrt::sdk::MetricLog metrics;
   plrt::sdk::Loggers loggers;  // metrics.csv and TensorBoard (TrainerOptions::logger), rank 0's
+  // callback_metrics.  Step values are not read when logged: they wait in `unread` (and the
+  // steps' losses in `unchecked_losses`, for the non-finite warning) until settled() reads them,
+  // which every reader of `callback` calls first: a logger row, the progress bar's frame, a
+  // monitoring callback, the epoch's end.  So a step on a cuda device need not wait for it.
   std::map<std::string, double> callback;
+  std::map<std::string, Scalar> unread;
+  struct LossCheck {
+    int64_t epoch, batch;
+    Scalar loss;
+  };
+  std::vector<LossCheck> unchecked_losses;  // read once 64 wait, or by settled()
+  std::map<std::string, double>& settled();
+  void check_losses();  // reads the unchecked losses; warns about a non-finite one
   int64_t epoch = 0, step = 0;
   // Where the trainer is inside `epoch` (saved in trainer.json, set by a checkpoint's load):
   // epoch_samples, the positions of the epoch's order consumed (global across the ranks with a
@@ -195,7 +207,7 @@ struct Trainer::Impl {
   plrt::sdk::ProgressBar::Setup bar_setup;
   std::unique_ptr<plrt::sdk::ProgressBar> bar;
   void progress_setup(RuntimeOptions& r, bool first_rank);
-  std::map<std::string, double> progress_values() const;
+  std::map<std::string, double> progress_values();  // reads the step values (settled())
   void progress_start(const char* stage, int64_t total, int64_t done = 0);
   void progress_step(int64_t done);
   bool progress_end();    // the stage's last frame; false: no bar (print the per-epoch line)
@@ -241,7 +253,7 @@ struct Trainer::Impl {
   std::map<std::string, double> evaluate(LightningModule& m, DataLoader& loader, bool test);
   void train_epoch(DataLoader& train);
   // trainer_step.cpp: one batch's forward and backward on every replica; the optimizer step.
-  double training_step(const Batch& batch, int64_t batch_idx);
+  Scalar training_step(const Batch& batch, int64_t batch_idx);
   void optimizer_step();
   void step_ranges(const PL_ParamRange* ranges, size_t num_ranges);  // the strategy's optimizer_step
   // trainer_clip.cpp: TrainerOptions' gradient clipping over grad_ranges (nothing when it is off).

@@ -17,11 +17,12 @@ void Trainer::Impl::progress_setup(RuntimeOptions& r, bool first_rank) {
     r.log_callback = &plrt::sdk::ConsoleLine::log_callback, r.log_user = nullptr;
 }
 
-std::map<std::string, double> Trainer::Impl::progress_values() const {
+std::map<std::string, double> Trainer::Impl::progress_values() {
+  const auto& values = settled();  // a frame is drawn at most 10 times a second
   std::map<std::string, double> out;
   for (const auto& name : metrics.prog_bar())
     for (const char* suffix : {"", "_step", "_epoch"})
-      if (auto it = callback.find(name + suffix); it != callback.end()) out.insert(*it);
+      if (auto it = values.find(name + suffix); it != values.end()) out.insert(*it);
   return out;
 }
 

@@ -68,13 +68,14 @@ void Trainer::Impl::step_schedulers(const std::string& interval, int64_t index,
       continue;
     }
     const double* value = nullptr;  // the epoch's reduced value, else the latest logged one
+    const auto& latest = settled();
     if (auto it = values.find(c.monitor); it != values.end())
       value = &it->second;
-    else if (auto jt = callback.find(c.monitor); jt != callback.end())
+    else if (auto jt = latest.find(c.monitor); jt != latest.end())
       value = &jt->second;
     if (!value) {
       std::string logged;
-      for (const auto& kv : callback) logged += (logged.empty() ? "" : ", ") + kv.first;
+      for (const auto& kv : latest) logged += (logged.empty() ? "" : ", ") + kv.first;
       const std::string msg = "ReduceLROnPlateau conditioned on '" + c.monitor +
                               "', which was not logged; logged: " + (logged.empty() ? "(none)" : logged);
       if (c.strict) throw Error(PL_ERR_INVALID_ARGUMENT, msg);

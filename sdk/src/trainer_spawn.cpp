@@ -115,7 +115,7 @@ void Trainer::Impl::fit_spawn(LightningModule& m, DataLoader& train, DataLoader*
           j["global_step"] = step;
           j["samples_trained"] = samples_trained;
           j["resumed_from"] = resumed_from;
-          j["callback_metrics"] = numbers_to_json(callback);
+          j["callback_metrics"] = numbers_to_json(settled());
           j["log_dir"] = log_dir;
           j["callbacks"] = callbacks_state();  // e.g. ModelCheckpoint's best_model_path, for the parent's
           j["should_stop"] = should_stop;
@@ -217,7 +217,9 @@ void Trainer::Impl::fit_spawn(LightningModule& m, DataLoader& train, DataLoader*
     samples_trained = j.at("samples_trained").get<int64_t>();
     resumed_from = j.at("resumed_from").get<std::string>();
     log_dir = j.at("log_dir").get<std::string>();
-    for (const auto& [k, v] : numbers_from_json(j.at("callback_metrics"), "the workers' results")) callback[k] = v;
+    auto& settled_values = settled();
+    for (const auto& [k, v] : numbers_from_json(j.at("callback_metrics"), "the workers' results"))
+      settled_values[k] = v;
     should_stop = j.value("should_stop", false);
     use_callbacks(m);  // this process's callback objects get the workers' final states
     saved_callbacks = j.value("callbacks", nlohmann::json());

@@ -124,7 +124,7 @@ void Trainer::Impl::attach_replicas(LightningModule& m) {
   }
 }
 
-double Trainer::Impl::training_step(const Batch& batch, int64_t b) {
+Scalar Trainer::Impl::training_step(const Batch& batch, int64_t b) {
   LightningModule& m = *module;
   const double base = 1.0 / o.accumulate_grad_batches;
   const double loss_scale = scaler ? scaler->scale() : 1.0;
@@ -187,7 +187,7 @@ double Trainer::Impl::training_step(const Batch& batch, int64_t b) {
                   "forward_step of replica " + std::to_string(out.replica) + " returned an undefined tensor");
     out.output = out.output.to(acc, device);
   }
-  const double loss = m.training_step_end(outputs);
+  const Scalar loss = m.training_step_end(outputs);
   for (const auto& out : outputs)
     if (!out.output_grad.defined() || out.output_grad.shape() != out.output.shape())
       throw Error(PL_ERR_INVALID_ARGUMENT,
@@ -213,8 +213,7 @@ double Trainer::Impl::training_step(const Batch& batch, int64_t b) {
 void Trainer::Impl::merge_replica_logs(const std::vector<int64_t>& batch_sizes) {
   struct Merged {
     LogOptions options;
-    double weighted = 0, weight = 0, sum = 0;
-    double min = std::numeric_limits<double>::infinity(), max = -std::numeric_limits<double>::infinity();
+    std::vector<std::pair<Scalar, double>> parts;  // each replica's value and weight
     int64_t rows = 0;
   };
   std::vector<std::string> order;
@@ -226,18 +225,23 @@ void Trainer::Impl::merge_replica_logs(const std::vector<int64_t>& batch_sizes) 
       Merged& g = it->second;
       // the replica's rows, unless the log call named its own batch_size
       const int64_t rows = e.batch_size > 0 ? e.batch_size : batch_sizes[r];
-      const double w = static_cast<double>(std::max<int64_t>(1, rows));
-      g.weighted += e.value * w, g.weight += w, g.sum += e.value;
-      g.min = std::min(g.min, e.value), g.max = std::max(g.max, e.value);
+      g.parts.emplace_back(e.value, static_cast<double>(std::max<int64_t>(1, rows)));
       g.rows += rows;
     }
   replica_logs.clear();
   for (const auto& name : order) {
     const Merged& g = merged[name];
-    double v = g.options.reduce_fx == Reduce::Sum   ? g.sum
-               : g.options.reduce_fx == Reduce::Min ? g.min
-               : g.options.reduce_fx == Reduce::Max ? g.max
-                                                    : g.weighted / g.weight;
+    // read when the merged value is: the replicas' values may still be on their devices
+    const Scalar v = Scalar::deferred([parts = g.parts, fx = g.options.reduce_fx] {
+      double weighted = 0, weight = 0, sum = 0;
+      double min = std::numeric_limits<double>::infinity(), max = -std::numeric_limits<double>::infinity();
+      for (const auto& [value, w] : parts) {
+        const double x = value.value();
+        weighted += x * w, weight += w, sum += x;
+        min = std::min(min, x), max = std::max(max, x);
+      }
+      return fx == Reduce::Sum ? sum : fx == Reduce::Min ? min : fx == Reduce::Max ? max : weighted / weight;
+    });
     metrics.log(name, v, g.options, g.rows, in_training_step, rank, collectives());
   }
 }

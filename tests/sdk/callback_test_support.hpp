@@ -28,7 +28,7 @@ struct Scripted : pl::LightningModule {
   std::function<std::vector<pl::LRSchedulerConfig>(pl::Optimizer&)> schedules;
   std::vector<std::shared_ptr<pl::Callback>> own_callbacks;
   Scripted() { register_module("fc", fc); }
-  double training_step(const pl::Batch& b, int64_t) override {
+  pl::Scalar training_step(const pl::Batch& b, int64_t) override {
     auto ce = pl::nn::cross_entropy(fc.forward(b.at(0)), b.at(1));
     fc.backward(ce.grad, false);
     log("train_loss", ce.loss);

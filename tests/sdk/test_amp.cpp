@@ -171,7 +171,7 @@ TEST(Amp, CrossEntropyGradientCarriesTheLossScale) {
   auto plain = pl::nn::cross_entropy(logits, labels);
   pl::amp::Autocast ac(PL_F16, 1024.0);
   auto scaled = pl::nn::cross_entropy(logits, labels);
-  EXPECT_DOUBLE_EQ(scaled.loss, plain.loss) << "the loss value is never scaled";
+  EXPECT_DOUBLE_EQ(scaled.loss.value(), plain.loss.value()) << "the loss value is never scaled";
   auto g = scaled.grad.to_vector<float>(), g0 = plain.grad.to_vector<float>();
   for (size_t i = 0; i < g.size(); ++i) EXPECT_FLOAT_EQ(g[i], 1024.0f * g0[i]);
 }
@@ -180,7 +180,7 @@ TEST(Amp, CrossEntropyGradientCarriesTheLossScale) {
 struct Tiny : pl::LightningModule {
   pl::nn::Linear fc;
   explicit Tiny(pl::Generator* g) : fc(4, 3, true, g) { register_module("fc", fc); }
-  double training_step(const pl::Batch& b, int64_t) override {
+  pl::Scalar training_step(const pl::Batch& b, int64_t) override {
     auto ce = pl::nn::cross_entropy(fc.forward(b.at(0)), b.at(1));
     fc.backward(ce.grad, false);
     return ce.loss;

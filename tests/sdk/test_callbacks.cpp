@@ -40,9 +40,10 @@ struct Recorder : pl::Callback {
   void on_train_batch_start(pl::Trainer&, pl::LightningModule&, const pl::Batch& b, int64_t i) override {
     add("batch_start:" + std::to_string(i) + ":" + std::to_string(b.at(0).size(0)));
   }
-  void on_train_batch_end(pl::Trainer& t, pl::LightningModule&, double loss, const pl::Batch&, int64_t i) override {
+  void on_train_batch_end(pl::Trainer& t, pl::LightningModule&, const pl::Scalar& loss, const pl::Batch&,
+                          int64_t i) override {
     add("batch_end:" + std::to_string(i) + ":step" + std::to_string(t.global_step()) +
-        (std::isfinite(loss) ? "" : ":nan"));
+        (std::isfinite(loss.value()) ? "" : ":nan"));
   }
   void on_before_optimizer_step(pl::Trainer& t, pl::LightningModule&, pl::Optimizer& o) override {
     add("before_opt:" + std::to_string(t.global_step()) + (&o == t.optimizer() ? "" : ":other"));
@@ -183,7 +184,8 @@ TEST(Callbacks, AnExceptionReachesOnExceptionThenTheCaller) {
 
 TEST(Callbacks, ShouldStopInsideAnEpochStopsAtThatStep) {
   struct StopAtFour : pl::Callback {
-    void on_train_batch_end(pl::Trainer& t, pl::LightningModule&, double, const pl::Batch&, int64_t) override {
+    void on_train_batch_end(pl::Trainer& t, pl::LightningModule&, const pl::Scalar&, const pl::Batch&,
+                            int64_t) override {
       if (t.global_step() == 4) t.set_should_stop(true);
     }
   };
@@ -231,7 +233,7 @@ TEST(Callbacks, StateGoesIntoCheckpointsAndComesBackOnResume) {
       loaded = std::get<int64_t>(s.at("batches").value());
       batches = loaded;
     }
-    void on_train_batch_end(pl::Trainer&, pl::LightningModule&, double, const pl::Batch&, int64_t) override {
+    void on_train_batch_end(pl::Trainer&, pl::LightningModule&, const pl::Scalar&, const pl::Batch&, int64_t) override {
       ++batches;
     }
   };

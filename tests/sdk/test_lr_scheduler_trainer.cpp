@@ -32,7 +32,7 @@ struct Recorder : pl::LightningModule {
   pl::Optimizer* opt = nullptr;
   std::vector<double> lrs;
   Recorder() { register_module("fc", fc); }
-  double training_step(const pl::Batch& b, int64_t) override {
+  pl::Scalar training_step(const pl::Batch& b, int64_t) override {
     lrs.push_back(opt->lr());
     auto ce = pl::nn::cross_entropy(fc.forward(b.at(0)), b.at(1));
     fc.backward(ce.grad, false);

@@ -19,7 +19,7 @@ struct Logs : Scripted {
   pl::MeanMetric train_mean, val_mean;
   std::vector<int64_t> counts_at_epoch_start;
   bool per_step = false;
-  double training_step(const pl::Batch& b, int64_t i) override {
+  pl::Scalar training_step(const pl::Batch& b, int64_t i) override {
     train_mean.update(b.at(0));  // every feature of the batch
     pl::LogOptions o;
     if (per_step) o.on_step = true;

@@ -27,7 +27,7 @@ struct Net : pl::Module {
     register_module("l2", l2);
   }
   double loss(const pl::Tensor& x, const pl::Tensor& y) {
-    return pl::nn::cross_entropy(l2.forward(relu.forward(l1.forward(x))), y, false).loss;
+    return pl::nn::cross_entropy(l2.forward(relu.forward(l1.forward(x))), y, false).loss.value();
   }
   // One forward and backward; returns d(mean loss)/dx.
   std::vector<double> backward(const pl::Tensor& x, const pl::Tensor& y) {
@@ -184,9 +184,9 @@ TEST(Nn, CrossEntropyMeanLossGradAndAccuracy) {
     want += std::log(s) - z[i * 3 + (int)labels.to_vector<int64_t>()[i]];
     for (int j = 0; j < 3; ++j) grad.push_back((std::exp(z[i * 3 + j]) / s - (j == i)) / 3);
   }
-  EXPECT_NEAR(ce.loss, want / 3, 1e-6);
+  EXPECT_NEAR(ce.loss.value(), want / 3, 1e-6);
   EXPECT_EQ(ce.count, 3);
-  EXPECT_EQ(ce.correct, 1);  // row 0 is right; row 1 predicts 2; row 2's three-way tie goes to class 0
+  EXPECT_EQ(ce.correct.value(), 1.0);  // row 0 is right; row 1 predicts 2; row 2's three-way tie goes to class 0
   const auto g = ce.grad.to_vector<float>();
   for (size_t k = 0; k < g.size(); ++k) EXPECT_NEAR(g[k], grad[k], 1e-6) << k;
   EXPECT_FALSE(pl::nn::cross_entropy(logits, labels, false).grad.defined());

@@ -132,7 +132,7 @@ TEST(HParams, YamlQuotesStringsAndKeepsFloatsFloats) {
 }
 
 struct Plain : pl::LightningModule {
-  double training_step(const pl::Batch&, int64_t) override { return 0; }
+  pl::Scalar training_step(const pl::Batch&, int64_t) override { return 0; }
   std::unique_ptr<pl::Optimizer> configure_optimizers() override { return nullptr; }
 };
 

@@ -281,7 +281,7 @@ TEST(TorchMetrics, BadInputsAreRefusedBeforeAnyStateChanges) {
 
 TEST(TorchMetrics, LogOfAMetricOutsideATrainerIsRefused) {
   struct M : pl::LightningModule {
-    double training_step(const pl::Batch&, int64_t) override { return 0; }
+    pl::Scalar training_step(const pl::Batch&, int64_t) override { return 0; }
     std::unique_ptr<pl::Optimizer> configure_optimizers() override { return nullptr; }
   } m;
   pl::Accuracy acc(2);

@@ -25,7 +25,7 @@ namespace {
 struct Slow : entries_test::Model {
   bool die = false;
   int64_t steps = 0;
-  double training_step(const pl::Batch& batch, int64_t batch_idx) override {
+  pl::Scalar training_step(const pl::Batch& batch, int64_t batch_idx) override {
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
     if (die && ++steps == 300 && global_rank() == world_size() - 1) {
       std::cout << "async_worker: rank " << global_rank() << " kills itself" << std::endl;

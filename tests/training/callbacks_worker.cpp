@@ -36,7 +36,7 @@ struct Model : pl::LightningModule {
   pl::nn::Linear fc{4, 3, true, &gen};
   std::string mode;
   explicit Model(std::string m) : mode(std::move(m)) { register_module("fc", fc); }
-  double training_step(const pl::Batch& b, int64_t) override {
+  pl::Scalar training_step(const pl::Batch& b, int64_t) override {
     // stop_rank1: slow steps, so that the ranks' agreement (about every 100 ms) runs inside an epoch
     if (mode == "stop_rank1") std::this_thread::sleep_for(std::chrono::milliseconds(40));
     auto ce = pl::nn::cross_entropy(fc.forward(b.at(0)), b.at(1));
@@ -76,7 +76,8 @@ int main(int argc, char** argv) {
     std::shared_ptr<pl::ModelCheckpoint> mc;
     // stop_rank1: rank 1 alone sets should_stop inside epoch 1; every rank must stop with it
     struct StopOnRankOne : pl::Callback {
-      void on_train_batch_end(pl::Trainer& t, pl::LightningModule&, double, const pl::Batch&, int64_t) override {
+      void on_train_batch_end(pl::Trainer& t, pl::LightningModule&, const pl::Scalar&, const pl::Batch&,
+                              int64_t) override {
         if (t.global_rank() == 1 && t.global_step() == 3) t.set_should_stop(true);
       }
     };

@@ -22,7 +22,7 @@ namespace {
 class Recording : public entries_test::Model {
  public:
   explicit Recording(std::string path) : out_(std::move(path), std::ios::app) {}
-  double training_step(const pl::Batch& batch, int64_t batch_idx) override {
+  pl::Scalar training_step(const pl::Batch& batch, int64_t batch_idx) override {
     for (int64_t i : batch.at(2).to_vector<int64_t>()) out_ << current_epoch() << " " << i << "\n";
     out_.flush();
     return entries_test::Model::training_step(batch, batch_idx);

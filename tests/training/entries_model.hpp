@@ -29,7 +29,7 @@ class Model : public pl::LightningModule {
     register_buffer("seen", pl::Tensor::zeros({1}, PL_F32));
     if (c.freeze_l1_bias) l1_.bias()->requires_grad = false;
   }
-  double training_step(const pl::Batch& batch, int64_t batch_idx) override {
+  pl::Scalar training_step(const pl::Batch& batch, int64_t batch_idx) override {
     const bool inject = global_rank() == c_.inf_rank && batch_idx == c_.inf_batch;
     if (inject && c_.inf_in_input) batch.at(0).data_ptr<float>()[0] = std::numeric_limits<float>::infinity();
     pl::Tensor h = relu_.forward(l1_.forward(batch.at(0)));

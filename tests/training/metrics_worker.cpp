@@ -20,7 +20,7 @@ double row_value(int rank, int64_t i) { return rank * 100.0 + static_cast<double
 class Probe : public pl::LightningModule {
  public:
   Probe() { register_parameter("w", pl::Tensor::zeros({1})); }
-  double training_step(const pl::Batch&, int64_t) override { return 0; }
+  pl::Scalar training_step(const pl::Batch&, int64_t) override { return 0; }
   void validation_step(const pl::Batch& batch, int64_t) override {
     auto v = batch.at(0).to_vector<double>();
     double mean = 0, mn = 1e300, mx = -1e300;

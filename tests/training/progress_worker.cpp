@@ -18,7 +18,7 @@ class Tiny : public pl::LightningModule {
   Tiny(int sleep_ms, int log_every) : sleep_ms_(sleep_ms), log_every_(log_every) {
     register_parameter("w", pl::Tensor::zeros({1}));
   }
-  double training_step(const pl::Batch& batch, int64_t batch_idx) override {
+  pl::Scalar training_step(const pl::Batch& batch, int64_t batch_idx) override {
     std::this_thread::sleep_for(std::chrono::milliseconds(sleep_ms_));
     if (log_every_ > 0 && batch_idx % log_every_ == 0)
       trainer()->runtime().log(PL_LOG_INFO, "worker line at batch " + std::to_string(batch_idx));

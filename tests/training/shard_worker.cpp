@@ -94,7 +94,7 @@ class Killing : public Base {
 class Model : public entries_test::Model {
  public:
   explicit Model(bool adam) : adam_(adam) {}
-  double training_step(const pl::Batch& batch, int64_t batch_idx) override {
+  pl::Scalar training_step(const pl::Batch& batch, int64_t batch_idx) override {
     ++g.steps_run;
     return entries_test::Model::training_step(batch, batch_idx);
   }

@@ -52,7 +52,7 @@ struct Classifier : pl::LightningModule {
     c->undefined_output = undefined_output;
     return c;
   }
-  double training_step(const pl::Batch& b, int64_t) override {
+  pl::Scalar training_step(const pl::Batch& b, int64_t) override {
     auto ce = pl::nn::cross_entropy(fc.forward(b.at(0)), b.at(1));
     fc.backward(ce.grad, false);
     pl::LogOptions epoch;

@@ -36,7 +36,7 @@ class KnownGrads : public pl::LightningModule {
         c_(register_parameter("c", pl::Tensor::from_vector<float>({5}, {1}))),
         d_(register_parameter("d", pl::Tensor::from_vector<float>({7}, {1}))),
         a0_grad_(a0_grad) {}
-  double training_step(const pl::Batch&, int64_t) override {
+  pl::Scalar training_step(const pl::Batch&, int64_t) override {
     const float s = static_cast<float>(pl::amp::loss_scale());
     write(a_, {a0_grad_ * s, -4 * s});
     write(b_, {12 * s});

@@ -1,6 +1,8 @@
 // add_bias, sum_rows, relu, relu_backward, cross_entropy, argmax_rows: the shared argument rules
 // (shapes, dtypes, overlaps, devices), then the launch (kernels_layers.cu, kernels_loss.cu).
-// cross_entropy synchronises its stream before it returns, to report a bad label from this call.
+// cross_entropy stays asynchronous: a bad label is reported by the next synchronisation (as
+// quantize_u8's data errors), so a training step need not wait for the GPU here (the SDK reads the
+// loss only when somebody needs it: sdk/include/plrt/sdk/scalar.hpp).
 #include "device_scope.hpp"
 #include "entries.hpp"
 #include "instance.hpp"
@@ -59,7 +61,7 @@ PL_Error* cuda_cross_entropy(PL_Accelerator* acc, const PL_Tensor* logits, const
       cudaGetLastError();
       throw;
     }
-    acc->checks.wait(t, scope.stream(), op, [c](const CheckRecord& r) {
+    acc->checks.defer(t, scope.stream(), op, [c](const CheckRecord& r) {
       return kernel_args::label_message(static_cast<int64_t>(r.p0), static_cast<int64_t>(r.key), c);
     });
   });

@@ -107,14 +107,6 @@ void KernelChecks::release(const Ticket& t) {
   release_locked(t);
 }
 
-void KernelChecks::wait(const Ticket& t, cudaStream_t stream, const char* op, const Describe& describe) {
-  // A failed synchronisation leaves the kernel's state unknown: the ticket is not reused.
-  check_cuda(cudaStreamSynchronize(stream), std::string(op) + ": cudaStreamSynchronize");
-  const CheckRecord rec = read_record(t.record);
-  release(t);
-  if (rec.key != kNoError) fail(PL_ERR_INVALID_ARGUMENT, std::string(op) + ": " + describe(rec));
-}
-
 void KernelChecks::defer(const Ticket& t, cudaStream_t stream, const char* op, Describe describe) {
   cudaEvent_t oldest = nullptr;
   {

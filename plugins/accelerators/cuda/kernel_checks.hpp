@@ -2,11 +2,10 @@
 // quantise, a chunk's invalid min/max), found on the GPU and reported through the C ABI.
 //
 // A checking launch takes a ticket: a device slot its threads atomicMin an error key into, and a
-// mapped pinned host record that the kernel's last block fills (check_epilogue.cuh).  Then either
-//  - wait(): synchronise the stream and report now (cross_entropy, whose loss is read every step
-//    anyway; the header allows either), or
-//  - defer(): record an event and keep the ticket, so the launch stays asynchronous (quantize_u8,
-//    dequantize_u8: they sit on the communication path).  A deferred error is reported by the
+// mapped pinned host record that the kernel's last block fills (check_epilogue.cuh).  Then
+// defer() records an event and keeps the ticket, so the launch stays asynchronous (cross_entropy:
+// a training step does not wait for its loss; quantize_u8, dequantize_u8: they sit on the
+// communication path).  A deferred error is reported by the
 //    next synchronisation through this instance (stream_synchronize, event_synchronize, a copy on
 //    the default stream), whichever stream it is for, once the launch has completed: the CUDA
 //    model of errors that surface at the next synchronising call.
@@ -47,8 +46,6 @@ class KernelChecks {
   Ticket acquire(int device, cudaStream_t stream);
   // Gives the ticket back: the launch failed before any kernel ran, or its result was read.
   void release(const Ticket& t);
-  // Synchronises `stream`, reads the ticket's record and releases it; throws the error found.
-  void wait(const Ticket& t, cudaStream_t stream, const char* op, const Describe& describe);
   // Keeps the ticket until the launch, enqueued on `stream`, completes (see report()).
   void defer(const Ticket& t, cudaStream_t stream, const char* op, Describe describe);
   // Releases every deferred ticket whose launch has completed; throws the first error among them

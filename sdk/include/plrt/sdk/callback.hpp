@@ -21,6 +21,7 @@
 #include <exception>
 #include <plrt/sdk/data.hpp>
 #include <plrt/sdk/hparams.hpp>
+#include <plrt/sdk/scalar.hpp>
 #include <string>
 
 namespace pl {
@@ -64,7 +65,9 @@ class Callback {
   virtual void on_train_batch_start(Trainer& trainer, LightningModule& module, const Batch& batch, int64_t batch_idx) {
     (void)trainer, (void)module, (void)batch, (void)batch_idx;
   }
-  virtual void on_train_batch_end(Trainer& trainer, LightningModule& module, double loss, const Batch& batch,
+  // `loss`: what training_step returned; loss.value() reads it (a deferred loss: waits for the
+  // device, so a callback that reads it every batch makes every step wait).
+  virtual void on_train_batch_end(Trainer& trainer, LightningModule& module, const Scalar& loss, const Batch& batch,
                                   int64_t batch_idx) {
     (void)trainer, (void)module, (void)loss, (void)batch, (void)batch_idx;
   }

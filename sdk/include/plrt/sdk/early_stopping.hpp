@@ -22,10 +22,10 @@ struct EarlyStoppingOptions {
   std::string mode = "min";                    // min | max
   bool strict = true;                          // a monitor that was not logged: error (false: warn and skip the check)
   bool check_finite = true;                    // stop when the value is NaN or infinite
-  std::optional<double> stopping_threshold;    // stop once the value is better than this
-  std::optional<double> divergence_threshold;  // stop once the value is worse than this
+  std::optional<double> stopping_threshold{};  // stop once the value is better than this
+  std::optional<double> divergence_threshold{};  // stop once the value is worse than this
   // unset: at epochs that validated (every epoch when validation runs every epoch or not at all)
-  std::optional<bool> check_on_train_epoch_end;
+  std::optional<bool> check_on_train_epoch_end{};
   bool verbose = false;  // rank 0 logs each check
 };
 

@@ -12,6 +12,7 @@
 #include <plrt/sdk/lr_scheduler.hpp>
 #include <plrt/sdk/module.hpp>
 #include <plrt/sdk/optim.hpp>
+#include <plrt/sdk/scalar.hpp>
 #include <string>
 #include <vector>
 
@@ -46,7 +47,7 @@ struct ReplicaOutput {
   int replica = 0;         // 0: the root device, where the optimizer steps
   int64_t batch_size = 0;  // rows of the batch this replica got
   Batch batch;             // that slice of the batch (on the replica's device), e.g. for its labels
-  double loss = 0;         // what training_step returned (one-phase training steps; 0 in evaluation)
+  Scalar loss;             // what training_step returned (one-phase training steps; 0 in evaluation)
   Tensor output;           // two-phase steps: what forward_step returned, copied to the root device
                            // (undefined for one-phase steps)
   Tensor output_grad;      // two-phase training steps: training_step_end sets d(loss)/d(output) here
@@ -70,9 +71,11 @@ class LightningModule : public Module {
   // A module destroyed before its trainer unhooks itself from it (and the trainer's destructor
   // unhooks its module): either may outlive the other.
   ~LightningModule() override;
-  // Forward and backward on one batch (already on the module's device); returns the loss.
-  // Under dp/ddp2 each replica runs it on its slice of the batch, in its own thread.
-  virtual double training_step(const Batch& batch, int64_t batch_idx) = 0;
+  // Forward and backward on one batch (already on the module's device); returns the loss, as a
+  // double or as a deferred pl::Scalar (nn::cross_entropy's loss: the step then need not wait for
+  // the device; scalar.hpp).  Under dp/ddp2 each replica runs it on its slice of the batch, in its
+  // own thread.
+  virtual Scalar training_step(const Batch& batch, int64_t batch_idx) = 0;
 
   // ---- several replicas per process (dp, ddp2) ----
   // A new module of the same architecture, for one more device; the trainer overwrites its values
@@ -86,7 +89,7 @@ class LightningModule : public Module {
   // replicas' losses, which is what their gradients already are (the trainer weighs each replica
   // 1/replicas, as Lightning's dp averages), so an override of a one-phase step changes the
   // reported loss only.  Two-phase steps (split_step) must override it to set every output_grad.
-  virtual double training_step_end(std::vector<ReplicaOutput>& outputs);
+  virtual Scalar training_step_end(std::vector<ReplicaOutput>& outputs);
   // Two-phase steps, for a loss over the whole batch under dp/ddp2 (the seed docs' softmax across
   // replicas): when split_step() is true, the trainer calls forward_step on every replica (no
   // backward), training_step_end with all outputs (it computes the loss and sets each
@@ -135,8 +138,10 @@ class LightningModule : public Module {
   virtual void on_test_epoch_start() {}
   virtual void on_test_epoch_end() {}
 
-  // Lightning's self.log.  Outside a trainer it throws.
-  void log(const std::string& name, double value, const LogOptions& options = {});
+  // Lightning's self.log.  Outside a trainer it throws.  A deferred value (scalar.hpp) is read
+  // only when a logger row, the progress bar, a callback, sync_dist on a step or the epoch's end
+  // needs it, so logging a loss each step does not make the step wait for the device.
+  void log(const std::string& name, const Scalar& value, const LogOptions& options = {});
   // A metric (metric.hpp) combined across every rank, logged as log(name, value, options) does
   // (sync_dist needs not be set: the value is already every rank's), then reset, as Lightning does
   // with a TorchMetrics object at the end of an epoch.  From on_train_epoch_end /

@@ -61,7 +61,7 @@ class ModelCheckpoint : public Callback {
   void load_state_dict(const HParams& state) override;
   bool monitors() const override { return true; }
   void setup(Trainer& trainer, LightningModule& module, const std::string& stage) override;
-  void on_train_batch_end(Trainer& trainer, LightningModule& module, double loss, const Batch& batch,
+  void on_train_batch_end(Trainer& trainer, LightningModule& module, const Scalar& loss, const Batch& batch,
                           int64_t batch_idx) override;
   void on_train_epoch_end(Trainer& trainer, LightningModule& module) override;
 

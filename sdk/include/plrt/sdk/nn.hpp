@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <plrt/sdk/module.hpp>
 #include <plrt/sdk/random.hpp>
+#include <plrt/sdk/scalar.hpp>
 #include <plrt/sdk/tensor.hpp>
 
 namespace pl::nn {
@@ -65,11 +66,15 @@ class ReLU {
   Tensor y_, dx_;
 };
 
+// loss and correct are deferred (scalar.hpp): computed on the logits' device and copied to the
+// host only when read, so a step that logs them does not wait for the device.
 struct CrossEntropy {
-  double loss = 0;      // mean over the batch
-  Tensor grad;          // d(mean loss)/d(logits), on the logits' device (undefined if not asked)
-  int64_t correct = 0;  // rows whose argmax equals the label
-  int64_t count = 0;    // rows
+  Scalar loss;        // mean over the batch
+  Tensor grad;        // d(mean loss)/d(logits), on the logits' device (undefined if not asked)
+  Scalar correct;     // rows whose argmax equals the label (deferred on an asynchronous accelerator,
+                      // which reads the labels then: do not overwrite them before)
+  int64_t count = 0;  // rows
+  Scalar accuracy() const { return correct / static_cast<double>(count); }
 };
 
 // Softmax cross-entropy of logits [N, C] (N >= 1; computed by the accelerator that owns them)
@@ -78,5 +83,21 @@ struct CrossEntropy {
 // float16/bfloat16 logits (autocast) are widened: the loss runs in float32 and grad comes back in
 // the logits' dtype.  grad is multiplied by amp::loss_scale() (1 unless a 16-mixed step runs).
 CrossEntropy cross_entropy(const Tensor& logits, const Tensor& labels, bool with_grad = true);
+
+// cross_entropy that keeps its working memory between calls, as Linear keeps its activations: the
+// gradient (and, under autocast, the widened logits) reuse the previous call's buffers once
+// nobody else holds them (the previous result's grad released).  On cuda a step then frees no
+// device memory (cudaFree waits for the whole device).  One per module; not shared by threads.
+class CrossEntropyLoss {
+ public:
+  CrossEntropy operator()(const Tensor& logits, const Tensor& labels, bool with_grad = true);
+
+  struct Buffers {
+    Tensor wide, grad, low_grad;
+  };
+
+ private:
+  Buffers buffers_;
+};
 
 }  // namespace pl::nn
