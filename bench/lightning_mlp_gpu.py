@@ -59,6 +59,17 @@ print(json.dumps({"steps_per_s": steps / clock.t}))
 '''
 
 
+def plrt_report(cmd, report, lib_path):
+    """Runs a plrt program (output hidden) and returns its --report JSON.  lib_path: a bundle's
+    libraries (scripts/gpu-bundle), for plrt's programs only.  bench/torch_mlp_gpu.py uses it too."""
+    env = dict(os.environ, PL_LOG_LEVEL="warn")
+    if lib_path:
+        env["LD_LIBRARY_PATH"] = lib_path + (":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
+    subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL)
+    with open(report) as f:
+        return json.load(f)
+
+
 def run_plrt(build, steps, precision, hidden, lib_path):
     with tempfile.TemporaryDirectory() as tmp:
         report = os.path.join(tmp, "report.json")
@@ -67,12 +78,7 @@ def run_plrt(build, steps, precision, hidden, lib_path):
                "--classes", "10", "--batch-size", "64", "--samples", str(64 * 200), "--heldout", "0",
                "--no-checkpoint", "--max-steps", str(steps), "--epochs", "100000", "--root-dir", tmp,
                "--precision", precision, "--report", report]
-        env = dict(os.environ, PL_LOG_LEVEL="warn")
-        if lib_path:  # a bundle's libraries (scripts/gpu-bundle), for plrt's programs only
-            env["LD_LIBRARY_PATH"] = lib_path + (":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
-        subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL)
-        with open(report) as f:
-            r = json.load(f)
+        r = plrt_report(cmd, report, lib_path)
     return r["steps"] / r["seconds"]
 
 

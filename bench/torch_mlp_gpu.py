@@ -30,6 +30,8 @@ import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from lightning_mlp_gpu import plrt_report  # noqa: E402  (one way to run a plrt program for its report)
 DEFAULT_ROWS = "4096,4096/1024/32-true;4096,4096/1024/bf16-mixed;8192,8192/4096/bf16-mixed;256,128/64/32-true"
 
 TORCH_SCRIPT = r'''
@@ -87,12 +89,7 @@ def run_plrt(build, accelerator, hidden, batch, precision, steps, lib_path):
                "--features", "784", "--hidden", hidden, "--classes", "10", "--batch-size", str(batch),
                "--samples", str(batch * 8), "--heldout", "0", "--no-checkpoint", "--max-steps", str(steps),
                "--epochs", "-1", "--root-dir", tmp, "--precision", precision, "--report", report]
-        env = dict(os.environ, PL_LOG_LEVEL="warn")
-        if lib_path:  # a bundle's libraries (scripts/gpu-bundle), for plrt's programs only
-            env["LD_LIBRARY_PATH"] = lib_path + (":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
-        subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL)
-        with open(report) as f:
-            r = json.load(f)
+        r = plrt_report(cmd, report, lib_path)
     if r["steps"] != steps:
         raise SystemExit(f"torch_mlp_gpu: plrt-mlp ran {r['steps']} steps, not {steps}")
     return r["seconds"]
