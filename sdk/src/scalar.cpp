@@ -66,10 +66,18 @@ Scalar combine(const Scalar& a, const Scalar& b, Op op) {
 }
 }  // namespace
 
-Scalar operator+(const Scalar& a, const Scalar& b) { return combine(a, b, [](double x, double y) { return x + y; }); }
-Scalar operator-(const Scalar& a, const Scalar& b) { return combine(a, b, [](double x, double y) { return x - y; }); }
-Scalar operator*(const Scalar& a, const Scalar& b) { return combine(a, b, [](double x, double y) { return x * y; }); }
-Scalar operator/(const Scalar& a, const Scalar& b) { return combine(a, b, [](double x, double y) { return x / y; }); }
+Scalar operator+(const Scalar& a, const Scalar& b) {
+  return combine(a, b, [](double x, double y) { return x + y; });
+}
+Scalar operator-(const Scalar& a, const Scalar& b) {
+  return combine(a, b, [](double x, double y) { return x - y; });
+}
+Scalar operator*(const Scalar& a, const Scalar& b) {
+  return combine(a, b, [](double x, double y) { return x * y; });
+}
+Scalar operator/(const Scalar& a, const Scalar& b) {
+  return combine(a, b, [](double x, double y) { return x / y; });
+}
 
 uint64_t Scalar::deferred_reads() { return g_reads.load(std::memory_order_relaxed); }
 
