@@ -216,6 +216,24 @@ int main(int argc, char** argv) {
                  "Keep the k checkpoints of best val_acc in checkpoints/ (ModelCheckpoint; 0: off, -1: all)")
       ->capture_default_str();
   app.add_option("--report", report, "Write a JSON summary here (rank 0): metrics, steps/s, strategy statistics");
+  // Lightning's loop limits (TrainerOptions; a count like 10 or a fraction like 0.25)
+  app.add_option("--fast-dev-run", topt.fast_dev_run,
+                 "Run N batches of training and validation and write nothing: no logs, no checkpoint (off by default; "
+                 "the flag alone: 1)")
+      ->expected(0, 1)
+      ->default_str("1");
+  std::string limit_train = "1.0", limit_val = "1.0";
+  app.add_option("--limit-train-batches", limit_train, "Batches per training epoch: a count (10) or a fraction (0.25)")
+      ->capture_default_str();
+  app.add_option("--limit-val-batches", limit_val, "Batches per validation: a count (10) or a fraction (0.25)")
+      ->capture_default_str();
+  int64_t min_epochs = 0;
+  app.add_option("--min-epochs", min_epochs, "Epochs to train before early stopping may end fit")
+      ->capture_default_str();
+  app.add_option("--min-steps", topt.min_steps, "Optimizer steps to take before early stopping may end fit (-1: none)")
+      ->capture_default_str();
+  app.add_option("--log-every-n-steps", topt.log_every_n_steps, "Step values reach the loggers every N steps")
+      ->capture_default_str();
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -238,6 +256,9 @@ int main(int argc, char** argv) {
                       "--max-steps " + std::to_string(max_steps) + " is not valid: use -1 (no limit) or >= 0");
     topt.max_epochs = epochs;
     topt.max_steps = max_steps;
+    topt.limit_train_batches = pl::BatchLimit::parse("--limit-train-batches", limit_train);
+    topt.limit_val_batches = pl::BatchLimit::parse("--limit-val-batches", limit_val);
+    if (app.count("--min-epochs")) topt.min_epochs = min_epochs;
     const uint64_t seed = parse_seed(seed_text);
     topt.seed = seed;
     topt.timeout = std::chrono::milliseconds(static_cast<long long>(timeout_s * 1000));

@@ -95,6 +95,7 @@ bool EarlyStopping::judge(double current, std::string& why) {
 
 void EarlyStopping::on_train_epoch_end(Trainer& trainer, LightningModule&) {
   Trainer::Impl& t = plrt::sdk::TrainerAccess::of(trainer);
+  if (t.o.fast_dev_run > 0) return;  // Lightning's: fast_dev_run checks nothing
   const bool on_train_end = o_.check_on_train_epoch_end.value_or(!t.has_val || t.o.check_val_every_n_epoch == 1);
   if (!on_train_end && !t.val_ran) return;
   bool stop = false;

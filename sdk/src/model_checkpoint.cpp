@@ -210,6 +210,7 @@ void ModelCheckpoint::on_train_epoch_end(Trainer& trainer, LightningModule&) {
 // "last": path|"", "state": {...}}; every rank applies it.
 void ModelCheckpoint::check(Trainer& trainer, bool at_epoch_end) {
   Trainer::Impl& t = plrt::sdk::TrainerAccess::of(trainer);
+  if (t.o.fast_dev_run > 0) return;  // Lightning's: fast_dev_run saves nothing (same on every rank)
   nlohmann::json d;
   if (t.rank == 0) {
     const HParams before = state_dict();  // every rank (this one too) applies the decision below

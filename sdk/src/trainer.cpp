@@ -25,12 +25,14 @@ std::string fmt(double v) {
 Trainer::Impl::Impl(TrainerOptions options, const RuntimeOptions& ro) : o(std::move(options)) {
   if (o.read_env) apply_env_overrides();
   check_options();
+  apply_fast_dev_run();
   env = ClusterEnv::detect();
   RuntimeOptions r = ro;
   progress_setup(r, env.source == "none" || env.spawn_parent || env.rank == 0);
   session.start_runtime(r);
   if (o.seed) seed_everything(*o.seed);
   resolve_job();
+  note_fast_dev_run();
 }
 
 JobRequest Trainer::Impl::request() const {
@@ -150,6 +152,13 @@ void Trainer::Impl::fit_here(LightningModule& m, DataLoader& train, DataLoader* 
 }
 
 void Trainer::Impl::fit_loop(LightningModule& m, DataLoader& train, DataLoader* val, const std::string& ckpt) {
+  distribute(train, "train");
+  if (val) distribute(*val, "validation");
+  // the limits' errors (a fraction that leaves no batch) before any work, the log folder included;
+  // a limit of 0 skips the loop
+  train.set_start(0);
+  o.limit_train_batches.of(train.num_batches(), "limit_train_batches");
+  if (val && o.limit_val_batches.of(val->num_batches(), "limit_val_batches") == 0) val = nullptr;
   const std::string from = resolve_resume(ckpt);  // "last": rank 0 decides, the others are told
   clean_leftovers(from);
   use_optimizer(m.configure_optimizers());
@@ -158,11 +167,9 @@ void Trainer::Impl::fit_loop(LightningModule& m, DataLoader& train, DataLoader* 
   use_schedulers(m);  // after bind_optimizer: a strategy's lr_scale is in their base lr
   each_callback([&](Callback& c) { c.setup(*self, m, "fit"); });
   load_callbacks_state();  // after setup: ModelCheckpoint knows its folder
-  has_val = val != nullptr;
   should_stop = val_has_run = false;
   metrics.forget_metrics();  // a metric of an earlier, interrupted loop is not this fit's
-  distribute(train, "train");
-  if (val) distribute(*val, "validation");
+  has_val = val != nullptr;
   resume_position(train);
   report_effective_batch(train);
   report_resume();
@@ -179,7 +186,7 @@ void Trainer::Impl::fit_loop(LightningModule& m, DataLoader& train, DataLoader* 
     std::optional<SigtermWatch>& w;
     ~EndWatch() { w.reset(); }
   } end_watch{sigterm_watch};
-  while (epoch < max_epochs && !(o.max_steps >= 0 && step >= o.max_steps) && !should_stop) {
+  while (epoch < max_epochs && !(o.max_steps >= 0 && step >= o.max_steps) && !(should_stop && can_stop_early())) {
     auto t0 = std::chrono::steady_clock::now();
     int64_t steps0 = step;
     train_epoch(train);
@@ -231,9 +238,12 @@ void Trainer::Impl::train_epoch(DataLoader& train) {
   const int64_t start = epoch_samples;
   train.set_start(std::min(start, train.dataset().size()));
   stopped_in_epoch = false;
-  const int64_t n = train.num_batches();
   const int64_t per_batch = train.options().batch_size * (train.distributed() ? train.sampler()->num_replicas() : 1);
   const int64_t base = start / per_batch;
+  // limit_train_batches counts from the epoch's first batch: a resumed epoch takes what is left of it
+  const int64_t n = std::max<int64_t>(
+      0, std::min(train.num_batches(),
+                  o.limit_train_batches.of(base + train.num_batches(), "limit_train_batches") - base));
   // samples_trained: a loader this trainer did not shard holds this rank's data only
   const int64_t others = !train.distributed() && world > 1 ? world : 1;
   if (start == 0) {
@@ -306,7 +316,7 @@ void Trainer::Impl::train_epoch(DataLoader& train) {
     progress_step(b + 1);
     // should_stop, agreed by every rank (alone: as soon as a hook set it, Lightning's way): the
     // epoch ends at this optimizer step, as max_steps ends it
-    if (stop_now || (stop_alone && should_stop)) {
+    if ((stop_now || (stop_alone && should_stop)) && can_stop_early()) {
       should_stop = stopped_in_epoch = true;
       return;
     }

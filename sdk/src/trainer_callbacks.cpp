@@ -116,7 +116,7 @@ void Trainer::Impl::use_callbacks(LightningModule& m) {
   });
   std::set<std::string> keys;
   for (const auto& c : list) {
-    if (dynamic_cast<ModelCheckpoint*>(c.get()) && !o.enable_checkpointing)
+    if (dynamic_cast<ModelCheckpoint*>(c.get()) && !o.enable_checkpointing && o.fast_dev_run == 0)
       throw Error(PL_ERR_INVALID_ARGUMENT,
                   "the trainer has enable_checkpointing=false but its callbacks hold a ModelCheckpoint (" +
                       c->state_key() + "); set enable_checkpointing=true or remove the ModelCheckpoint");

@@ -47,8 +47,10 @@ std::map<std::string, double> Trainer::Impl::eval_loop(DataLoader& loader, bool 
   each_callback([&](Callback& c) { test ? c.on_test_epoch_start(*self, m) : c.on_validation_epoch_start(*self, m); });
   test ? m.on_test_epoch_start() : m.on_validation_epoch_start();
   loader.set_epoch(0);
-  progress_start(test ? "test" : "validate", loader.num_batches());
-  for (int64_t b = 0; b < loader.num_batches(); ++b) {
+  const int64_t batches = (test ? o.limit_test_batches : o.limit_val_batches)
+                              .of(loader.num_batches(), test ? "limit_test_batches" : "limit_val_batches");
+  progress_start(test ? "test" : "validate", batches);
+  for (int64_t b = 0; b < batches; ++b) {
     const Batch batch = to_device(loader.batch(b));
     each_callback([&](Callback& c) {
       test ? c.on_test_batch_start(*self, m, batch, b) : c.on_validation_batch_start(*self, m, batch, b);

@@ -238,6 +238,12 @@ struct Trainer::Impl {
   // trainer_options.cpp
   void apply_env_overrides();
   void check_options() const;
+  // trainer_limits.cpp: fast_dev_run's overrides (before the job) and its note (rank 0); whether
+  // min_epochs / min_steps let should_stop end fit now (an info line the first time they do not).
+  void apply_fast_dev_run();
+  void note_fast_dev_run() const;
+  bool can_stop_early();
+  bool min_note_given = false;
   JobRequest request() const;  // the job the options ask for
   void resolve_job();
   void prepare(LightningModule& m);  // accelerator, store, strategy, module placement (once)

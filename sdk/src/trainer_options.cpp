@@ -106,6 +106,19 @@ void Trainer::Impl::apply_env_overrides() {
   // Set by the launcher (plrun --max-restarts, torchelastic's TORCHELASTIC_RESTART_COUNT's role).
   i64("PL_RESTART_COUNT", restart_count, 0);
   if (const char* v = std::getenv("PL_TRAINER_SEED"); v && *v) o.seed = parse_seed("PL_TRAINER_SEED", v);
+  // the loop's limits (trainer_limits.cpp)
+  if (const char* v = std::getenv("PL_TRAINER_MIN_EPOCHS"); v && *v)
+    o.min_epochs = parse_int("PL_TRAINER_MIN_EPOCHS", v, 0);
+  i64("PL_TRAINER_MIN_STEPS", o.min_steps, -1);
+  i64("PL_TRAINER_LOG_EVERY_N_STEPS", o.log_every_n_steps, 1);
+  for (auto [var, field] : {std::pair{"PL_TRAINER_LIMIT_TRAIN_BATCHES", &o.limit_train_batches},
+                            std::pair{"PL_TRAINER_LIMIT_VAL_BATCHES", &o.limit_val_batches},
+                            std::pair{"PL_TRAINER_LIMIT_TEST_BATCHES", &o.limit_test_batches}})
+    if (const char* v = std::getenv(var); v && *v) *field = BatchLimit::parse(var, v);
+  if (const char* v = std::getenv("PL_TRAINER_FAST_DEV_RUN"); v && *v) {  // Lightning's bool or int
+    const std::string t = v;
+    o.fast_dev_run = t == "true" ? 1 : t == "false" ? 0 : parse_int("PL_TRAINER_FAST_DEV_RUN", t, 0);
+  }
 }
 
 void Trainer::Impl::check_options() const {
@@ -127,6 +140,14 @@ void Trainer::Impl::check_options() const {
   need(o.gradient_clip_algorithm == "norm" || o.gradient_clip_algorithm == "value",
        "gradient_clip_algorithm='" + o.gradient_clip_algorithm + "' is not valid; valid: norm, value");
   plrt::sdk::parse_logger_names(o.logger, "logger");
+  need(o.min_epochs.value_or(0) >= 0,
+       "min_epochs=" + std::to_string(o.min_epochs.value_or(0)) + " is not valid: it must be >= 0 (unset: no minimum)");
+  need(o.min_steps >= -1, "min_steps=" + std::to_string(o.min_steps) + " is not valid: use -1 (no minimum) or >= 0");
+  need(o.fast_dev_run >= 0, "fast_dev_run=" + std::to_string(o.fast_dev_run) +
+                                " is not valid: it must be >= 0 (0: off; N: N batches of each loop)");
+  o.limit_train_batches.check("limit_train_batches");
+  o.limit_val_batches.check("limit_val_batches");
+  o.limit_test_batches.check("limit_test_batches");
   need(o.timeout.count() >= 0, "timeout=" + std::to_string(o.timeout.count()) +
                                    " ms is not valid: it must be >= 0 (0: the default, 30 minutes)");
   need(o.checkpoint_every_n_steps >= 0, "checkpoint_every_n_steps=" + std::to_string(o.checkpoint_every_n_steps) +

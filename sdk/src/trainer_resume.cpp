@@ -151,7 +151,7 @@ std::string Trainer::Impl::resolve_resume(const std::string& ckpt) {
 void Trainer::Impl::open_log_dir(const std::string& continue_in, int64_t keep_before) {
   if (log_ready) return;
   log_ready = true;
-  if (rank == 0) {  // logs (and checkpoints) are written by rank 0
+  if (rank == 0 && o.fast_dev_run == 0) {  // logs (and checkpoints) are written by rank 0; fast_dev_run writes none
     const fs::path base = fs::path(o.default_root_dir) / "lightning_logs";
     std::error_code ec;
     if (!continue_in.empty()) {

@@ -8,6 +8,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -131,6 +133,36 @@ TEST(Loggers, BadLoggerNamesExitTwoNamingTheValidOnes) {
     EXPECT_THAT(p.output, HasSubstr(c.says));
   }
   EXPECT_FALSE(fs::exists(dir.path / "lightning_logs")) << "training started";
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Lightning's fast_dev_run from plrt-mlp's flag and from plrun's environment: N steps, one epoch,
+// nothing written under the root (the Trainer's own counts: tests/sdk/test_loop_limits.cpp).
+TEST(Loggers, FastDevRunWritesNoLogsAndNoCheckpoint) {
+  TempDir dir;
+  const std::string report = (dir.path / "r.json").string();
+  fs::create_directories(dir.path / "root");
+  auto r = run(mlp_args({"--accelerator", "cpu", "--fast-dev-run", "--save-top-k", "1", "--root-dir",
+                         (dir.path / "root").string(), "--report", report}),
+               {{"PL_LOG_LEVEL", "info"}});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output,
+              testing::HasSubstr("Running in fast_dev_run mode: will run the requested loop using 1 batch(es)"));
+  EXPECT_TRUE(fs::is_empty(dir.path / "root")) << "fast_dev_run wrote under the root";
+  const std::string j = slurp(report);
+  EXPECT_THAT(j, testing::HasSubstr("\"steps\": 1"));
+  EXPECT_THAT(j, testing::HasSubstr("\"epoch\": 1"));
+  r = run(mlp_args({"--accelerator", "cpu", "--root-dir", (dir.path / "root").string(), "--report", report}),
+          {{"PL_TRAINER_FAST_DEV_RUN", "3"}});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(fs::is_empty(dir.path / "root"));
+  EXPECT_THAT(slurp(report), testing::HasSubstr("\"steps\": 3"));
 }
 
 }  // namespace

@@ -27,6 +27,34 @@ namespace pl {
 
 class ModelCheckpoint;
 
+// Lightning's limit_{train,val,test}_batches: a count of batches (an integer: `= 10`) or a
+// fraction of the loader's (a floating-point number in [0, 1]: `= 0.25`, `= 1.0` is every batch),
+// per rank and per epoch.  0 (either way) skips the loop.  A fraction that leaves no batch of a
+// non-empty loader is an error naming the knob, as Lightning's.  As text (PL_TRAINER_LIMIT_*,
+// plrt-mlp's flags): "10" is a count, "0.25" or "1.0" a fraction (a '.' or an exponent).
+class BatchLimit {
+ public:
+  BatchLimit(int count) : BatchLimit(static_cast<int64_t>(count)) {}
+  BatchLimit(int64_t count) : value_(static_cast<double>(count)), count_(count), fraction_(false) {}
+  BatchLimit(double fraction) : value_(fraction), count_(0), fraction_(true) {}
+  // `what` names the knob in the error ("limit_train_batches", "--limit-val-batches", ...).
+  static BatchLimit parse(const std::string& what, const std::string& text);
+  bool is_fraction() const { return fraction_; }
+  int64_t count() const { return count_; }
+  double fraction() const { return value_; }
+  bool all() const { return fraction_ && value_ == 1.0; }
+  std::string text() const;  // "10" or "0.25" (parse's form)
+  // The batches of a loader of `n` a loop takes; throws (naming `what`) when the limit is not
+  // valid or a fraction leaves none of n > 0.
+  int64_t of(int64_t n, const std::string& what) const;
+  void check(const std::string& what) const;  // count >= 0; fraction finite in [0, 1]
+
+ private:
+  double value_;
+  int64_t count_;
+  bool fraction_;
+};
+
 struct TrainerOptions {
   std::string accelerator = "auto";
   Devices devices = Devices::automatic();
@@ -37,6 +65,19 @@ struct TrainerOptions {
   std::string process_group_backend;   // empty: nccl on cuda, gloo otherwise
   std::optional<int64_t> max_epochs;   // unset: 1000 if max_steps is -1, else no limit (Lightning); -1: no limit
   int64_t max_steps = -1;              // optimizer steps; -1: no limit
+  // Lightning's min_epochs / min_steps: should_stop (EarlyStopping's, a callback's) is held back
+  // until this many epochs have finished and optimizer steps been taken (an info line says so);
+  // max_epochs / max_steps still end fit.  Unset / -1: no minimum.
+  std::optional<int64_t> min_epochs;
+  int64_t min_steps = -1;
+  BatchLimit limit_train_batches = 1.0;
+  BatchLimit limit_val_batches = 1.0;
+  BatchLimit limit_test_batches = 1.0;
+  // Lightning's fast_dev_run: N > 0 runs N batches of training (N optimizer steps, one epoch) and
+  // of validation / test, and writes nothing: no lightning_logs/ folder, no logger, no checkpoint
+  // (ModelCheckpoint and EarlyStopping skip), as a quick check that the whole loop runs.  It
+  // overrides limit_*_batches, max_steps, max_epochs and check_val_every_n_epoch.
+  int64_t fast_dev_run = 0;
   int accumulate_grad_batches = 1;
   // Lightning's gradient clipping, at every optimizer step (after 16-mixed's unscale; not on a step
   // the loss scaler skips), under every strategy.  gradient_clip_val 0: none (Lightning's None);
