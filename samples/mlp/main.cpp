@@ -232,6 +232,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--min-steps", topt.min_steps, "Optimizer steps to take before early stopping may end fit (-1: none)")
       ->capture_default_str();
+  app.add_option("--num-sanity-val-steps", topt.num_sanity_val_steps,
+                 "Validation batches run before training to catch a broken validation step (-1: all, 0: none)")
+      ->capture_default_str();
   app.add_option("--log-every-n-steps", topt.log_every_n_steps, "Step values reach the loggers every N steps")
       ->capture_default_str();
   try {

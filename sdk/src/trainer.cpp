@@ -179,6 +179,7 @@ void Trainer::Impl::fit_loop(LightningModule& m, DataLoader& train, DataLoader* 
   if (max_epochs < 0) max_epochs = INT64_MAX;
   each_callback([&](Callback& c) { c.on_fit_start(*self, m); });
   m.on_fit_start();
+  sanity_check(val);
   each_callback([&](Callback& c) { c.on_train_start(*self, m); });
   interrupted = false;
   sigterm_watch.emplace(watch_sigterm());

@@ -184,6 +184,7 @@ ModelCheckpoint* Trainer::checkpoint_callback() const {
   return nullptr;
 }
 bool Trainer::should_stop() const { return impl_->should_stop; }
+bool Trainer::sanity_checking() const { return impl_->sanity_checking; }
 void Trainer::set_should_stop(bool stop) { impl_->should_stop = stop; }
 Optimizer* Trainer::optimizer() const { return impl_->optimizer.get(); }
 const std::vector<LRSchedulerConfig>& Trainer::lr_scheduler_configs() const { return impl_->schedulers; }

@@ -23,7 +23,7 @@
 
 namespace pl {
 
-std::map<std::string, double> Trainer::Impl::eval_loop(DataLoader& loader, bool test) {
+std::map<std::string, double> Trainer::Impl::eval_loop(DataLoader& loader, bool test, bool sanity) {
   LightningModule& m = *module;
   strategy.sync_weights();  // ABI 1.6: every rank evaluates the same model
   if (num_replicas > 1) {
@@ -47,9 +47,10 @@ std::map<std::string, double> Trainer::Impl::eval_loop(DataLoader& loader, bool 
   each_callback([&](Callback& c) { test ? c.on_test_epoch_start(*self, m) : c.on_validation_epoch_start(*self, m); });
   test ? m.on_test_epoch_start() : m.on_validation_epoch_start();
   loader.set_epoch(0);
-  const int64_t batches = (test ? o.limit_test_batches : o.limit_val_batches)
-                              .of(loader.num_batches(), test ? "limit_test_batches" : "limit_val_batches");
-  progress_start(test ? "test" : "validate", batches);
+  int64_t batches = (test ? o.limit_test_batches : o.limit_val_batches)
+                        .of(loader.num_batches(), test ? "limit_test_batches" : "limit_val_batches");
+  if (sanity && o.num_sanity_val_steps >= 0) batches = std::min(batches, o.num_sanity_val_steps);
+  progress_start(sanity ? "sanity check" : test ? "test" : "validate", batches);
   for (int64_t b = 0; b < batches; ++b) {
     const Batch batch = to_device(loader.batch(b));
     each_callback([&](Callback& c) {
@@ -72,8 +73,12 @@ std::map<std::string, double> Trainer::Impl::eval_loop(DataLoader& loader, bool 
   test ? m.on_test_epoch_end() : m.on_validation_epoch_end();  // after the callbacks', as Lightning
   auto values = metrics.reduce_epoch(collectives());
   metrics.take_step_values();
-  auto& settled_values = settled();
-  for (const auto& kv : values) settled_values[kv.first] = kv.second;
+  if (sanity) {  // Lightning's: what the sanity check logged is not kept
+    values.clear();
+  } else {
+    auto& settled_values = settled();
+    for (const auto& kv : values) settled_values[kv.first] = kv.second;
+  }
   progress_end();
   each_callback([&](Callback& c) { test ? c.on_test_end(*self, m) : c.on_validation_end(*self, m); });
   return values;

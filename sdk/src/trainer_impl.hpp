@@ -270,7 +270,10 @@ struct Trainer::Impl {
   void merge_replica_logs(const std::vector<int64_t>& batch_sizes);
   void report_effective_batch(const DataLoader& train);
   // trainer_eval.cpp: validation / test over a loader (every replica under dp/ddp2, *_step_end).
-  std::map<std::string, double> eval_loop(DataLoader& loader, bool test);
+  // `sanity`: fit's sanity check: at most num_sanity_val_steps batches, values discarded.
+  std::map<std::string, double> eval_loop(DataLoader& loader, bool test, bool sanity = false);
+  void sanity_check(DataLoader* val);  // trainer_limits.cpp
+  bool sanity_checking = false;
   void eval_batch(const Batch& batch, int64_t batch_idx, bool test);
   void copy_root_to_replicas();
   void end_epoch_log(const std::map<std::string, double>& values, double steps_per_s);

@@ -92,4 +92,18 @@ bool Trainer::Impl::can_stop_early() {
   return met;
 }
 
+// Lightning's _run_sanity_check: after on_fit_start, before on_train_start.
+void Trainer::Impl::sanity_check(DataLoader* val) {
+  if (!val || o.num_sanity_val_steps == 0 || o.fast_dev_run > 0 || (epoch + 1) % o.check_val_every_n_epoch != 0) return;
+  LightningModule& m = *module;
+  sanity_checking = true;
+  struct Done {
+    bool& flag;
+    ~Done() { flag = false; }
+  } done{sanity_checking};
+  each_callback([&](Callback& c) { c.on_sanity_check_start(*self, m); });
+  eval_loop(*val, false, true);
+  each_callback([&](Callback& c) { c.on_sanity_check_end(*self, m); });
+}
+
 }  // namespace pl

@@ -111,6 +111,7 @@ void Trainer::Impl::apply_env_overrides() {
     o.min_epochs = parse_int("PL_TRAINER_MIN_EPOCHS", v, 0);
   i64("PL_TRAINER_MIN_STEPS", o.min_steps, -1);
   i64("PL_TRAINER_LOG_EVERY_N_STEPS", o.log_every_n_steps, 1);
+  i64("PL_TRAINER_NUM_SANITY_VAL_STEPS", o.num_sanity_val_steps, -1);
   for (auto [var, field] : {std::pair{"PL_TRAINER_LIMIT_TRAIN_BATCHES", &o.limit_train_batches},
                             std::pair{"PL_TRAINER_LIMIT_VAL_BATCHES", &o.limit_val_batches},
                             std::pair{"PL_TRAINER_LIMIT_TEST_BATCHES", &o.limit_test_batches}})
@@ -143,6 +144,8 @@ void Trainer::Impl::check_options() const {
   need(o.min_epochs.value_or(0) >= 0,
        "min_epochs=" + std::to_string(o.min_epochs.value_or(0)) + " is not valid: it must be >= 0 (unset: no minimum)");
   need(o.min_steps >= -1, "min_steps=" + std::to_string(o.min_steps) + " is not valid: use -1 (no minimum) or >= 0");
+  need(o.num_sanity_val_steps >= -1, "num_sanity_val_steps=" + std::to_string(o.num_sanity_val_steps) +
+                                         " is not valid: use -1 (every validation batch), 0 (none) or a count");
   need(o.fast_dev_run >= 0, "fast_dev_run=" + std::to_string(o.fast_dev_run) +
                                 " is not valid: it must be >= 0 (0: off; N: N batches of each loop)");
   o.limit_train_batches.check("limit_train_batches");

@@ -28,7 +28,13 @@ struct Recorder : pl::Callback {
   void teardown(pl::Trainer&, pl::LightningModule&, const std::string& stage) override { add("teardown:" + stage); }
   void on_fit_start(pl::Trainer&, pl::LightningModule&) override { add("fit_start"); }
   void on_fit_end(pl::Trainer&, pl::LightningModule&) override { add("fit_end"); }
-  void on_train_start(pl::Trainer&, pl::LightningModule&) override { add("train_start"); }
+  void on_sanity_check_start(pl::Trainer& t, pl::LightningModule&) override {
+    add(std::string("sanity_start") + (t.sanity_checking() ? "" : ":not-flagged"));
+  }
+  void on_sanity_check_end(pl::Trainer&, pl::LightningModule&) override { add("sanity_end"); }
+  void on_train_start(pl::Trainer& t, pl::LightningModule&) override {
+    add(std::string("train_start") + (t.sanity_checking() ? ":still-sanity" : ""));
+  }
   void on_train_end(pl::Trainer&, pl::LightningModule&) override { add("train_end"); }
   void on_train_epoch_start(pl::Trainer& t, pl::LightningModule&) override {
     add("train_epoch_start:" + std::to_string(t.current_epoch()));
@@ -100,34 +106,16 @@ TEST(Callbacks, FitCallsLightningsHooksInLightningsOrder) {
   m.calls = &rec->calls;
   run.fit(m);
   // Lightning's order: callbacks before the module's hook, except at a training epoch's end
-  const std::vector<std::string> want{"setup:fit",
-                                      "fit_start",
-                                      "module:fit_start",
-                                      "train_start",
-                                      "train_epoch_start:0",
-                                      "module:train_epoch_start",
-                                      "batch_start:0:4",
-                                      "batch_end:0:step0",
-                                      "batch_start:1:4",
-                                      "before_opt:0",
-                                      "batch_end:1:step1",
-                                      "batch_start:2:4",
-                                      "before_opt:1",
-                                      "batch_end:2:step2",
-                                      "val_start",
-                                      "val_epoch_start",
-                                      "module:val_epoch_start",
-                                      "val_batch_start:0",
-                                      "val_batch_end:0",
-                                      "val_epoch_end",
-                                      "module:val_epoch_end",
-                                      "val_end",
-                                      "train_epoch_end:0+val",
-                                      "module:train_epoch_end",
-                                      "train_end",
-                                      "fit_end",
-                                      "module:fit_end",
-                                      "teardown:fit"};
+  const std::vector<std::string> want{
+      "setup:fit", "fit_start", "module:fit_start",
+      // the sanity check: the validation hooks around one batch (the loader's only one)
+      "sanity_start", "val_start", "val_epoch_start", "module:val_epoch_start", "val_batch_start:0", "val_batch_end:0",
+      "val_epoch_end", "module:val_epoch_end", "val_end", "sanity_end", "train_start", "train_epoch_start:0",
+      "module:train_epoch_start", "batch_start:0:4", "batch_end:0:step0", "batch_start:1:4", "before_opt:0",
+      "batch_end:1:step1", "batch_start:2:4", "before_opt:1", "batch_end:2:step2", "val_start", "val_epoch_start",
+      "module:val_epoch_start", "val_batch_start:0", "val_batch_end:0", "val_epoch_end", "module:val_epoch_end",
+      "val_end", "train_epoch_end:0+val", "module:train_epoch_end", "train_end", "fit_end", "module:fit_end",
+      "teardown:fit"};
   EXPECT_EQ(joined(rec->calls), joined(want));
 }
 

@@ -4,8 +4,10 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <plrt/sdk/early_stopping.hpp>
 #include <plrt/sdk/model_checkpoint.hpp>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -98,7 +100,7 @@ TEST(LoopLimits, LimitValBatchesCutsEachValidationAndZeroSkipsIt) {
     FitRun run = quiet_run(2);
     run.o.limit_val_batches = c.limit;
     const Result r = fit(run);
-    EXPECT_EQ(r.val_calls, 2 * c.per_run);
+    EXPECT_EQ(r.val_calls, 2 * c.per_run + std::min(c.per_run, 2)) << "two epochs' validations and the sanity check";
     EXPECT_EQ(r.metrics.count("val_loss"), c.per_run > 0 ? 1u : 0u);
     EXPECT_EQ(r.train_calls, 6);
   }
@@ -224,6 +226,55 @@ TEST(LoopLimits, EnvironmentOverridesNameTheVariable) {
   ::unsetenv("PL_TRAINER_LIMIT_TRAIN_BATCHES");
   ::unsetenv("PL_TRAINER_MIN_EPOCHS");
   EXPECT_EQ(r.train_calls, 2);
+}
+
+// A module that logs one value only while the trainer sanity-checks.
+struct MarksSanity : Counting {
+  pl::Trainer* trainer = nullptr;
+  void validation_step(const pl::Batch& b, int64_t i) override {
+    Counting::validation_step(b, i);
+    if (trainer && trainer->sanity_checking()) log("seen_in_sanity", 1.0);
+  }
+};
+
+TEST(LoopLimits, TheSanityCheckRunsItsBatchesFirstAndKeepsNothingItLogged) {
+  struct Case {
+    int64_t steps;
+    int check_every;
+    int sanity_calls;
+  } cases[] = {{2, 1, 2}, {-1, 1, 3}, {0, 1, 0}, {1, 1, 1}, {5, 1, 3}, {2, 2, 0}};
+  for (const auto& c : cases) {
+    SCOPED_TRACE("num_sanity_val_steps=" + std::to_string(c.steps) +
+                 " check_val_every_n_epoch=" + std::to_string(c.check_every));
+    FitRun run = quiet_run(2);
+    run.o.num_sanity_val_steps = c.steps;
+    run.o.check_val_every_n_epoch = c.check_every;
+    pl::Trainer trainer(run.o, FitRun::runtime());
+    pl::DataLoaderOptions lo;
+    lo.batch_size = 4;
+    lo.shuffle = false;
+    pl::DataLoader train(callback_test::dataset(12), lo), val(callback_test::dataset(12), lo);
+    MarksSanity m;
+    m.trainer = &trainer;
+    trainer.fit(m, train, &val);
+    EXPECT_EQ(m.val_calls, c.sanity_calls + 3 * (2 / c.check_every));
+    EXPECT_FALSE(trainer.sanity_checking());
+    EXPECT_EQ(trainer.callback_metrics().count("seen_in_sanity"), 0u) << "the sanity check's values were kept";
+    for (const auto& e : fs::recursive_directory_iterator(run.dir))
+      if (e.path().filename() == "metrics.csv") {
+        std::ifstream in(e.path());
+        std::stringstream text;
+        text << in.rdbuf();
+        EXPECT_EQ(text.str().find("seen_in_sanity"), std::string::npos) << text.str();
+      }
+  }
+}
+
+TEST(LoopLimits, NumSanityValStepsBelowMinusOneIsRefused) {
+  FitRun run = quiet_run(1);
+  run.o.num_sanity_val_steps = -2;
+  const std::string msg = sdk_test::error_of([&] { pl::Trainer t(run.o, FitRun::runtime()); });
+  EXPECT_NE(msg.find("num_sanity_val_steps=-2 is not valid"), std::string::npos) << msg;
 }
 
 }  // namespace

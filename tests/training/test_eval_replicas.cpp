@@ -359,7 +359,7 @@ TEST(EvalReplicas, DpTrainingLogsAreWeightedByTheReplicasRows) {
   const auto& m = run.trainer->callback_metrics();
   EXPECT_NEAR(m.at("train_loss"), ref.loss, 1e-5);
   EXPECT_NEAR(m.at("val_loss"), ref.loss, 1e-5);
-  EXPECT_EQ(run.rec->val_ends, 2);
+  EXPECT_EQ(run.rec->val_ends, 4);  // the 2 batches, after the sanity check's 2 (num_sanity_val_steps)
 }
 
 TEST(EvalReplicas, TrainingAfterValidateUsesTheRootsCurrentWeights) {

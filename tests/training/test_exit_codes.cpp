@@ -96,6 +96,7 @@ std::vector<BadInput> bad_inputs(const std::string& root) {
       {"--min-epochs negative", with({"--min-epochs", "-1"}), "min_epochs=-1 is not valid", {}},
       {"--min-steps below -1", with({"--min-steps", "-5"}), "min_steps=-5 is not valid", {}},
       {"--log-every-n-steps 0", with({"--log-every-n-steps", "0"}), "log_every_n_steps=0 is not valid", {}},
+      {"--num-sanity-val-steps -2", with({"--num-sanity-val-steps", "-2"}), "num_sanity_val_steps=-2 is not valid", {}},
       {"--save-top-k below -1", with({"--save-top-k", "-2"}), "--save-top-k -2 is not valid", {}},
       {"--early-stopping without held-out data",
        with({"--early-stopping", "2", "--heldout", "0"}),

@@ -56,6 +56,11 @@ class Callback {
   }
   virtual void on_fit_start(Trainer& trainer, LightningModule& module) { (void)trainer, (void)module; }
   virtual void on_fit_end(Trainer& trainer, LightningModule& module) { (void)trainer, (void)module; }
+  // Around fit's sanity check (TrainerOptions::num_sanity_val_steps), after on_fit_start and
+  // before on_train_start; the validation hooks run between them as in any validation, with
+  // Trainer::sanity_checking() true.
+  virtual void on_sanity_check_start(Trainer& trainer, LightningModule& module) { (void)trainer, (void)module; }
+  virtual void on_sanity_check_end(Trainer& trainer, LightningModule& module) { (void)trainer, (void)module; }
   virtual void on_train_start(Trainer& trainer, LightningModule& module) { (void)trainer, (void)module; }
   virtual void on_train_end(Trainer& trainer, LightningModule& module) { (void)trainer, (void)module; }
   virtual void on_train_epoch_start(Trainer& trainer, LightningModule& module) { (void)trainer, (void)module; }

@@ -78,6 +78,11 @@ struct TrainerOptions {
   // (ModelCheckpoint and EarlyStopping skip), as a quick check that the whole loop runs.  It
   // overrides limit_*_batches, max_steps, max_epochs and check_val_every_n_epoch.
   int64_t fast_dev_run = 0;
+  // Lightning's sanity check: fit first runs this many validation batches (-1: all; 0: none), so
+  // a broken validation_step fails in seconds rather than after an epoch; what they log is
+  // discarded.  Skipped when the first epoch fit runs would not validate (check_val_every_n_epoch),
+  // without a validation loader, and under fast_dev_run.
+  int64_t num_sanity_val_steps = 2;
   int accumulate_grad_batches = 1;
   // Lightning's gradient clipping, at every optimizer step (after 16-mixed's unscale; not on a step
   // the loss scaler skips), under every strategy.  gradient_clip_val 0: none (Lightning's None);
@@ -230,6 +235,7 @@ class Trainer {
   // agreement, which runs about every 100 ms of training while the fit has callbacks (one small
   // reduce, shared with SIGTERM's).  Set at an epoch's end (EarlyStopping), fit stops after it.
   bool should_stop() const;
+  bool sanity_checking() const;  // inside fit's sanity check
   void set_should_stop(bool stop);
   Optimizer* optimizer() const;  // configure_optimizers' during and after fit, else nullptr
   const std::vector<LRSchedulerConfig>& lr_scheduler_configs() const;
