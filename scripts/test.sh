@@ -6,6 +6,6 @@ cd "$(dirname "$0")/.."
 preset=${1:-release}
 ./scripts/setup.sh
 ./scripts/format --check  # .clang-format decides; scripts/format rewrites what differs
-cmake --preset "$preset"
+cmake --preset "$preset" -DPLRT_WERROR=ON  # a warning fails the test command (CI's)
 cmake --build --preset "$preset" -j "$(nproc)"
 ctest --preset "$preset"

@@ -73,8 +73,8 @@ Weights reference(int world, const Quantizer& q, bool split, bool average, doubl
     std::vector<std::vector<float>> bias(world), weight(world), both(world);
     for (int r = 0; r < world; ++r) {
       const Weights g = gradient(x, r, k);
-      bias[r].assign(g.begin() + kWeights, g.end());
-      weight[r].assign(g.begin(), g.begin() + kWeights);
+      bias[r] = std::vector<float>(g.begin() + kWeights, g.end());
+      weight[r] = std::vector<float>(g.begin(), g.begin() + kWeights);
       both[r] = bias[r];
       both[r].insert(both[r].end(), weight[r].begin(), weight[r].end());
     }
@@ -85,8 +85,8 @@ Weights reference(int world, const Quantizer& q, bool split, bool average, doubl
       gw = bytegrad(node_reduce(weight, per_node, average), q, average, &step_tol);
     } else {
       const std::vector<float> all = bytegrad(node_reduce(both, per_node, average), q, average, &step_tol);
-      gb.assign(all.begin(), all.begin() + kOut);
-      gw.assign(all.begin() + kOut, all.end());
+      gb = std::vector<float>(all.begin(), all.begin() + kOut);
+      gw = std::vector<float>(all.begin() + kOut, all.end());
     }
     for (int i = 0; i < kWeights; ++i) x[i] -= kLr * gw[i];
     for (int o = 0; o < kOut; ++o) x[kWeights + o] -= kLr * gb[o];
@@ -126,7 +126,9 @@ void expect_matches_reference(int world, bool split, bool average, int nodes = 1
   };
   EXPECT_EQ(st.at("bytes_per_step"), split ? encoded(kOut) + encoded(kWeights) : encoded(kParams));
   EXPECT_EQ(st.at("hierarchical"), nodes > 1 ? 1 : 0);
-  if (nodes > 1) EXPECT_EQ(got.stats[1].at("bytes_per_step"), 0) << "a non-leader sends nothing between nodes";
+  if (nodes > 1) {
+    EXPECT_EQ(got.stats[1].at("bytes_per_step"), 0) << "a non-leader sends nothing between nodes";
+  }
 }
 
 TEST(ByteGrad, MatchesReferenceAtTwoAndFourRanks) {

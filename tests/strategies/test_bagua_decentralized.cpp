@@ -127,7 +127,9 @@ TEST(Decentralized, HierarchicalAveragesTheNodesMeansAmongTheLeaders) {
     EXPECT_EQ(got.stats[1].at("exchanges"), kSteps);
     EXPECT_EQ(got.stats[1].at("hierarchical"), 1);
     // The pairing shows: averaging over all the nodes ends elsewhere.
-    if (shift_one) EXPECT_GT(max_diff(got.weights, reference(world, false, 1, true, 2)), 1e-4);
+    if (shift_one) {
+      EXPECT_GT(max_diff(got.weights, reference(world, false, 1, true, 2)), 1e-4);
+    }
   }
 }
 

@@ -116,7 +116,9 @@ TEST(CallbacksAcrossRanks, PlrtMlpEarlyStoppingAndTopK) {
     std::ifstream tj(folder / k / "trainer.json");
     const double acc = nlohmann::json::parse(tj)["callback_metrics"]["val_acc"].get<double>();
     EXPECT_LE(acc, j["best_model_score"].get<double>()) << k;
-    if (folder / k == fs::path(best)) EXPECT_EQ(acc, j["best_model_score"].get<double>());
+    if (folder / k == fs::path(best)) {
+      EXPECT_EQ(acc, j["best_model_score"].get<double>());
+    }
   }
 }
 
