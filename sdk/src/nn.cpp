@@ -269,8 +269,11 @@ CrossEntropy compute(const Tensor& logits, const Tensor& labels, bool with_grad,
   const Tensor lab = same_place(labels.device(), dev) ? labels : labels.to(acc, dev);
   // autocast runs losses in float32: low-precision logits are widened, the gradient narrowed back
   const bool low = logits.dtype() == PL_F16 || logits.dtype() == PL_BF16;
+  // Kept only where freeing costs a wait (an asynchronous accelerator: cudaFree waits for the
+  // device).  On the cpu a fresh buffer each call measured faster (bench/mlp_steps.py: reusing
+  // it ran 0.8x at 1 rank).
   CrossEntropyLoss::Buffers scratch;
-  CrossEntropyLoss::Buffers& b = keep != nullptr ? *keep : scratch;
+  CrossEntropyLoss::Buffers& b = keep != nullptr && !acc.synchronous() ? *keep : scratch;
   Tensor wide = logits;
   if (low) {
     wide = unshared(b.wide, acc, dev, logits.shape(), PL_F32);
