@@ -217,6 +217,7 @@ void Trainer::Impl::fit_loop(LightningModule& m, DataLoader& train, DataLoader* 
     if (o.enable_checkpointing) save_last();
   }
   progress_close();
+  settled();                // a fit that ends inside an epoch: its last steps' values and loss checks are read here
   strategy.sync_weights();  // ABI 1.6: fit ends with one model on every rank
   each_callback([&](Callback& c) { c.on_train_end(*self, m); });
   each_callback([&](Callback& c) { c.on_fit_end(*self, m); });  // callbacks first, as Lightning

@@ -204,6 +204,8 @@ struct NanAtBatch : Scripted {
 TEST(DeferredStep, ANonFiniteLossIsStillWarnedAboutWithItsEpochAndBatch) {
   FitRun run;
   run.o.max_epochs = 1;
+  run.o.max_steps = 2;  // fit ends inside the epoch, right after the bad batch's step
+  run.o.enable_checkpointing = false;
   run.o.enable_progress_bar = false;
   std::vector<std::string> lines;
   pl::RuntimeOptions ro = FitRun::runtime();
