@@ -166,6 +166,12 @@ struct Trainer::Impl {
   bool stopped_in_epoch = false;  // train_epoch returned early for max_steps
   int64_t samples_trained = 0;    // see Trainer::samples_trained
   int64_t restart_count = 0;      // PL_RESTART_COUNT
+  // trainer_resume.cpp: the job's key (job_key_of(PL_JOB_TOKEN)), written as kJobMarker in the
+  // version folder a job opens, so that a restart without a checkpoint logs there again.
+  std::string job_key;
+  static constexpr const char* kJobMarker = ".plrt-job";
+  static std::string job_key_of(const char* token);
+  std::string own_version_dir() const;
   // trainer_resume.cpp: the checkpoint fit resumed from, and what it said about its job (the
   // world-size change log line).
   std::string resumed_from;

@@ -105,6 +105,7 @@ void Trainer::Impl::apply_env_overrides() {
   }
   // Set by the launcher (plrun --max-restarts, torchelastic's TORCHELASTIC_RESTART_COUNT's role).
   i64("PL_RESTART_COUNT", restart_count, 0);
+  job_key = job_key_of(std::getenv("PL_JOB_TOKEN"));
   if (const char* v = std::getenv("PL_TRAINER_SEED"); v && *v) o.seed = parse_seed("PL_TRAINER_SEED", v);
   // the loop's limits (trainer_limits.cpp)
   if (const char* v = std::getenv("PL_TRAINER_MIN_EPOCHS"); v && *v)

@@ -9,10 +9,14 @@
 //    and tells the others through the metrics allgather (every rank then loads the same folder, on
 //    a file system they share); a strategy with no collective route lets each rank pick from the
 //    same files.  The resumed run keeps logging into that version_<n> folder (one job's logs stay
-//    together across restarts); an explicit path starts a new version, as Lightning does.
+//    together across restarts); an explicit path starts a new version, as Lightning does.  With no
+//    checkpoint at all, "last" warns (as Lightning) and trains from scratch; a restarted job
+//    (PL_RESTART_COUNT > 0) says so at info and logs again in the version folder its first round
+//    opened, found by the marker ".plrt-job" (a one-way key of PL_JOB_TOKEN) that round wrote.
 //  - leftovers: rank 0, at fit's start, removes the ".tmp-<pid>" / ".old-<pid>" leftovers of
-//    interrupted writes (a kill during a save) in the log folder, its checkpoints/ and the folder of
-//    the checkpoint it resumes from, when their process is gone (kill(pid, 0) fails with ESRCH).
+//    interrupted writes (a kill during a save) in every version folder of the root, their
+//    checkpoints/ and the folder of the checkpoint it resumes from, when their process is gone
+//    (kill(pid, 0) fails with ESRCH).
 //    No save of this job is in flight then (only rank 0 commits checkpoints, and it has not begun);
 //    the pid check keeps the in-flight save of a live process on this machine (a previous worker
 //    still being torn down).  A pid from another machine that is alive here keeps its leftover.
@@ -21,7 +25,10 @@
 //    over its ranks (DataLoader::set_start); the learning rate stays the checkpoint's, and rank 0
 //    says how the samples per optimizer step changed.
 #include <algorithm>
+#include <boost/uuid/name_generator_sha1.hpp>
+#include <boost/uuid/uuid_io.hpp>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <plrt/sdk/atomic_file.hpp>
 #include <tuple>
@@ -86,6 +93,14 @@ std::optional<Found> newest_checkpoint(const std::string& root, std::vector<std:
 
 }  // namespace
 
+// The key of a job in its version folder's marker: a one-way hash (a name-based UUID, SHA-1) of
+// PL_JOB_TOKEN, which plrun gives every round of one job and no other job; "" without one.
+std::string Trainer::Impl::job_key_of(const char* token) {
+  if (!token || !*token) return "";
+  boost::uuids::name_generator_sha1 gen(boost::uuids::ns::oid());
+  return boost::uuids::to_string(gen(std::string("plrt-job:") + token));
+}
+
 void Trainer::Impl::check_resume_path(const std::string& ckpt) {
   if (ckpt.empty() || ckpt == "last") return;
   std::error_code ec;
@@ -136,10 +151,14 @@ std::string Trainer::Impl::resolve_resume(const std::string& ckpt) {
     at = nl + 1;
   }
   if (parts.size() < 3 || parts[0].empty()) {
+    // Lightning warns; a restarted job (a death before its first checkpoint) says it at info, and
+    // keeps logging in the version folder its first round opened: one job, one folder of logs.
+    const std::string own = restart_count > 0 && rank == 0 ? own_version_dir() : std::string();
     if (rank == 0)
-      info("ckpt_path \"last\": no checkpoint under " + (fs::path(o.default_root_dir) / "lightning_logs").string() +
-           "; training from scratch");
-    open_log_dir("");
+      rt->log(restart_count > 0 ? PL_LOG_INFO : PL_LOG_WARN,
+              "ckpt_path \"last\": no checkpoint under " + (fs::path(o.default_root_dir) / "lightning_logs").string() +
+                  "; training from scratch" + (own.empty() ? "" : " (logging again in " + own + ")"));
+    open_log_dir(own, 0);
     resumed_from.clear();
     return "";
   }
@@ -167,6 +186,7 @@ void Trainer::Impl::open_log_dir(const std::string& continue_in, int64_t keep_be
     }
     fs::create_directories(log_dir, ec);
     if (ec) throw Error(PL_ERR_RUNTIME, "cannot create the log folder " + log_dir + ": " + ec.message());
+    if (continue_in.empty() && !job_key.empty()) write_file_atomic(log_dir + "/" + kJobMarker, job_key + "\n");
     loggers.configure(plrt::sdk::parse_logger_names(o.logger, "logger"));
     if (continue_in.empty())
       loggers.open(log_dir);
@@ -208,9 +228,39 @@ void Trainer::Impl::write_hparams() const {
   write_file_atomic(log_dir + "/hparams.yaml", plrt::sdk::hparams_yaml(module ? module->hparams() : HParams{}, knobs));
 }
 
+// The newest version folder under the root whose marker names this job (PL_JOB_TOKEN's key), or "".
+std::string Trainer::Impl::own_version_dir() const {
+  if (job_key.empty()) return "";
+  std::error_code ec;
+  int64_t best = -1;
+  std::string found;
+  const fs::path base = fs::path(o.default_root_dir) / "lightning_logs";
+  for (fs::directory_iterator v(base, ec), end; !ec && v != end; v.increment(ec)) {
+    const int64_t version = version_of(v->path().filename().string());
+    if (version <= best) continue;
+    std::ifstream in(v->path() / kJobMarker);
+    std::string key;
+    if (in >> key && key == job_key) {
+      best = version;
+      found = v->path().string();
+    }
+  }
+  return found;
+}
+
 void Trainer::Impl::clean_leftovers(const std::string& resumed) {
   if (rank != 0 || log_dir.empty()) return;
+  // Every version folder of the root and its checkpoints/: a job killed during its first save
+  // restarted (before this rule) into a version folder of its own, and an explicit resume may
+  // start a new one; the dead writers' leftovers anywhere under the root are garbage.
   std::vector<fs::path> folders{fs::path(log_dir), fs::path(log_dir) / "checkpoints"};
+  std::error_code list_ec;
+  const fs::path base = fs::path(o.default_root_dir) / "lightning_logs";
+  for (fs::directory_iterator v(base, list_ec), end; !list_ec && v != end; v.increment(list_ec))
+    if (version_of(v->path().filename().string()) >= 0) {
+      folders.push_back(v->path());
+      folders.push_back(v->path() / "checkpoints");
+    }
   if (!resumed.empty()) {
     const fs::path parent = fs::path(resumed).lexically_normal().parent_path();
     folders.push_back(parent.empty() ? fs::path(".") : parent);

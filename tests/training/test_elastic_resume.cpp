@@ -6,7 +6,8 @@
 //  - ckpt_path "last" picks the highest global step and keeps logging into its version folder
 //  - a resume at world size 2 from a checkpoint of 3 (and 3 from 2) trains every sample of the
 //    epoch exactly once (the rows recorded, and samples_trained); padding is not counted
-//  - leftovers of killed saves are removed when the next run starts; live ones are kept
+//  - leftovers of killed saves are removed when the next run starts, in every version folder; live
+//    ones are kept; a restart before any checkpoint logs in its first round's version folder
 //  - ddp_spawn's workers resume "last" too; an older checkpoint (no samples_done) resumes by batches
 //  - bad values of the cadences, PL_RESTART_COUNT and --resume exit 2 naming the value
 #include <signal.h>
@@ -289,6 +290,55 @@ TEST(ElasticResume, LeftoversOfKilledSavesAreRemovedAtTheNextStart) {
   EXPECT_TRUE(fs::exists(v0 / "checkpoints" / ("last.tmp-" + live))) << "a live process's save is kept";
   EXPECT_NE(next.output.find("removed 2 leftover(s)"), std::string::npos) << next.output;
   EXPECT_NE(next.output.find("removed 1 leftover(s)"), std::string::npos) << next.output;
+}
+
+// A job killed before its first checkpoint (plrun restarts it with PL_RESTART_COUNT=1 and the same
+// PL_JOB_TOKEN): the restart trains from scratch in the version folder its first round opened (not
+// a new one), and the dead saves' leftovers go from every version folder of the root.  "last"
+// with no checkpoint warns when it is the user's --resume, as Lightning does.
+TEST(ElasticResume, RestartBeforeAnyCheckpointKeepsItsVersionFolderAndCleansEveryVersion) {
+  TempDir dir;
+  auto mlp = [&](std::vector<std::string> extra, const char* steps = "5", const char* root = "root") {
+    std::vector<std::string> a{"--strategy", "single_device", "--devices", "1",          "--batch-size",
+                               "16",         "--max-steps",   steps,       "--root-dir", dir / root};
+    a.insert(a.end(), extra.begin(), extra.end());
+    return mlp_args(a);
+  };
+  const plrt_test::EnvVars job_a{{"PL_JOB_TOKEN", "token-of-job-a"}}, job_b{{"PL_JOB_TOKEN", "token-of-job-b"}};
+  EXPECT_RAN(run(mlp({"--no-checkpoint", "--log-every-n-steps", "1"}),
+                 job_a));                            // version_0: job a, killed before a checkpoint
+  EXPECT_RAN(run(mlp({"--no-checkpoint"}), job_b));  // version_1: another job
+  const fs::path logs = dir / "root/lightning_logs";
+  std::ifstream marker(logs / "version_0/.plrt-job");
+  std::string key;
+  EXPECT_TRUE(marker >> key && key.size() == 36 && key.find("token") == std::string::npos) << key;
+  const std::string dead = std::to_string(dead_pid());
+  for (const char* v : {"version_0", "version_1"}) {
+    fs::create_directories(logs / v / "checkpoints" / ("last.tmp-" + dead));
+    std::ofstream(logs / v / "checkpoints" / ("last.tmp-" + dead) / "model.safetensors") << "partial";
+  }
+  auto env = job_a;
+  env.insert(env.end(), {{"PL_RESTART_COUNT", "1"}, {"PL_LOG_LEVEL", "info"}});
+  auto restarted = run(mlp({"--log-every-n-steps", "1"}, "7"), env);
+  EXPECT_RAN(restarted);
+  EXPECT_EQ(versions(dir / "root"), (std::vector<std::string>{"version_0", "version_1"})) << restarted.output;
+  EXPECT_NE(restarted.output.find("[info] ckpt_path \"last\": no checkpoint under"), std::string::npos)
+      << restarted.output;
+  EXPECT_NE(restarted.output.find("logging again in " + (logs / "version_0").string()), std::string::npos)
+      << restarted.output;
+  for (const char* v : {"version_0", "version_1"})
+    EXPECT_FALSE(fs::exists(logs / v / "checkpoints" / ("last.tmp-" + dead))) << v << "\n" << restarted.output;
+  EXPECT_TRUE(fs::exists(logs / "version_0/checkpoints/last")) << "the restart's checkpoint is in its own folder";
+  std::ifstream csv(logs / "version_0/metrics.csv");
+  std::string text((std::istreambuf_iterator<char>(csv)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(count_of(text, "epoch,"), 1u) << text;
+  EXPECT_EQ(count_of(text, "\n"), 8u) << "the header and the restart's 7 steps; the first round's rows are gone\n"
+                                      << text;
+
+  // The user's --resume last with nothing to resume: a warning.
+  auto mine = run(mlp({"--resume", "last"}, "5", "empty"));
+  EXPECT_RAN(mine);
+  EXPECT_NE(mine.output.find("[warning] ckpt_path \"last\": no checkpoint under"), std::string::npos) << mine.output;
 }
 
 TEST(ElasticResume, BadValuesExitTwoNamingThem) {
