@@ -184,6 +184,18 @@ RoundOutcome JobRounds::finish_round(const SuperviseResult& res, SignalChannel& 
   }
 }
 
+// The nodes of this round that have not said they stopped (after_failure's "stopped/<rank>"),
+// as "node 1 (<its id>)", comma-separated.
+std::string JobRounds::gone_nodes() const {
+  std::string out;
+  for (int r = 0; r < o_.num_nodes; ++r) {
+    if (store_.check_keys({key("stopped/" + std::to_string(r))})) continue;
+    out += (out.empty() ? "node " : ", node ") + std::to_string(r);
+    if (r < static_cast<int>(member_ids_.size())) out += " (" + member_ids_[r] + ")";
+  }
+  return out;
+}
+
 RoundOutcome JobRounds::after_success(SignalChannel& signals) {
   if (o_.num_nodes == 1 && o_.max_restarts == 0) return {};
   int64_t done = store_.add(key("done"), 1);
@@ -215,6 +227,8 @@ RoundOutcome JobRounds::after_success(SignalChannel& signals) {
 }
 
 RoundOutcome JobRounds::after_failure(SignalChannel& signals) {
+  // Who stopped, then how many: the node that decides names the ones that never said so.
+  store_.set(key("stopped/" + std::to_string(o_.node_rank)), "1");
   store_.add(key("stopped"), 1);
   const End end = parse_end(store_.get(key("end"), o_.stop_timeout));
   if (store_.add(key("decided"), 1) == 1) {
@@ -229,7 +243,7 @@ RoundOutcome JobRounds::after_failure(SignalChannel& signals) {
     std::string next = "stop|" + std::to_string(end.code);
     if (end.kind == "signal") {
     } else if (o_.elastic && (end.kind == "join" || end.kind == "left" || stopped < o_.num_nodes)) {
-      next = "regroup|" + std::to_string(o_.num_nodes - stopped);
+      next = "regroup|" + std::to_string(o_.num_nodes - stopped) + "|" + gone_nodes();
     } else if (end.kind == "failed" && o_.max_restarts > 0) {
       const int64_t count = store_.add("plrun/restarts", 1);
       if (count <= o_.max_restarts) next = "restart|" + std::to_string(count);
@@ -242,10 +256,14 @@ RoundOutcome JobRounds::after_failure(SignalChannel& signals) {
     }
     store_.set(key("next"), next);
   }
-  const End next = parse_end(store_.get(key("next"), o_.stop_timeout + 3 * o_.heartbeat) + "|");
+  End next = parse_end(store_.get(key("next"), o_.stop_timeout + 3 * o_.heartbeat) + "|");
+  if (!next.text.empty()) next.text.pop_back();  // the '|' added above ("stop|1|": none)
   if (next.kind == "regroup") {
     say("round " + std::to_string(round_) + " ended: " + end.text +
-        (next.code > 0 ? " (" + std::to_string(next.code) + " node(s) gone)" : "") +
+        (next.code <= 0                                  ? ""
+         : end.text.find(next.text) != std::string::npos ? ""  // "node 1 (host:pid) left the job"
+         : !next.text.empty()                            ? "; " + next.text + (next.code > 1 ? " are" : " is") + " gone"
+                                                         : " (" + std::to_string(next.code) + " node(s) gone)") +
         "; the nodes meet again for round " + std::to_string(round_ + 1) + " (not counted as a restart)");
     ++round_;
     return {RoundOutcome::Next::restart, 0};

@@ -92,6 +92,7 @@ class JobRounds {
   bool claim_end(const std::string& kind, int code, const std::string& text);
   RoundOutcome after_success(SignalChannel& signals);
   RoundOutcome after_failure(SignalChannel& signals);
+  std::string gone_nodes() const;  // the round's nodes that did not report their stop
   void watch(const std::string& end_key);
   void heartbeat(int64_t beat, std::vector<std::pair<std::string, Clock::time_point>>& seen);
 
