@@ -123,7 +123,7 @@ GradientSync::GradientSync(std::shared_ptr<JobContext> context, Choice choice) {
   req.strategy_options = choice.strategy_options;
   if (choice.strategy.empty() || choice.strategy == o.strategy)
     for (const auto& [key, value] : o.strategy_options) set_option(req.strategy_options, key, value);
-  m.job_ = m.session.rt->resolve(req);  // launch_info checks the options now, before any work
+  m.job_ = m.session.resolve_for_launcher(req);  // launch_info checks the options now, before any work
   if (m.job_.launch_mode != m.ctx->job().launch_mode || m.job_.world_size != m.session.world ||
       (m.job_.launch_mode == PL_LAUNCH_SINGLE_PROCESS && m.job_.devices.size() > 1))
     m.refuse("does not run as the job does (" + std::to_string(m.session.world) + " process(es) under strategy '" +

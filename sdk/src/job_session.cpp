@@ -40,8 +40,36 @@ void JobSession::start_runtime(pl::RuntimeOptions ro) {
   rt = std::make_shared<pl::Runtime>(ro);
 }
 
+pl::JobConfig JobSession::resolve_for_launcher(const pl::JobRequest& req) const {
+  pl::JobConfig first = rt->resolve(req);  // launch_info checks the strategy's options now, before any work
+  if (first.strategy_plugin != "horovod" || first.launch_mode != PL_LAUNCH_PROCESS_PER_DEVICE || env.source == "none" ||
+      env.spawn_parent || env.world_size == first.world_size)
+    return first;
+  const int local = env.local_world_size;
+  const std::string launched_by = " (launched by " + env.source + ")";
+  if (local < 1 || env.world_size % local != 0)
+    throw Error(PL_ERR_INVALID_ARGUMENT,
+                "strategy '" + first.strategy + "' takes its world size from the launcher" + launched_by +
+                    ", which started WORLD_SIZE=" + std::to_string(env.world_size) +
+                    " with LOCAL_WORLD_SIZE=" + std::to_string(local) + ": start the same number on every node");
+  pl::JobRequest again = req;
+  again.devices = local;
+  again.num_nodes = env.world_size / local;
+  const PL_DeviceSpec asked = req.devices.spec();
+  const bool automatic = (asked.kind == PL_DEVICES_STRING || asked.kind == PL_DEVICES_TEXT) &&
+                         std::string(asked.string ? asked.string : "") == "auto";
+  if (env.rank == 0 && ((!automatic && first.processes_per_node > 1) || req.num_nodes > 1))
+    rt->log(PL_LOG_WARN,
+            "strategy '" + first.strategy + "' takes its world size from the launcher" + launched_by +
+                ": WORLD_SIZE=" + std::to_string(env.world_size) + ", " + std::to_string(local) +
+                " process(es) per node, one device each; devices=" + std::to_string(first.processes_per_node) +
+                " x num_nodes=" + std::to_string(req.num_nodes) + " = " + std::to_string(first.world_size) +
+                " is ignored (Lightning's HorovodStrategy does the same)");
+  return rt->resolve(again);
+}
+
 void JobSession::resolve(const pl::JobRequest& req, Driver driver) {
-  job = rt->resolve(req);  // the strategy's launch_info checks its options now, before any work
+  job = resolve_for_launcher(req);
   const bool trainer = driver == Driver::Trainer;
   const std::string launched_by = env.source == "none" ? "" : " (launched by " + env.source + ")";
   auto refuse = [&](const std::string& why) {

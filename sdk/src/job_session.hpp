@@ -52,6 +52,11 @@ struct JobSession {
   // The job from `req`, and this process's place in it from the launcher's environment; a launcher
   // that disagrees with the knobs, or a launch mode `driver` cannot drive, is PL_ERR_INVALID_ARGUMENT.
   void resolve(const pl::JobRequest& req, Driver driver);
+  // The runtime's resolution of `req` under this process's launcher.  Lightning's horovod rule:
+  // a strategy whose plugin is horovod takes its world size from the launcher (horovodrun,
+  // mpirun, ...) and gives each process one local device, whatever devices / num_nodes say; rank 0
+  // warns when they asked for more than one device per process and the launcher disagrees.
+  pl::JobConfig resolve_for_launcher(const pl::JobRequest& req) const;
 
   struct OpenOptions {
     OptionPairs accelerator_options;  // num_threads is added for cpu (the cores / `cpu_sharers`)

@@ -114,6 +114,7 @@ void Trainer::Impl::fit_spawn(LightningModule& m, DataLoader& train, DataLoader*
           j["epoch"] = epoch;
           j["global_step"] = step;
           j["samples_trained"] = samples_trained;
+          j["effective_batch_size"] = effective_batch;
           j["resumed_from"] = resumed_from;
           j["callback_metrics"] = numbers_to_json(settled());
           j["log_dir"] = log_dir;
@@ -215,6 +216,7 @@ void Trainer::Impl::fit_spawn(LightningModule& m, DataLoader& train, DataLoader*
     epoch = j.at("epoch").get<int64_t>();
     step = j.at("global_step").get<int64_t>();
     samples_trained = j.at("samples_trained").get<int64_t>();
+    effective_batch = j.value("effective_batch_size", int64_t{0});
     resumed_from = j.at("resumed_from").get<std::string>();
     log_dir = j.at("log_dir").get<std::string>();
     auto& settled_values = settled();
