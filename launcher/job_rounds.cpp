@@ -17,13 +17,10 @@ namespace {
 
 using std::chrono::milliseconds;
 
-constexpr milliseconds kPoll{50};  // how often a node looks at a counter it waits on
 // One store wait of the watcher: the longest a node takes to notice the end of a round, and to stop
 // watching when its own round ends (about 10 requests a second from each node to node 0, while a
 // job of several nodes runs; a single node has no watcher).
 constexpr milliseconds kWatchSlice{100};
-
-void say(const std::string& line) { std::cerr << "plrun: " + line + "\n" << std::flush; }
 
 struct End {
   std::string kind;  // "failed" or "signal"
@@ -99,7 +96,7 @@ void JobRounds::watch(const std::string& end_key) {
       store_.wait({end_key}, kWatchSlice);
     } catch (const pl::Error& e) {
       if (e.code() == PL_ERR_TIMEOUT) continue;
-      if (watching_) say("lost the job's store (" + std::string(e.what()) + "); stopping this node's workers");
+      if (watching_) plrun_line("lost the job's store (" + std::string(e.what()) + "); stopping this node's workers");
     }
     break;
   }
@@ -146,7 +143,7 @@ void JobRounds::on_worker_event(const WorkerEvent& ev, bool stopping) {
     store_.compare_set(worker_prefix() + PL_STORE_JOB_ENDED_KEY, "", text);
     if (ev.code != 0) claim_end("failed", ev.code, text);
   } catch (const pl::Error& e) {
-    say("warning: could not record in the job's store that " + text + ": " + e.what());
+    plrun_line("warning: could not record in the job's store that " + text + ": " + e.what());
   }
 }
 
@@ -163,7 +160,7 @@ RoundOutcome JobRounds::finish_round(const SuperviseResult& res, SignalChannel& 
           "node " + std::to_string(o_.node_rank) +
           (o_.node_rank < static_cast<int>(member_ids_.size()) ? " (" + member_ids_[o_.node_rank] + ")" : "");
       claim_end("left", 0, who + " left the job (its plrun got signal " + std::to_string(signal) + ")");
-      say("this node leaves the job (signal " + std::to_string(signal) + "); the others go on without it");
+      plrun_line("this node leaves the job (signal " + std::to_string(signal) + "); the others go on without it");
       return {RoundOutcome::Next::stop, 128 + signal};
     }
     if (signal) {
@@ -178,8 +175,8 @@ RoundOutcome JobRounds::finish_round(const SuperviseResult& res, SignalChannel& 
     return local_success ? after_success(signals) : after_failure(signals);
   } catch (const pl::Error& e) {
     const int code = res.code != 0 ? res.code : 1;
-    say("lost the job's store, which node 0's plrun serves (" + std::string(e.what()) +
-        "); this node cannot go on: exiting with code " + std::to_string(code));
+    plrun_line("lost the job's store, which node 0's plrun serves (" + std::string(e.what()) +
+               "); this node cannot go on: exiting with code " + std::to_string(code));
     return {RoundOutcome::Next::stop, code};
   }
 }
@@ -204,13 +201,14 @@ RoundOutcome JobRounds::after_success(SignalChannel& signals) {
   while (done < o_.num_nodes) {
     if (store_.check_keys({key("end")})) return after_failure(signals);  // another node's round failed
     if (!told && o_.host) {
-      say("this node's workers are done; serving the store until the other nodes' are too (at most " +
-          seconds(o_.exit_barrier) + " s)");
+      plrun_line("this node's workers are done; serving the store until the other nodes' are too (at most " +
+                 seconds(o_.exit_barrier) + " s)");
       told = true;
     }
     if (Clock::now() >= until) {
-      say("warning: " + std::to_string(done) + " of " + std::to_string(o_.num_nodes) + " nodes reported done within " +
-          seconds(o_.exit_barrier) + " s (--exit-barrier-timeout); stopping anyway");
+      plrun_line("warning: " + std::to_string(done) + " of " + std::to_string(o_.num_nodes) +
+                 " nodes reported done within " + seconds(o_.exit_barrier) +
+                 " s (--exit-barrier-timeout); stopping anyway");
       return {};
     }
     if (int sig = signals.wait_for(kPoll)) return {RoundOutcome::Next::stop, 128 + sig};
@@ -259,19 +257,19 @@ RoundOutcome JobRounds::after_failure(SignalChannel& signals) {
   End next = parse_end(store_.get(key("next"), o_.stop_timeout + 3 * o_.heartbeat) + "|");
   if (!next.text.empty()) next.text.pop_back();  // the '|' added above ("stop|1|": none)
   if (next.kind == "regroup") {
-    say("round " + std::to_string(round_) + " ended: " + end.text +
-        (next.code <= 0                                  ? ""
-         : end.text.find(next.text) != std::string::npos ? ""  // "node 1 (host:pid) left the job"
-         : !next.text.empty()                            ? "; " + next.text + (next.code > 1 ? " are" : " is") + " gone"
-                                                         : " (" + std::to_string(next.code) + " node(s) gone)") +
-        "; the nodes meet again for round " + std::to_string(round_ + 1) + " (not counted as a restart)");
+    plrun_line("round " + std::to_string(round_) + " ended: " + end.text +
+               (next.code <= 0                                  ? ""
+                : end.text.find(next.text) != std::string::npos ? ""  // "node 1 (host:pid) left the job"
+                : !next.text.empty() ? "; " + next.text + (next.code > 1 ? " are" : " is") + " gone"
+                                     : " (" + std::to_string(next.code) + " node(s) gone)") +
+               "; the nodes meet again for round " + std::to_string(round_ + 1) + " (not counted as a restart)");
     ++round_;
     return {RoundOutcome::Next::restart, 0};
   }
   if (o_.elastic && next.kind == "restart") {
     restarts_ = next.code;
-    say("round " + std::to_string(round_) + " ended: " + end.text + "; restart " + std::to_string(restarts_) + " of " +
-        std::to_string(o_.max_restarts) + " (round " + std::to_string(round_ + 1) + ")");
+    plrun_line("round " + std::to_string(round_) + " ended: " + end.text + "; restart " + std::to_string(restarts_) +
+               " of " + std::to_string(o_.max_restarts) + " (round " + std::to_string(round_ + 1) + ")");
     ++round_;
     return {RoundOutcome::Next::restart, 0};
   }
@@ -280,23 +278,24 @@ RoundOutcome JobRounds::after_failure(SignalChannel& signals) {
   for (int64_t stopped = store_.add(key("stopped"), 0); stopped < o_.num_nodes;
        stopped = store_.add(key("stopped"), 0)) {
     if (Clock::now() >= until) {
-      say("only " + std::to_string(stopped) + " of " + plural(o_.num_nodes, "node") + " stopped their workers within " +
-          seconds(o_.stop_timeout) + " s after round " + std::to_string(round_) + " ended (" + end.text +
-          "); a node is gone: exiting with code " + std::to_string(end.code));
+      plrun_line("only " + std::to_string(stopped) + " of " + plural(o_.num_nodes, "node") +
+                 " stopped their workers within " + seconds(o_.stop_timeout) + " s after round " +
+                 std::to_string(round_) + " ended (" + end.text + "); a node is gone: exiting with code " +
+                 std::to_string(end.code));
       return {RoundOutcome::Next::stop, end.code};
     }
     if (int sig = signals.wait_for(kPoll)) return {RoundOutcome::Next::stop, 128 + sig};
   }
   if (next.kind == "restart") {
     restarts_ = next.code;
-    say("round " + std::to_string(round_) + " ended: " + end.text + "; restart " + std::to_string(restarts_) + " of " +
-        std::to_string(o_.max_restarts) + " (round " + std::to_string(round_ + 1) + ")");
+    plrun_line("round " + std::to_string(round_) + " ended: " + end.text + "; restart " + std::to_string(restarts_) +
+               " of " + std::to_string(o_.max_restarts) + " (round " + std::to_string(round_ + 1) + ")");
     ++round_;
     return {RoundOutcome::Next::restart, 0};
   }
   if (end.kind == "failed" && o_.max_restarts > 0)
-    say(end.text + "; the " + plural(o_.max_restarts, "restart") + " allowed (--max-restarts " +
-        std::to_string(o_.max_restarts) + ") are used up: exiting with its code " + std::to_string(end.code));
+    plrun_line(end.text + "; the " + plural(o_.max_restarts, "restart") + " allowed (--max-restarts " +
+               std::to_string(o_.max_restarts) + ") are used up: exiting with its code " + std::to_string(end.code));
   return {RoundOutcome::Next::stop, end.code};
 }
 

@@ -11,11 +11,9 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
-constexpr milliseconds kPoll{50};
-
-void say(const std::string& line) { std::cerr << "plrun: " + line + "\n" << std::flush; }
-
 }  // namespace
+
+void plrun_line(const std::string& line) { std::cerr << "plrun: " + line + "\n" << std::flush; }
 
 std::string rdzv_key(int round, const std::string& name) { return "plrun/rdzv/" + std::to_string(round) + "/" + name; }
 
@@ -114,11 +112,11 @@ std::optional<Membership> ElasticRendezvous::join_round(int round, SignalChannel
     if (*n < o_.max_nodes) {
       store_.compare_set("plrun/round/" + std::to_string(r) + "/end", "",
                          "join|0|node " + o_.id + " asked to join the job");
-      say("round " + std::to_string(r) + " runs with " + std::to_string(*n) + " node(s); asking it to make room for " +
-          o_.id);
+      plrun_line("round " + std::to_string(r) + " runs with " + std::to_string(*n) +
+                 " node(s); asking it to make room for " + o_.id);
     } else {
-      say("round " + std::to_string(r) + " runs with the most nodes allowed (" + std::to_string(o_.max_nodes) + "); " +
-          o_.id + " waits for the next round");
+      plrun_line("round " + std::to_string(r) + " runs with the most nodes allowed (" + std::to_string(o_.max_nodes) +
+                 "); " + o_.id + " waits for the next round");
     }
     ++r;
   }

@@ -20,6 +20,11 @@
 
 namespace plrt::launcher {
 
+// How often a node looks again at a store key or counter it waits on (rendezvous and rounds).
+inline constexpr std::chrono::milliseconds kPoll{50};
+// One line of plrun's own on stderr ("plrun: <line>"), from the rendezvous and the rounds.
+void plrun_line(const std::string& line);
+
 struct ElasticOptions {
   bool host = false;  // this plrun serves the store (node 0)
   int min_nodes = 1, max_nodes = 1;

@@ -5,6 +5,8 @@
 #include <set>
 #include <sstream>
 
+#include "sdk_internal.hpp"
+
 namespace pl {
 
 namespace {
@@ -13,16 +15,10 @@ std::string join(const std::string& prefix, const std::string& name) {
   return prefix.empty() ? name : prefix + "." + name;
 }
 
-std::string num(double v) {
-  std::ostringstream os;
-  os.precision(17);
-  os << v;
-  return os.str();
-}
+using plrt::sdk::describe;
+using plrt::sdk::num;
 
 bool same_device(PL_Device a, PL_Device b) { return a.type == b.type && a.index == b.index; }
-
-std::string describe(const Tensor& t) { return std::string(pl_dtype_name(t.dtype())) + " " + shape_text(t.shape()); }
 
 // A value moved to (acc, device): the same storage when it already lives there.
 Tensor placed(const Tensor& t, const Accelerator& acc, PL_Device device) {

@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "sdk_internal.hpp"
+
 namespace pl::nn {
 
 namespace {
@@ -20,7 +22,7 @@ std::string device_text(PL_Device d) {
          ":" + std::to_string(d.index);
 }
 
-std::string describe(const Tensor& t) { return std::string(pl_dtype_name(t.dtype())) + " " + shape_text(t.shape()); }
+using plrt::sdk::describe;
 
 bool overlaps(const Tensor& a, const Tensor& b) {
   if (!a.defined() || !b.defined() || a.nbytes() == 0 || b.nbytes() == 0) return false;

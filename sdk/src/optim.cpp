@@ -15,7 +15,7 @@ namespace {
 
 using plrt::sdk::num;
 
-std::string describe(const Tensor& t) { return std::string(pl_dtype_name(t.dtype())) + " " + shape_text(t.shape()); }
+using plrt::sdk::describe;
 
 void require(bool ok, const std::string& who, const std::string& what, double v, const char* valid) {
   if (!ok) throw Error(PL_ERR_INVALID_ARGUMENT, who + ": " + what + " " + num(v) + " is invalid; " + valid);

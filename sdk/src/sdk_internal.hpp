@@ -15,6 +15,11 @@ using namespace ::pl;  // the SDK's internals are written in terms of its public
 
 namespace plrt::sdk {
 
+// A tensor in error messages: "float32 [4, 3]".
+inline std::string describe(const pl::Tensor& t) {
+  return std::string(pl_dtype_name(t.dtype())) + " " + pl::shape_text(t.shape());
+}
+
 // `v` with 17 significant digits (enough to round-trip a double), for error messages.
 inline std::string num(double v) {
   std::ostringstream os;

@@ -30,6 +30,21 @@ std::string device_text(PL_Device d) {
   return std::string(type) + ":" + std::to_string(d.index);
 }
 
+// True when a tensor of `b` is shared beyond the slot's own reference.
+bool held_elsewhere(const Batch& b) {
+  return std::any_of(b.begin(), b.end(), [](const Tensor& t) { return t.defined() && t.use_count() > 1; });
+}
+
+bool same_layout(const Tensor& a, const Tensor& b) {
+  return a.defined() && a.dtype() == b.dtype() && a.shape() == b.shape();
+}
+
+}  // namespace
+
+// The State's parts, in a named namespace: a type with internal linkage in a member of the
+// (external) StagingLoader::State is what gcc's -Wsubobject-linkage warns of in a unity build.
+namespace staging_detail {
+
 struct Slot {
   Batch device;            // this slot's device tensors, kept for reuse
   void* pinned = nullptr;  // page-locked staging memory
@@ -48,16 +63,10 @@ struct Item {
   std::exception_ptr error;
 };
 
-// True when a tensor of `b` is shared beyond the slot's own reference.
-bool held_elsewhere(const Batch& b) {
-  return std::any_of(b.begin(), b.end(), [](const Tensor& t) { return t.defined() && t.use_count() > 1; });
-}
+}  // namespace staging_detail
 
-bool same_layout(const Tensor& a, const Tensor& b) {
-  return a.defined() && a.dtype() == b.dtype() && a.shape() == b.shape();
-}
-
-}  // namespace
+using staging_detail::Item;
+using staging_detail::Slot;
 
 struct StagingLoader::State {
   DataLoader& loader;

@@ -164,10 +164,10 @@ TEST(InstalledTree, PkgConfigFilesPointIntoTheMovedPrefix) {
   EXPECT_THAT(r.output, HasSubstr("host ok"));
 }
 
-// The README's "Training a model" example, as written there, built against the installed SDK with
+// docs/trainer.md's "Training a model" example, as written there, built against the installed SDK with
 // find_package(plrt) and trained on 2 processes by the installed plrun.
 TEST(InstalledTree, ReadmeTrainerExampleBuildsAndTrains) {
-  std::string readme = read_file(PLRT_SOURCE_DIR "/README.md");
+  std::string readme = read_file(PLRT_SOURCE_DIR "/docs/trainer.md");
   size_t section = readme.find("## Training a model");
   ASSERT_NE(section, std::string::npos);
   size_t begin = readme.find("```cpp\n", section);

@@ -9,7 +9,7 @@
 // size paid a page fault per 4 KiB of scratch the peer's data landed in, plus the munmap: at 2
 // ranks the busbw fell from 1.6 GB/s at 16 MiB to 0.84 GB/s at 32 and 64 MiB (direct Gloo bcube
 // alike), the "64 MiB cliff"; with the threshold raised (GLIBC_TUNABLES) the same calls ran at
-// 1.2-1.4 GB/s.  So a bcube allreduce runs in pieces of at most kPieceBytes, one gloo call each,
+// 1.2-1.4 GB/s.  So a bcube allreduce runs in pieces of at most kAllreducePieceBytes, one gloo call each,
 // whose scratch malloc recycles; so does the int64 temporary of an integer AVG (ring or bcube),
 // which is as large as the piece, not the tensor.  Ring needs no pieces: its scratch is two 1 MiB
 // segments.  A piece costs one more round of gloo's latency (tens of microseconds on loopback)
@@ -29,7 +29,7 @@ namespace {
 // Below glibc's 32 MiB ceiling with room to spare, and large enough that a piece's data takes far
 // longer than its extra round (measured at 2 ranks under load: 2 and 4 MiB pieces were slower than
 // 8 and 16 MiB ones, whose rounds cost a scheduler tick when a peer is descheduled).
-constexpr size_t kPieceBytes = size_t{16} << 20;
+constexpr size_t kAllreducePieceBytes = size_t{16} << 20;
 
 void gloo_allreduce(const std::shared_ptr<gloo::Context>& ctx, const pg::OpContext& oc, void* data, size_t n,
                     size_t elem_size, pg::ReduceFn fn, bool bcube) {
@@ -53,7 +53,7 @@ void reduce_host(const std::shared_ptr<gloo::Context>& ctx, const pg::OpContext&
   const size_t es = pl_dtype_size(t.dtype);
   auto* base = static_cast<uint8_t*>(t.data);
   if (op == PL_REDUCE_AVG && pg::avg_widens(t.dtype)) {
-    const size_t piece = std::max<size_t>(1, kPieceBytes / sizeof(int64_t));
+    const size_t piece = std::max<size_t>(1, kAllreducePieceBytes / sizeof(int64_t));
     std::vector<int64_t> wide(std::min(n, piece));
     for (size_t at = 0; at < n; at += piece) {
       const size_t m = std::min(piece, n - at);
@@ -63,7 +63,7 @@ void reduce_host(const std::shared_ptr<gloo::Context>& ctx, const pg::OpContext&
     }
     return;
   }
-  const size_t piece = bcube ? std::max<size_t>(1, kPieceBytes / es) : n;
+  const size_t piece = bcube ? std::max<size_t>(1, kAllreducePieceBytes / es) : n;
   for (size_t at = 0; at < n; at += piece)
     gloo_allreduce(ctx, oc, base + at * es, std::min(piece, n - at), es, pg::reduce_fn(op, t.dtype), bcube);
   if (op == PL_REDUCE_AVG) pg::divide_inplace(t.data, t.dtype, n, world);

@@ -12,9 +12,9 @@
 // allreduce does.  Sending each step's chunk whole, and combining only after all of it had
 // arrived, left the transfer and the arithmetic back to back: the reduce-scatter of half a bucket
 // took longer than Gloo's allreduce of the whole bucket (bench/sharded_steps.py).
-// PIECES.  The chunks go round the ring in pieces of at most kPieceBytes each, so the scratch
+// PIECES.  The chunks go round the ring in pieces of at most kScatterPieceBytes each, so the scratch
 // (two halves: the step's receives, and the previous step's results still being forwarded) is
-// 2 x kPieceBytes at most whatever the tensor's size, allocated once per call and below glibc's
+// 2 x kScatterPieceBytes at most whatever the tensor's size, allocated once per call and below glibc's
 // mmap ceiling (see allreduce.cpp's "64 MiB cliff": a fresh 64 MiB scratch per call paid a page
 // fault per 4 KiB).  A piece costs one more pass of the ring's latency (W-1 hops of tens of
 // microseconds on loopback) against milliseconds of data.
@@ -34,7 +34,7 @@ using plugin::fail;
 
 namespace {
 
-constexpr size_t kPieceBytes = size_t{8} << 20;
+constexpr size_t kScatterPieceBytes = size_t{8} << 20;
 constexpr size_t kSegmentBytes = size_t{1} << 20;
 
 void wait_done(bool ok, const char* what) {
@@ -51,7 +51,7 @@ class Ring {
     rank_ = ctx->rank;
     next_ = (rank_ + 1) % world_;
     prev_ = (rank_ + world_ - 1) % world_;
-    piece_ = std::max<size_t>(1, kPieceBytes / es);
+    piece_ = std::max<size_t>(1, kScatterPieceBytes / es);
     segment_ = std::max<size_t>(1, kSegmentBytes / es);
     const size_t most = *std::max_element(counts.begin(), counts.end());
     half_bytes_ = std::min(most, piece_) * es;

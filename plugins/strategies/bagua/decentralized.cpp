@@ -31,7 +31,7 @@ using strategy::check;
 
 namespace {
 
-constexpr const char* kName = "decentralized";
+constexpr const char* kDecentralized = "decentralized";
 
 // docs/bagua.md §3: rank i's peer at exchange k (n even).
 int32_t shift_one_peer(int32_t i, int32_t n, int64_t k) {
@@ -49,7 +49,7 @@ struct Slot {
 class Decentralized final : public WeightAlgorithm {
  public:
   Decentralized(const BaguaOptions& o, int32_t world, int32_t rank, const Scope& scope)
-      : WeightAlgorithm(kName, o.communication_interval, world, rank, scope),
+      : WeightAlgorithm(kDecentralized, o.communication_interval, world, rank, scope),
         shift_one_(o.peer_selection == PeerSelection::kShiftOne) {}
 
   std::vector<std::string> needs() const override {

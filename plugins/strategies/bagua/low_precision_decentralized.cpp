@@ -43,7 +43,7 @@ using strategy::check;
 
 namespace {
 
-constexpr const char* kName = "low_precision_decentralized";
+constexpr const char* kLowPrecisionDecentralized = "low_precision_decentralized";
 const char* const kCopies[3] = {"w", "l", "r"};
 
 struct RingBucket {
@@ -58,7 +58,7 @@ struct RingBucket {
 class LowPrecisionDecentralized final : public WeightAlgorithm {
  public:
   LowPrecisionDecentralized(const BaguaOptions& o, int32_t world, int32_t rank, const Scope& scope)
-      : WeightAlgorithm(kName, o.communication_interval, world, rank, scope) {}
+      : WeightAlgorithm(kLowPrecisionDecentralized, o.communication_interval, world, rank, scope) {}
 
   std::vector<std::string> needs() const override { return {"send", "recv"}; }
 
@@ -92,7 +92,7 @@ class LowPrecisionDecentralized final : public WeightAlgorithm {
     }
     if (!c.group) return;  // one rank: no ring
     ring_ = !s.hier || s.hier.leader();
-    if (ring_) require_codec(c.dev, s.who, kName);
+    if (ring_) require_codec(c.dev, s.who, kLowPrecisionDecentralized);
     auto plan = plan_value_buckets(c, s.opts.bucket_size_mb);
     buckets_.resize(plan.size());
     for (size_t b = 0; b < plan.size(); ++b) {

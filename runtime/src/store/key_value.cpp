@@ -14,10 +14,6 @@ bool parse_counter(const std::string& text, int64_t* out) {
   return ec == std::errc() && ptr == end && !text.empty();
 }
 
-std::string in_quotes(const std::string& s, size_t limit = 64) {
-  return "'" + (s.size() > limit ? s.substr(0, limit) + "..." : s) + "'";
-}
-
 Outcome answer(Reply kind, std::string text = {}, int64_t number = 0, bool changed = false) {
   return {Response{kind, std::move(text), number, {}}, changed};
 }

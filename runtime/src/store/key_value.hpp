@@ -12,6 +12,11 @@
 
 namespace plrt::store {
 
+// A key or value in messages: quoted, cut after `limit` bytes.
+inline std::string in_quotes(const std::string& s, size_t limit = 64) {
+  return "'" + (s.size() > limit ? s.substr(0, limit) + "..." : s) + "'";
+}
+
 struct Outcome {
   std::optional<Response> reply;  // none: a get or wait whose keys are missing must wait
   bool changed = false;           // r.key was written: its waiters may be answered now

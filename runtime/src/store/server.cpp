@@ -45,10 +45,6 @@ std::string endpoint_text(const tcp::endpoint& ep) {
   return addr + ":" + std::to_string(ep.port());
 }
 
-std::string in_quotes(const std::string& s, size_t limit = 64) {
-  return "'" + (s.size() > limit ? s.substr(0, limit) + "..." : s) + "'";
-}
-
 }  // namespace
 
 class Session;
