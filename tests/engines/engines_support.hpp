@@ -59,6 +59,15 @@ inline std::vector<std::string> mpirun(int np, const std::vector<std::string>& v
   return a;
 }
 
+// horovodrun's gloo mode gives each worker HOROVOD_* only: the wrapper turns mpirun's variables
+// into those (Debian has no horovodrun).
+inline const char* const kAsHorovodrun =
+    "export HOROVOD_RANK=$OMPI_COMM_WORLD_RANK HOROVOD_SIZE=$OMPI_COMM_WORLD_SIZE "
+    "HOROVOD_LOCAL_RANK=$OMPI_COMM_WORLD_LOCAL_RANK HOROVOD_LOCAL_SIZE=$OMPI_COMM_WORLD_LOCAL_SIZE "
+    "HOROVOD_CROSS_RANK=0 HOROVOD_CROSS_SIZE=1 HOROVOD_CONTROLLER=gloo; "
+    "unset OMPI_COMM_WORLD_RANK OMPI_COMM_WORLD_SIZE OMPI_COMM_WORLD_LOCAL_RANK OMPI_COMM_WORLD_LOCAL_SIZE; "
+    "exec \"$0\" \"$@\"";
+
 // `program` run through `sh -c script` (the script ends with exec "$0" "$@"): what each rank sees
 // can be rewritten before the program starts.
 inline std::vector<std::string> through_shell(const std::string& script, const std::vector<std::string>& program) {

@@ -24,15 +24,6 @@ struct Engine {
   plrt_test::EnvVars env;  // set for the launcher itself
 };
 
-// horovodrun's gloo mode gives each worker HOROVOD_* only: the wrapper turns mpirun's variables
-// into those (Debian has no horovodrun).
-const char* kAsHorovodrun =
-    "export HOROVOD_RANK=$OMPI_COMM_WORLD_RANK HOROVOD_SIZE=$OMPI_COMM_WORLD_SIZE "
-    "HOROVOD_LOCAL_RANK=$OMPI_COMM_WORLD_LOCAL_RANK HOROVOD_LOCAL_SIZE=$OMPI_COMM_WORLD_LOCAL_SIZE "
-    "HOROVOD_CROSS_RANK=0 HOROVOD_CROSS_SIZE=1 HOROVOD_CONTROLLER=gloo; "
-    "unset OMPI_COMM_WORLD_RANK OMPI_COMM_WORLD_SIZE OMPI_COMM_WORLD_LOCAL_RANK OMPI_COMM_WORLD_LOCAL_SIZE; "
-    "exec \"$0\" \"$@\"";
-
 const std::vector<Engine>& engines() {
   static const std::string token = plrt_test::random_token();
   auto port = [] { return std::to_string(plrt_test::free_tcp_ports(1)); };

@@ -233,12 +233,6 @@ class SeedHorovod : public ::testing::TestWithParam<bool> {};  // true: horovodr
 TEST_P(SeedHorovod, TheWorldSizeComesFromTheLauncherWhateverDevicesSays) {
   if (auto why = absent("mpirun"); !why.empty()) GTEST_SKIP() << why;
   const bool as_horovodrun = GetParam();
-  const std::string horovodrun_env =
-      "export HOROVOD_RANK=$OMPI_COMM_WORLD_RANK HOROVOD_SIZE=$OMPI_COMM_WORLD_SIZE "
-      "HOROVOD_LOCAL_RANK=$OMPI_COMM_WORLD_LOCAL_RANK HOROVOD_LOCAL_SIZE=$OMPI_COMM_WORLD_LOCAL_SIZE "
-      "HOROVOD_CROSS_RANK=0 HOROVOD_CROSS_SIZE=1 HOROVOD_CONTROLLER=gloo; "
-      "unset OMPI_COMM_WORLD_RANK OMPI_COMM_WORLD_SIZE OMPI_COMM_WORLD_LOCAL_RANK OMPI_COMM_WORLD_LOCAL_SIZE; "
-      "exec \"$0\" \"$@\"";
   TempDir dir;
   const std::string token = plrt_test::random_token();
   struct Case {
@@ -254,7 +248,7 @@ TEST_P(SeedHorovod, TheWorldSizeComesFromTheLauncherWhateverDevicesSays) {
         "--no-checkpoint", "--root-dir", dir / c.name,    "--report", dir / (c.name + ".json")};
     flags.insert(flags.end(), c.devices.begin(), c.devices.end());
     auto program = plrt_training::mlp_args(flags);
-    if (as_horovodrun) program = through_shell(horovodrun_env, program);
+    if (as_horovodrun) program = through_shell(kAsHorovodrun, program);
     auto r = run(mpirun(2,
                         {"MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + std::to_string(plrt_test::free_tcp_ports(1)),
                          "PL_JOB_TOKEN=" + token},
