@@ -209,6 +209,9 @@ int main(int argc, char** argv) {
   app.add_flag("--no-progress-bar", no_progress_bar,
                "No progress output: no live bar on a terminal, no per-epoch lines elsewhere "
                "(enable_progress_bar=false)");
+  bool no_model_summary = false;
+  app.add_flag("--no-model-summary", no_model_summary,
+               "No model summary table at fit's start (enable_model_summary=false)");
   app.add_option("--early-stopping", early_patience,
                  "Stop when val_loss has not improved for this many epochs (EarlyStopping; 0: off)")
       ->capture_default_str();
@@ -267,6 +270,7 @@ int main(int argc, char** argv) {
     topt.timeout = std::chrono::milliseconds(static_cast<long long>(timeout_s * 1000));
     topt.enable_checkpointing = !no_checkpoint;
     if (no_progress_bar) topt.enable_progress_bar = false;
+    if (no_model_summary) topt.enable_model_summary = false;
     {
       char* end = nullptr;
       topt.checkpoint_every_seconds = std::strtod(every_seconds.c_str(), &end);

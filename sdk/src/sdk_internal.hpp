@@ -3,10 +3,15 @@
 // plrt::sdk, which sees pl's names).
 #pragma once
 
+#include <cxxabi.h>
+
 #include <charconv>
+#include <cstdlib>
+#include <memory>
 #include <plrt/sdk/tensor.hpp>
 #include <sstream>
 #include <string>
+#include <typeinfo>
 
 namespace pl {}
 namespace plrt::sdk {
@@ -14,6 +19,13 @@ using namespace ::pl;  // the SDK's internals are written in terms of its public
 }  // namespace plrt::sdk
 
 namespace plrt::sdk {
+
+// A C++ type's name as written ("pl::nn::Linear"), else the compiler's mangled one.
+inline std::string demangled(const std::type_info& t) {
+  int status = 0;
+  std::unique_ptr<char, void (*)(void*)> name(abi::__cxa_demangle(t.name(), nullptr, nullptr, &status), std::free);
+  return status == 0 && name ? std::string(name.get()) : std::string(t.name());
+}
 
 // A tensor in error messages: "float32 [4, 3]".
 inline std::string describe(const pl::Tensor& t) {

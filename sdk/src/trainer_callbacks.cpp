@@ -2,13 +2,13 @@
 // merged with the module's configure_callbacks, ModelCheckpoint last), their state in checkpoints
 // (trainer.json "callbacks": {state_key: state}), and should_stop, which the ranks agree on at each
 // epoch's end so that no rank leaves fit alone.
-#include <cxxabi.h>
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <memory>
 #include <plrt/sdk/model_checkpoint.hpp>
+#include <plrt/sdk/model_summary.hpp>
 #include <set>
 #include <type_traits>
 #include <typeinfo>
@@ -91,12 +91,7 @@ std::map<std::string, double> numbers_from_json(const nlohmann::json& j, const s
   return out;
 }
 
-std::string Callback::state_key() const {
-  int status = 0;
-  const char* raw = typeid(*this).name();
-  std::unique_ptr<char, void (*)(void*)> name(abi::__cxa_demangle(raw, nullptr, nullptr, &status), std::free);
-  return status == 0 && name ? std::string(name.get()) : std::string(raw);
-}
+std::string Callback::state_key() const { return plrt::sdk::demangled(typeid(*this)); }
 
 void Trainer::Impl::use_callbacks(LightningModule& m) {
   std::vector<std::shared_ptr<Callback>> list = o.callbacks;
@@ -110,6 +105,16 @@ void Trainer::Impl::use_callbacks(LightningModule& m) {
   }
   for (size_t i = 0; i < list.size(); ++i)
     if (!list[i]) throw Error(PL_ERR_INVALID_ARGUMENT, "TrainerOptions::callbacks[" + std::to_string(i) + "] is null");
+  // Lightning's default ModelSummary, unless the callbacks have one (which enable_model_summary
+  // false contradicts)
+  const bool has_summary = std::any_of(list.begin(), list.end(), [](const std::shared_ptr<Callback>& c) {
+    return dynamic_cast<ModelSummary*>(c.get()) != nullptr;
+  });
+  if (has_summary && !o.enable_model_summary)
+    throw Error(PL_ERR_INVALID_ARGUMENT,
+                "the trainer has enable_model_summary=false but its callbacks hold a ModelSummary; set "
+                "enable_model_summary=true or remove the ModelSummary");
+  if (!has_summary && o.enable_model_summary) list.push_back(std::make_shared<ModelSummary>());
   // Lightning's order: checkpointing last, so it saves what the other callbacks did this epoch.
   std::stable_partition(list.begin(), list.end(), [](const std::shared_ptr<Callback>& c) {
     return dynamic_cast<ModelCheckpoint*>(c.get()) == nullptr;

@@ -81,12 +81,14 @@ void Trainer::Impl::apply_env_overrides() {
       throw Error(PL_ERR_INVALID_ARGUMENT, "PL_TRAINER_CHECKPOINT_ON_SIGTERM='" + t + "' is not valid: use 0 or 1");
     o.checkpoint_on_sigterm = t == "1";
   }
-  if (const char* v = std::getenv("PL_TRAINER_ENABLE_PROGRESS_BAR"); v && *v) {
-    const std::string t = v;
-    if (t != "0" && t != "1")
-      throw Error(PL_ERR_INVALID_ARGUMENT, "PL_TRAINER_ENABLE_PROGRESS_BAR='" + t + "' is not valid: use 0 or 1");
-    o.enable_progress_bar = t == "1";
-  }
+  for (auto [var, field] : {std::pair{"PL_TRAINER_ENABLE_PROGRESS_BAR", &o.enable_progress_bar},
+                            std::pair{"PL_TRAINER_ENABLE_MODEL_SUMMARY", &o.enable_model_summary}})
+    if (const char* v = std::getenv(var); v && *v) {
+      const std::string t = v;
+      if (t != "0" && t != "1")
+        throw Error(PL_ERR_INVALID_ARGUMENT, std::string(var) + "='" + t + "' is not valid: use 0 or 1");
+      *field = t == "1";
+    }
   i64("PL_TRAINER_CHECKPOINT_EVERY_N_STEPS", o.checkpoint_every_n_steps, 0);
   if (const char* v = std::getenv("PL_TRAINER_CHECKPOINT_EVERY_SECONDS"); v && *v) {
     o.checkpoint_every_seconds = parse_double("PL_TRAINER_CHECKPOINT_EVERY_SECONDS", v);

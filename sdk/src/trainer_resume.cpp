@@ -223,6 +223,7 @@ void Trainer::Impl::write_hparams() const {
                 {"logger", o.logger},
                 {"default_root_dir", o.default_root_dir},
                 {"enable_checkpointing", o.enable_checkpointing},
+                {"enable_model_summary", o.enable_model_summary},
                 {"use_distributed_sampler", o.use_distributed_sampler}};
   if (o.seed) knobs.insert_or_assign("seed", static_cast<long long>(*o.seed));
   write_file_atomic(log_dir + "/hparams.yaml", plrt::sdk::hparams_yaml(module ? module->hparams() : HParams{}, knobs));

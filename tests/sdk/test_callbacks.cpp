@@ -9,6 +9,7 @@
 #include <plrt/sdk/error.hpp>
 #include <plrt/sdk/lr_monitor.hpp>
 #include <plrt/sdk/model_checkpoint.hpp>
+#include <plrt/sdk/model_summary.hpp>
 #include <sstream>
 
 #include "callback_test_support.hpp"
@@ -149,9 +150,10 @@ TEST(Callbacks, ConfigureCallbacksReplacesTheTrainersOfTheSameType) {
   auto module_rec = std::make_shared<Recorder>("module");
   m.own_callbacks = {module_rec};
   run.fit(m, true, "", [&](pl::Trainer& t) {
-    ASSERT_EQ(t.callbacks().size(), 2u);
+    ASSERT_EQ(t.callbacks().size(), 3u);
     EXPECT_EQ(t.callbacks()[0].get(), es.get());
     EXPECT_EQ(t.callbacks()[1].get(), module_rec.get());
+    EXPECT_NE(dynamic_cast<pl::ModelSummary*>(t.callbacks()[2].get()), nullptr) << "Lightning's default";
   });
   EXPECT_TRUE(trainer_rec->calls.empty());
   EXPECT_FALSE(module_rec->calls.empty());

@@ -242,4 +242,23 @@ TEST(MlpData, EpochsMinusOneHasNoLimit) {
   EXPECT_FALSE(r.ok()) << "it ended by itself: " << r.output;
 }
 
+// Lightning's model summary at fit's start (rank 0, info), and --no-model-summary: the default
+// model 24-16-12-5 has 400 + 204 + 65 = 669 parameters.
+TEST(MlpData, ModelSummaryAtFitStartUnlessNoModelSummary) {
+  TempDir dir;
+  auto args = [&](std::vector<std::string> extra) {
+    std::vector<std::string> a{"--strategy", "single_device", "--devices", "1", "--max-steps",
+                               "2",          "--root-dir",    dir / "r"};
+    a.insert(a.end(), extra.begin(), extra.end());
+    return mlp_args(a);
+  };
+  auto with = run(args({}), {{"PL_LOG_LEVEL", "info"}});
+  EXPECT_RAN(with);
+  EXPECT_NE(with.output.find("669       Total params"), std::string::npos) << with.output;
+  EXPECT_NE(with.output.find("0.003     Total estimated model params size (MB)"), std::string::npos) << with.output;
+  auto without = run(args({"--no-model-summary"}), {{"PL_LOG_LEVEL", "info"}});
+  EXPECT_RAN(without);
+  EXPECT_EQ(without.output.find("Total params"), std::string::npos) << without.output;
+}
+
 }  // namespace

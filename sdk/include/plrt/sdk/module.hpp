@@ -54,6 +54,8 @@ class Module {
   std::vector<std::pair<std::string, Parameter*>> named_parameters();
   std::vector<std::pair<std::string, Tensor*>> named_buffers();
   std::vector<Parameter*> parameters();
+  // This module's direct submodules in registration order (torch's named_children).
+  std::vector<std::pair<std::string, Module*>> named_children() const { return children_; }
 
   // ---- device placement ----
   // Moves parameters, gradients and buffers of the whole tree (from its root) to `device` of `acc`

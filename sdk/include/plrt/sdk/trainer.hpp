@@ -124,6 +124,10 @@ struct TrainerOptions {
   // plrun the bar shows when plrun's stderr is a terminal.  false: neither (nor the effective batch
   // size line).  PL_TRAINER_ENABLE_PROGRESS_BAR (0 or 1) overrides it.
   bool enable_progress_bar = true;
+  // Lightning's enable_model_summary: a pl::ModelSummary (max_depth 1) logs the module's table at
+  // fit's start on rank 0 unless the callbacks hold one already.  false with a ModelSummary among
+  // the callbacks is an error.  PL_TRAINER_ENABLE_MODEL_SUMMARY (0 or 1) overrides it.
+  bool enable_model_summary = true;
   int64_t log_every_n_steps = 50;  // step values reach the loggers every n steps
   // Lightning's logger: a comma-separated list of "csv" (lightning_logs/version_<n>/metrics.csv)
   // and "tensorboard" (TensorBoard's events.out.tfevents.* beside it: every value metrics.csv gets,
