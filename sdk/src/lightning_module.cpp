@@ -46,6 +46,12 @@ Tensor LightningModule::forward_step(const Batch&, int64_t) {
               "replica's output (e.g. the logits) without running backward");
 }
 
+Tensor LightningModule::predict_step(const Batch&, int64_t) {
+  throw Error(PL_ERR_INVALID_ARGUMENT,
+              "Trainer::predict needs predict_step: override it to return the batch's prediction (e.g. the "
+              "logits)");
+}
+
 void LightningModule::backward_step(const Tensor&) {
   throw Error(PL_ERR_INVALID_ARGUMENT,
               "split_step() is true but backward_step is not overridden; it runs the "

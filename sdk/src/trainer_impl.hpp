@@ -263,6 +263,8 @@ struct Trainer::Impl {
   void fit_here(LightningModule& m, DataLoader& train, DataLoader* val, const std::string& ckpt);
   void fit_loop(LightningModule& m, DataLoader& train, DataLoader* val, const std::string& ckpt);
   std::map<std::string, double> evaluate(LightningModule& m, DataLoader& loader, bool test);
+  std::vector<Tensor> predict(LightningModule& m, DataLoader& loader);  // trainer_predict.cpp
+  std::vector<Tensor> predict_loop(DataLoader& loader);
   void train_epoch(DataLoader& train);
   // trainer_step.cpp: one batch's forward and backward on every replica; the optimizer step.
   Scalar training_step(const Batch& batch, int64_t batch_idx);

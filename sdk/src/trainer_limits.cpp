@@ -64,7 +64,7 @@ int64_t BatchLimit::of(int64_t n, const std::string& what) const {
 void Trainer::Impl::apply_fast_dev_run() {
   if (o.fast_dev_run <= 0) return;
   const BatchLimit n(o.fast_dev_run);
-  o.limit_train_batches = o.limit_val_batches = o.limit_test_batches = n;
+  o.limit_train_batches = o.limit_val_batches = o.limit_test_batches = o.limit_predict_batches = n;
   o.max_steps = o.fast_dev_run;
   o.max_epochs = 1;
   o.check_val_every_n_epoch = 1;

@@ -117,7 +117,8 @@ void Trainer::Impl::apply_env_overrides() {
   i64("PL_TRAINER_NUM_SANITY_VAL_STEPS", o.num_sanity_val_steps, -1);
   for (auto [var, field] : {std::pair{"PL_TRAINER_LIMIT_TRAIN_BATCHES", &o.limit_train_batches},
                             std::pair{"PL_TRAINER_LIMIT_VAL_BATCHES", &o.limit_val_batches},
-                            std::pair{"PL_TRAINER_LIMIT_TEST_BATCHES", &o.limit_test_batches}})
+                            std::pair{"PL_TRAINER_LIMIT_TEST_BATCHES", &o.limit_test_batches},
+                            std::pair{"PL_TRAINER_LIMIT_PREDICT_BATCHES", &o.limit_predict_batches}})
     if (const char* v = std::getenv(var); v && *v) *field = BatchLimit::parse(var, v);
   if (const char* v = std::getenv("PL_TRAINER_FAST_DEV_RUN"); v && *v) {  // Lightning's bool or int
     const std::string t = v;
@@ -154,6 +155,7 @@ void Trainer::Impl::check_options() const {
   o.limit_train_batches.check("limit_train_batches");
   o.limit_val_batches.check("limit_val_batches");
   o.limit_test_batches.check("limit_test_batches");
+  o.limit_predict_batches.check("limit_predict_batches");
   need(o.timeout.count() >= 0, "timeout=" + std::to_string(o.timeout.count()) +
                                    " ms is not valid: it must be >= 0 (0: the default, 30 minutes)");
   need(o.checkpoint_every_n_steps >= 0, "checkpoint_every_n_steps=" + std::to_string(o.checkpoint_every_n_steps) +

@@ -14,7 +14,8 @@
 //              on_train_epoch_end · on_train_epoch_end (monitors() true: they see every value of
 //              the epoch, the validation's included, and the epoch's learning-rate step) ·
 //   on_train_end · on_fit_end · teardown("fit")
-// validate() and test() call setup/teardown("validate" / "test") and their stage's hooks.
+// validate(), test() and predict() call setup/teardown("validate" / "test" / "predict") and their
+// stage's hooks.
 #pragma once
 
 #include <cstdint>
@@ -103,7 +104,20 @@ class Callback {
   virtual void on_test_batch_end(Trainer& trainer, LightningModule& module, const Batch& batch, int64_t batch_idx) {
     (void)trainer, (void)module, (void)batch, (void)batch_idx;
   }
-  // fit/validate/test is leaving with an exception (after which it is rethrown).
+  virtual void on_predict_start(Trainer& trainer, LightningModule& module) { (void)trainer, (void)module; }
+  virtual void on_predict_end(Trainer& trainer, LightningModule& module) { (void)trainer, (void)module; }
+  virtual void on_predict_epoch_start(Trainer& trainer, LightningModule& module) { (void)trainer, (void)module; }
+  virtual void on_predict_epoch_end(Trainer& trainer, LightningModule& module) { (void)trainer, (void)module; }
+  virtual void on_predict_batch_start(Trainer& trainer, LightningModule& module, const Batch& batch,
+                                      int64_t batch_idx) {
+    (void)trainer, (void)module, (void)batch, (void)batch_idx;
+  }
+  // `outputs`: what predict_step returned for this batch.
+  virtual void on_predict_batch_end(Trainer& trainer, LightningModule& module, const Tensor& outputs,
+                                    const Batch& batch, int64_t batch_idx) {
+    (void)trainer, (void)module, (void)outputs, (void)batch, (void)batch_idx;
+  }
+  // fit/validate/test/predict is leaving with an exception (after which it is rethrown).
   virtual void on_exception(Trainer& trainer, LightningModule& module, const std::exception& error) {
     (void)trainer, (void)module, (void)error;
   }

@@ -102,6 +102,9 @@ class LightningModule : public Module {
   virtual void backward_step(const Tensor& output_grad);
   virtual void validation_step(const Batch& batch, int64_t batch_idx) { (void)batch, (void)batch_idx; }
   virtual void test_step(const Batch& batch, int64_t batch_idx) { (void)batch, (void)batch_idx; }
+  // Lightning's predict_step: the prediction for one batch, which Trainer::predict collects.  The
+  // default throws, asking for an override (plrt's modules have no generic forward).
+  virtual Tensor predict_step(const Batch& batch, int64_t batch_idx);
   // Lightning's validation_step_end / test_step_end: called once per batch on the root's thread,
   // after every replica's part, with one output per replica that got rows (dp/ddp2 split each
   // batch over their devices as in training; every other strategy gives one output, the whole
@@ -137,6 +140,8 @@ class LightningModule : public Module {
   virtual void on_validation_epoch_end() {}
   virtual void on_test_epoch_start() {}
   virtual void on_test_epoch_end() {}
+  virtual void on_predict_epoch_start() {}
+  virtual void on_predict_epoch_end() {}
 
   // Lightning's self.log.  Outside a trainer it throws.  A deferred value (scalar.hpp) is read
   // only when a logger row, the progress bar, a callback, sync_dist on a step or the epoch's end

@@ -73,6 +73,7 @@ struct TrainerOptions {
   BatchLimit limit_train_batches = 1.0;
   BatchLimit limit_val_batches = 1.0;
   BatchLimit limit_test_batches = 1.0;
+  BatchLimit limit_predict_batches = 1.0;
   // Lightning's fast_dev_run: N > 0 runs N batches of training (N optimizer steps, one epoch) and
   // of validation / test, and writes nothing: no lightning_logs/ folder, no logger, no checkpoint
   // (ModelCheckpoint and EarlyStopping skip), as a quick check that the whole loop runs.  It
@@ -182,6 +183,12 @@ class Trainer {
   void fit(LightningModule& module, DataLoader& train, DataLoader* val = nullptr, const std::string& ckpt_path = "");
   std::map<std::string, double> validate(LightningModule& module, DataLoader& loader);
   std::map<std::string, double> test(LightningModule& module, DataLoader& loader);
+  // Lightning's predict: module.predict_step on each batch of `loader` (limit_predict_batches of
+  // them) in eval mode, under the precision's autocast; returns this rank's predictions in batch
+  // order (under ddp, those of its DistributedSampler shard: all_gather them for every rank's).
+  // Callbacks get setup/teardown("predict") and the on_predict_* hooks.  dp and ddp2 predict on
+  // their first device.  ddp_spawn: after fit only, in this process.
+  std::vector<Tensor> predict(LightningModule& module, DataLoader& loader);
   // Collective: every rank calls it; rank 0 writes (model.safetensors, optimizer.safetensors,
   // trainer.json, atomically).
   void save_checkpoint(const std::string& path);
