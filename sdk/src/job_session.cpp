@@ -58,7 +58,10 @@ pl::JobConfig JobSession::resolve_for_launcher(const pl::JobRequest& req) const 
   const PL_DeviceSpec asked = req.devices.spec();
   const bool automatic = (asked.kind == PL_DEVICES_STRING || asked.kind == PL_DEVICES_TEXT) &&
                          std::string(asked.string ? asked.string : "") == "auto";
-  if (env.rank == 0 && ((!automatic && first.processes_per_node > 1) || req.num_nodes > 1))
+  // a warning only where the knobs asked for something else than one device per process
+  const bool devices_differ = !automatic && first.processes_per_node > 1 && first.processes_per_node != local;
+  const bool nodes_differ = req.num_nodes > 1 && req.num_nodes != again.num_nodes;
+  if (env.rank == 0 && (devices_differ || nodes_differ))
     rt->log(PL_LOG_WARN,
             "strategy '" + first.strategy + "' takes its world size from the launcher" + launched_by +
                 ": WORLD_SIZE=" + std::to_string(env.world_size) + ", " + std::to_string(local) +

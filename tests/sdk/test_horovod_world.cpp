@@ -101,6 +101,14 @@ TEST(HorovodWorld, MoreDevicesThanTheLauncherStartedIsAWarningNamingBoth) {
   EXPECT_THAT(r->warnings[0], HasSubstr("WORLD_SIZE=2"));
   EXPECT_THAT(r->warnings[0], HasSubstr("devices=4 x num_nodes=1 = 4 is ignored"));
   EXPECT_THAT(resolve(horovodrun(1, 2, 2), "cpu", 4)->warnings, ::testing::IsEmpty());
+  // devices=2 under 2 processes per host on 2 hosts: devices agrees, num_nodes left at 1 is silent
+  auto agree = resolve(horovodrun(0, 4, 2), "cpu", 2);
+  EXPECT_EQ(agree->s.job.world_size, 4);
+  EXPECT_THAT(agree->warnings, ::testing::IsEmpty());
+  // num_nodes=3 against the launcher's 2 hosts: named
+  auto nodes = resolve(horovodrun(0, 4, 2), "cpu", 2, "horovod", 3);
+  ASSERT_EQ(nodes->warnings.size(), 1u);
+  EXPECT_THAT(nodes->warnings[0], HasSubstr("num_nodes=3"));
 }
 
 // Other strategies keep the launcher check: ddp's devices must agree.
