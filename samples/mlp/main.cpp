@@ -21,6 +21,7 @@
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <plrt/sdk/early_stopping.hpp>
 #include <plrt/sdk/exit_code.hpp>
 #include <plrt/sdk/model_checkpoint.hpp>
@@ -61,6 +62,20 @@ uint64_t parse_seed(const std::string& text) {
     throw pl::Error(PL_ERR_INVALID_ARGUMENT,
                     "--seed '" + text + "' is not valid: it must be an integer 0..18446744073709551615");
   return v;
+}
+
+// --check-val-every-n-epoch: an integer 1..2^31-1, or None (Lightning's: every epoch, batches
+// counted across epochs).
+std::optional<int> parse_every_n_epochs(const std::string& text) {
+  if (text == "None" || text == "none") return std::nullopt;
+  errno = 0;
+  char* end = nullptr;
+  const long long v = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos || *end != '\0' || errno == ERANGE ||
+      v < 1 || v > 2147483647)
+    throw pl::Error(PL_ERR_INVALID_ARGUMENT, "--check-val-every-n-epoch '" + text +
+                                                 "' is not valid: it must be an integer 1..2147483647 or None");
+  return static_cast<int>(v);
 }
 
 // An output file of --save / --report, checked before training so that a bad path loses no work:
@@ -240,6 +255,16 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--log-every-n-steps", topt.log_every_n_steps, "Step values reach the loggers every N steps")
       ->capture_default_str();
+  app.add_option("--profiler", topt.profiler,
+                 "simple: a table of where fit's time went (printed, and per rank in <log dir>/profiler/); trace: "
+                 "also a Chrome trace per rank (profiler/rank<r>.trace.json, for Perfetto)");
+  std::string val_every = "1.0", val_epochs = "1";
+  app.add_option("--val-check-interval", val_every,
+                 "Validate after every N training batches (a count, 100) or N times an epoch (a fraction, 0.25)")
+      ->capture_default_str();
+  app.add_option("--check-val-every-n-epoch", val_epochs,
+                 "Validate in every N-th epoch (None: every epoch, --val-check-interval counted across epochs)")
+      ->capture_default_str();
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -264,6 +289,8 @@ int main(int argc, char** argv) {
     topt.max_steps = max_steps;
     topt.limit_train_batches = pl::BatchLimit::parse("--limit-train-batches", limit_train);
     topt.limit_val_batches = pl::BatchLimit::parse("--limit-val-batches", limit_val);
+    topt.val_check_interval = pl::BatchLimit::parse("--val-check-interval", val_every);
+    topt.check_val_every_n_epoch = parse_every_n_epochs(val_epochs);
     if (app.count("--min-epochs")) topt.min_epochs = min_epochs;
     const uint64_t seed = parse_seed(seed_text);
     topt.seed = seed;

@@ -96,8 +96,22 @@ bool EarlyStopping::judge(double current, std::string& why) {
 void EarlyStopping::on_train_epoch_end(Trainer& trainer, LightningModule&) {
   Trainer::Impl& t = plrt::sdk::TrainerAccess::of(trainer);
   if (t.o.fast_dev_run > 0) return;  // Lightning's: fast_dev_run checks nothing
-  const bool on_train_end = o_.check_on_train_epoch_end.value_or(!t.has_val || t.o.check_val_every_n_epoch == 1);
-  if (!on_train_end && !t.val_ran) return;
+  const bool on_train_end =
+      o_.check_on_train_epoch_end.value_or(!t.has_val || (t.o.check_val_every_n_epoch == 1 && !t.val_inside_epochs));
+  if (!on_train_end && (t.val_inside_epochs || !t.val_ran)) return;  // validations' ends decide there
+  run_check(trainer);
+}
+
+// fit validating inside epochs (val_check_interval): each of its validations' ends, as Lightning's.
+void EarlyStopping::on_validation_end(Trainer& trainer, LightningModule&) {
+  Trainer::Impl& t = plrt::sdk::TrainerAccess::of(trainer);
+  if (t.o.fast_dev_run > 0 || !t.fit_validating || !t.val_inside_epochs) return;
+  if (o_.check_on_train_epoch_end.value_or(false)) return;
+  run_check(trainer);
+}
+
+void EarlyStopping::run_check(Trainer& trainer) {
+  Trainer::Impl& t = plrt::sdk::TrainerAccess::of(trainer);
   bool stop = false;
   std::string why;
   auto it = t.settled().find(o_.monitor);
@@ -129,7 +143,10 @@ void EarlyStopping::on_train_epoch_end(Trainer& trainer, LightningModule&) {
   trainer.set_should_stop(true);
   stopped_epoch_ = t.epoch;
   reason_ = stop ? why : "another rank's " + o_.monitor + " met the stopping rule";
-  if (t.rank == 0) t.info("EarlyStopping: " + reason_ + "; stopping after epoch " + std::to_string(t.epoch));
+  if (t.rank == 0)
+    t.info("EarlyStopping: " + reason_ + "; stopping after " +
+           (t.fit_validating && t.val_inside_epochs ? "step " + std::to_string(t.step) + " of epoch " : "epoch ") +
+           std::to_string(t.epoch));
 }
 
 }  // namespace pl

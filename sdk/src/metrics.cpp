@@ -12,7 +12,8 @@
 namespace plrt::sdk {
 
 template <class Start>
-void Collectives::run(Start start) const {
+void Collectives::run(const char* action, Start start) const {
+  const Profiler::Span timed(profiler_, action);
   PL_Work* w = nullptr;
   check(host_, start(&w));
   PL_Error* e = api_->work_wait(w, 0);  // 0: the group's timeout
@@ -38,13 +39,14 @@ void Collectives::allreduce(std::vector<double>& values, PL_ReduceOp op) const {
   t.shape[0] = t.numel;
   if (strategy_ && strategy_->has_reduce()) return strategy_->reduce(t, op);
   if (!group_) no_route("reduce");
-  run([&](PL_Work** w) { return api_->allreduce(group_, &t, op, w); });
+  run("collective.allreduce", [&](PL_Work** w) { return api_->allreduce(group_, &t, op, w); });
 }
 
 void Collectives::allgather(const PL_Tensor& input, std::vector<PL_Tensor>& outputs) const {
   if (strategy_ && strategy_->has_all_gather()) return strategy_->all_gather(input, outputs);
   if (!group_) no_route("all_gather");
-  run([&](PL_Work** w) { return api_->allgather(group_, &input, outputs.data(), outputs.size(), w); });
+  run("collective.allgather",
+      [&](PL_Work** w) { return api_->allgather(group_, &input, outputs.data(), outputs.size(), w); });
 }
 
 std::vector<std::string> Collectives::allgather(const std::string& bytes) const {

@@ -33,6 +33,12 @@ class Collectives {
         strategy_(strategy),
         world_(group || (strategy && (strategy->has_reduce() || strategy->has_all_gather())) ? world_size : 1) {}
   int world_size() const { return world_; }
+  // Times the operations on the process group as "collective.<op>" (the strategy's route is timed
+  // by its handle).
+  Collectives& profiled(Profiler* p) {
+    profiler_ = p;
+    return *this;
+  }
   void allreduce(std::vector<double>& values, PL_ReduceOp op) const;
   // Every rank's bytes (sizes may differ), in rank order.
   std::vector<std::string> allgather(const std::string& bytes) const;
@@ -40,7 +46,7 @@ class Collectives {
 
  private:
   template <class Start>
-  void run(Start start) const;  // starts one operation and waits for it
+  void run(const char* action, Start start) const;  // starts one operation and waits for it
   // The strategy's name and entry for an operation it lacks, with no process group either.
   [[noreturn]] void no_route(const char* op) const;
   const PL_Host* host_;
@@ -48,6 +54,7 @@ class Collectives {
   PL_ProcessGroup* group_;
   StrategyHandle* strategy_;
   int world_;
+  Profiler* profiler_ = nullptr;
 };
 
 // The trainer's collectives as a pl::MetricSync (a metric's compute across the ranks).
@@ -89,6 +96,20 @@ class MetricLog {
   // reduce_epoch, then reset.  The same name with another metric in one epoch is an error.
   void log_metric(const std::string& name, Metric& metric, const LogOptions& o);
   void forget_metrics() { metrics_.clear(); }  // a loop that ended early: its metrics are not logged
+  // A loop run inside another (fit's validation inside a training epoch): park() takes the outer
+  // loop's pending values out, leaving the log empty for the inner loop, and unpark() puts them
+  // back once the inner loop has reduced and taken its own.
+  struct Parked {
+    std::map<std::string, Scalar> step;
+    std::map<std::string, EpochAccumulator> epoch;
+    std::map<std::string, Metric*> metrics;
+  };
+  Parked park() {
+    Parked p{std::move(step_), std::move(epoch_), std::move(metrics_)};
+    step_.clear(), epoch_.clear(), metrics_.clear();
+    return p;
+  }
+  void unpark(Parked p) { step_ = std::move(p.step), epoch_ = std::move(p.epoch), metrics_ = std::move(p.metrics); }
   // Reduces the epoch accumulators and computes the metrics logged from steps (collective at world
   // size > 1: one all_gather of the names every rank logged, then one reduce per reduction and one
   // all_gather per metric; a rank without one of them takes part with nothing; every rank must

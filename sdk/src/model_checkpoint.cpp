@@ -201,9 +201,18 @@ void ModelCheckpoint::on_train_epoch_end(Trainer& trainer, LightningModule&) {
   Trainer::Impl& t = plrt::sdk::TrainerAccess::of(trainer);
   if (every_n_epochs_ <= 0 || (t.epoch + 1) % every_n_epochs_ != 0) return;
   const bool on_train_end = o_.save_on_train_epoch_end.value_or(!t.has_val);
-  if (!on_train_end && !t.val_ran) return;
+  if (!on_train_end && (t.val_inside_epochs || !t.val_ran)) return;  // validations' ends decide there
   if (trainer.global_step() == last_step_saved_) return;
   check(trainer, true);
+}
+
+// fit validating inside epochs (val_check_interval): each of its validations' ends, as Lightning's.
+void ModelCheckpoint::on_validation_end(Trainer& trainer, LightningModule&) {
+  Trainer::Impl& t = plrt::sdk::TrainerAccess::of(trainer);
+  if (!t.fit_validating || !t.val_inside_epochs || o_.save_on_train_epoch_end.value_or(false)) return;
+  if (every_n_epochs_ <= 0 || (t.epoch + 1) % every_n_epochs_ != 0) return;
+  if (trainer.global_step() == last_step_saved_) return;
+  check(trainer, false);
 }
 
 // Rank 0's decision as JSON: {"error"} | {"save": path|"", "remove": [...], "warn"?,

@@ -132,6 +132,7 @@ void StrategyHandle::warn_without_group(const std::string& path, const PL_Option
 }
 
 void StrategyHandle::setup(std::vector<PL_Parameter>& params) {
+  const auto timed = span("setup");
   check(host_, api_->setup(s_, params.data(), params.size()));
   torn_down_ = false;
 }
@@ -167,14 +168,19 @@ void StrategyHandle::setup_replica(int replica, std::vector<PL_Parameter>& param
 void StrategyHandle::on_grad_ready(size_t index) {
   if (auto f = PL_STRAT_ENTRY(on_grad_ready)) check(host_, f(s_, index));
 }
-void StrategyHandle::after_backward() { check(host_, api_->after_backward(s_)); }
+void StrategyHandle::after_backward() {
+  const auto timed = span("after_backward");
+  check(host_, api_->after_backward(s_));
+}
 void StrategyHandle::set_grad_sync(bool on) {
   if (auto f = PL_STRAT_ENTRY(set_grad_sync)) check(host_, f(s_, on ? 1 : 0));
 }
 void StrategyHandle::before_optimizer_step() {
+  const auto timed = span("before_optimizer_step");
   if (auto f = PL_STRAT_ENTRY(before_optimizer_step)) check(host_, f(s_));
 }
 void StrategyHandle::after_optimizer_step() {
+  const auto timed = span("after_optimizer_step");
   if (auto f = PL_STRAT_ENTRY(after_optimizer_step)) check(host_, f(s_));
 }
 
@@ -187,6 +193,7 @@ bool StrategyHandle::has_reduce() const { return s_ && PL_STRAT_ENTRY(reduce) !=
 bool StrategyHandle::has_all_gather() const { return s_ && PL_STRAT_ENTRY(all_gather) != nullptr; }
 
 void StrategyHandle::optimizer_step(const OptimizerStep& step) {
+  const auto timed = span("optimizer_step");
   OptimizerCall call;
   call.step = &step;
   PL_OptimizerFn fn{sizeof(PL_OptimizerFn), &call, optimizer_trampoline};
@@ -204,15 +211,18 @@ void StrategyHandle::optimizer_step(const OptimizerStep& step) {
 
 bool StrategyHandle::agree_skip(bool found_inf) {
   int32_t skip = 0;
+  const auto timed = span("agree_skip");
   check(host_, PL_STRAT_ENTRY(agree_skip)(s_, found_inf ? 1 : 0, &skip));
   return skip != 0;
 }
 
 void StrategyHandle::reduce(PL_Tensor& tensor, PL_ReduceOp op) {
+  const auto timed = span("reduce");
   check(host_, PL_STRAT_ENTRY(reduce)(s_, &tensor, op));
 }
 
 void StrategyHandle::all_gather(const PL_Tensor& input, std::vector<PL_Tensor>& outputs) {
+  const auto timed = span("all_gather");
   check(host_, PL_STRAT_ENTRY(all_gather)(s_, &input, outputs.data(), outputs.size()));
 }
 
@@ -229,9 +239,13 @@ PL_StrategyStateInfo StrategyHandle::state_info() const {
   return info;
 }
 
-void StrategyHandle::save_state(const std::string& dir) { check(host_, PL_STRAT_ENTRY(save_state)(s_, dir.c_str())); }
+void StrategyHandle::save_state(const std::string& dir) {
+  const auto timed = span("save_state");
+  check(host_, PL_STRAT_ENTRY(save_state)(s_, dir.c_str()));
+}
 
 void StrategyHandle::load_state(const std::string& dir, int saved_world_size) {
+  const auto timed = span("load_state");
   check(host_, PL_STRAT_ENTRY(load_state)(s_, dir.c_str(), saved_world_size));
 }
 
@@ -299,6 +313,7 @@ StrategyHandle::OptimizerRequests StrategyHandle::bind_optimizer(
 
 void StrategyHandle::sync_weights() {
   if (!s_ || torn_down_) return;
+  const auto timed = span("sync_weights");
   if (auto f = PL_STRAT_ENTRY(sync_weights)) check(host_, f(s_));
 }
 

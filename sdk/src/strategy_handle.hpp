@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "profiler.hpp"
 #include "sdk_internal.hpp"
 
 namespace plrt::sdk {
@@ -98,8 +99,15 @@ class StrategyHandle {
   const PL_ProcessGroupApi* pg_api() const { return pg_api_; }
   PL_ProcessGroup* pg() const { return pg_; }
   double stat(const std::string& name) const;
+  // Times each call into the plugin as "[Strategy]<name>.<entry>" (not on_grad_ready and
+  // set_grad_sync, called per parameter or per batch for nothing but a flag); null: none.
+  void set_profiler(Profiler* p) { profiler_ = p; }
 
  private:
+  Profiler::Span span(const char* entry) const {
+    const bool on = profiler_ && profiler_->on();
+    return Profiler::Span(on ? profiler_ : nullptr, on ? "[Strategy]" + name_ + "." + entry : std::string());
+  }
   // create's warning for a strategy that asks for a process group and answers none.
   void warn_without_group(const std::string& path, const PL_OptionList& options) const;
 
@@ -110,6 +118,7 @@ class StrategyHandle {
   bool torn_down_ = true;
   const PL_ProcessGroupApi* pg_api_ = nullptr;
   PL_ProcessGroup* pg_ = nullptr;
+  Profiler* profiler_ = nullptr;
 };
 
 }  // namespace plrt::sdk

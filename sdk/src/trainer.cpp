@@ -136,7 +136,7 @@ Batch Trainer::Impl::to_device(const Batch& b) const {
 }
 
 plrt::sdk::Collectives Trainer::Impl::collectives() {
-  return plrt::sdk::Collectives(rt->host(), strategy.pg_api(), strategy.pg(), world, &strategy);
+  return plrt::sdk::Collectives(rt->host(), strategy.pg_api(), strategy.pg(), world, &strategy).profiled(&profiler);
 }
 
 void Trainer::Impl::fit_here(LightningModule& m, DataLoader& train, DataLoader* val, const std::string& ckpt) {
@@ -146,7 +146,9 @@ void Trainer::Impl::fit_here(LightningModule& m, DataLoader& train, DataLoader* 
     fit_loop(m, train, val, ckpt);
   } catch (const std::exception& e) {
     progress_close();  // the error's message starts on a line of its own
-    each_callback([&](Callback& c) { c.on_exception(*self, m, e); });
+    each_callback("on_exception", [&](Callback& c) { c.on_exception(*self, m, e); });
+    strategy.set_profiler(nullptr);
+    profiler.begin(plrt::sdk::Profiler::Mode::off);
     throw;
   }
 }
@@ -157,15 +159,18 @@ void Trainer::Impl::fit_loop(LightningModule& m, DataLoader& train, DataLoader* 
   // the limits' errors (a fraction that leaves no batch) before any work, the log folder included;
   // a limit of 0 skips the loop
   train.set_start(0);
-  o.limit_train_batches.of(train.num_batches(), "limit_train_batches");
   if (val && o.limit_val_batches.of(val->num_batches(), "limit_val_batches") == 0) val = nullptr;
+  plan_validation(train, val);                    // limit_train_batches' and val_check_interval's errors
   const std::string from = resolve_resume(ckpt);  // "last": rank 0 decides, the others are told
   clean_leftovers(from);
+  profile_begin();
+  std::optional<plrt::sdk::Profiler::Span> fit_span;
+  fit_span.emplace(&profiler, "fit");
   use_optimizer(m.configure_optimizers());
   if (!from.empty()) load_checkpoint(from);
   bind_optimizer();
   use_schedulers(m);  // after bind_optimizer: a strategy's lr_scale is in their base lr
-  each_callback([&](Callback& c) { c.setup(*self, m, "fit"); });
+  each_callback("setup", [&](Callback& c) { c.setup(*self, m, "fit"); });
   load_callbacks_state();  // after setup: ModelCheckpoint knows its folder
   should_stop = val_has_run = false;
   metrics.forget_metrics();  // a metric of an earlier, interrupted loop is not this fit's
@@ -177,10 +182,10 @@ void Trainer::Impl::fit_loop(LightningModule& m, DataLoader& train, DataLoader* 
   reset_agreement();
   int64_t max_epochs = o.max_epochs.value_or(o.max_steps < 0 ? 1000 : -1);  // Lightning's None
   if (max_epochs < 0) max_epochs = INT64_MAX;
-  each_callback([&](Callback& c) { c.on_fit_start(*self, m); });
+  each_callback("on_fit_start", [&](Callback& c) { c.on_fit_start(*self, m); });
   m.on_fit_start();
   sanity_check(val);
-  each_callback([&](Callback& c) { c.on_train_start(*self, m); });
+  each_callback("on_train_start", [&](Callback& c) { c.on_train_start(*self, m); });
   interrupted = false;
   sigterm_watch.emplace(watch_sigterm());
   struct EndWatch {
@@ -190,28 +195,14 @@ void Trainer::Impl::fit_loop(LightningModule& m, DataLoader& train, DataLoader* 
   while (epoch < max_epochs && !(o.max_steps >= 0 && step >= o.max_steps) && !(should_stop && can_stop_early())) {
     auto t0 = std::chrono::steady_clock::now();
     int64_t steps0 = step;
-    train_epoch(train);
-    if (stopped_in_epoch || interrupted) {  // stopped inside the epoch by max_steps or SIGTERM
-      metrics.forget_metrics();             // the partial epoch's metrics are not logged (as its other epoch values)
+    train_epoch(train, val);
+    if (interrupted) {           // SIGTERM: every rank stops after the same step, no epoch end (Lightning's)
+      metrics.forget_metrics();  // the partial epoch's metrics are not logged (as its other epoch values)
       break;
     }
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    auto values = metrics.reduce_epoch(collectives());
-    val_ran = val && (epoch + 1) % o.check_val_every_n_epoch == 0;
-    val_has_run = val_has_run || val_ran;
-    if (val_ran) {
-      auto v = eval_loop(*val, false);
-      values.insert(v.begin(), v.end());
-    }
-    each_callback([&](Callback& c) {
-      if (!c.monitors()) c.on_train_epoch_end(*self, m);
-    });
-    m.on_train_epoch_end();
-    auto late = metrics.reduce_epoch(collectives());  // values logged in on_train_epoch_end
-    values.insert(late.begin(), late.end());
-    end_epoch_log(values, secs > 0 ? static_cast<double>(step - steps0) / secs : 0);
-    step_schedulers("epoch", epoch + 1, values);
-    monitoring_epoch_end();  // ModelCheckpoint, EarlyStopping; the ranks agree on should_stop
+    end_train_epoch(val, secs > 0 ? static_cast<double>(step - steps0) / secs : 0);
+    if (stopped_in_epoch) break;  // max_steps or should_stop inside it: its end has run, fit ends
     ++epoch;
     epoch_samples = epoch_batches = 0;
     if (o.enable_checkpointing) save_last();
@@ -219,27 +210,30 @@ void Trainer::Impl::fit_loop(LightningModule& m, DataLoader& train, DataLoader* 
   progress_close();
   settled();                // a fit that ends inside an epoch: its last steps' values and loss checks are read here
   strategy.sync_weights();  // ABI 1.6: fit ends with one model on every rank
-  each_callback([&](Callback& c) { c.on_train_end(*self, m); });
-  each_callback([&](Callback& c) { c.on_fit_end(*self, m); });  // callbacks first, as Lightning
+  each_callback("on_train_end", [&](Callback& c) { c.on_train_end(*self, m); });
+  each_callback("on_fit_end", [&](Callback& c) { c.on_fit_end(*self, m); });  // callbacks first, as Lightning
   m.on_fit_end();
   if ((o.enable_checkpointing && stopped_in_epoch) || interrupted) save_last();
   if (interrupted && rank == 0)
     warn("SIGTERM: every rank stopped after step " + std::to_string(step) + "; checkpoint written to " + log_dir +
          "/checkpoints/last (resume from it)");
   loggers.flush();
-  each_callback([&](Callback& c) { c.teardown(*self, m, "fit"); });
+  each_callback("teardown", [&](Callback& c) { c.teardown(*self, m, "fit"); });
+  fit_span.reset();
+  profile_end();
 }
 
 // One epoch from the position the trainer is at (epoch_samples: a resumed checkpoint's, else 0).
 // Batch j of the loader is the epoch's batch `base + j` for training_step (base: the batches this
 // world size would have taken to reach the position); accumulation windows count from the start,
 // which is always an optimizer-step boundary.
-void Trainer::Impl::train_epoch(DataLoader& train) {
+void Trainer::Impl::train_epoch(DataLoader& train, DataLoader* val) {
   LightningModule& m = *module;
+  const plrt::sdk::Profiler::Span epoch_span(&profiler, "run_training_epoch");
   train.set_epoch(epoch);
   const int64_t start = epoch_samples;
   train.set_start(std::min(start, train.dataset().size()));
-  stopped_in_epoch = false;
+  stopped_in_epoch = stop_validates = val_ran = false;
   const int64_t per_batch = train.options().batch_size * (train.distributed() ? train.sampler()->num_replicas() : 1);
   const int64_t base = start / per_batch;
   // limit_train_batches counts from the epoch's first batch: a resumed epoch takes what is left of it
@@ -249,7 +243,7 @@ void Trainer::Impl::train_epoch(DataLoader& train) {
   // samples_trained: a loader this trainer did not shard holds this rank's data only
   const int64_t others = !train.distributed() && world > 1 ? world : 1;
   if (start == 0) {
-    each_callback([&](Callback& c) { c.on_train_epoch_start(*self, m); });
+    each_callback("on_train_epoch_start", [&](Callback& c) { c.on_train_epoch_start(*self, m); });
     m.on_train_epoch_start();
   }
   progress_start("train", base + n, base);
@@ -271,19 +265,28 @@ void Trainer::Impl::train_epoch(DataLoader& train) {
       return;
     }
     Batch batch;
-    if (!staging) {
-      batch = to_device(train.batch(j));
-    } else if (!staging->next(batch)) {
-      throw Error(PL_ERR_INTERNAL,
-                  "the staging loader ended at batch " + std::to_string(j) + " of " + std::to_string(n));
+    {
+      const plrt::sdk::Profiler::Span timed(&profiler, "train_dataloader_next");
+      if (!staging) {
+        batch = to_device(train.batch(j));
+      } else if (!staging->next(batch)) {
+        throw Error(PL_ERR_INTERNAL,
+                    "the staging loader ended at batch " + std::to_string(j) + " of " + std::to_string(n));
+      }
     }
+    std::optional<plrt::sdk::Profiler::Span> batch_span;
+    batch_span.emplace(&profiler, "run_training_batch");
     batch_size = batch.empty() || batch[0].dim() == 0 ? 1 : batch[0].size(0);
     bool boundary = (j + 1) % acc_n == 0 || j + 1 == n;
     if (boundary != sync_on) strategy.set_grad_sync(sync_on = boundary);
     boundary_now = boundary;
     window_samples += train.real_samples(j) * others;
-    each_callback([&](Callback& c) { c.on_train_batch_start(*self, m, batch, b); });
-    const Scalar loss = training_step(batch, b);
+    each_callback("on_train_batch_start", [&](Callback& c) { c.on_train_batch_start(*self, m, batch, b); });
+    Scalar loss;
+    {
+      const plrt::sdk::Profiler::Span timed(&profiler, module_action("training_step"));
+      loss = training_step(batch, b);
+    }
     form_remaining();
     strategy.after_backward();
     unchecked_losses.push_back({epoch, b, loss});  // not read now: a cuda step need not wait here
@@ -314,16 +317,47 @@ void Trainer::Impl::train_epoch(DataLoader& train) {
       stop_now = more && next.should_stop;
       stop_alone = more && world <= 1;
     }
-    each_callback([&](Callback& c) { c.on_train_batch_end(*self, m, loss, batch, b); });
+    each_callback("on_train_batch_end", [&](Callback& c) { c.on_train_batch_end(*self, m, loss, batch, b); });
+    batch_span.reset();
     progress_step(b + 1);
     // should_stop, agreed by every rank (alone: as soon as a hook set it, Lightning's way): the
-    // epoch ends at this optimizer step, as max_steps ends it
+    // epoch ends at this optimizer step, as max_steps ends it, and its end validates
     if ((stop_now || (stop_alone && should_stop)) && can_stop_early()) {
-      should_stop = stopped_in_epoch = true;
+      should_stop = stopped_in_epoch = stop_validates = true;
       return;
+    }
+    // val_check_interval's validation inside the epoch (at its last batch: the epoch's end runs it)
+    if (val && j + 1 < n && validates_after(b)) {
+      fit_validation(*val, true);
+      if (should_stop && can_stop_early()) {  // agreed in fit_validation
+        stopped_in_epoch = true;
+        return;
+      }
+      progress_start("train", base + n, b + 1);
     }
   }
   if (!sync_on) strategy.set_grad_sync(true);
+}
+
+void Trainer::Impl::end_train_epoch(DataLoader* val, double steps_per_s) {
+  LightningModule& m = *module;
+  auto values = metrics.reduce_epoch(collectives());
+  const int64_t last = epoch_batches - 1;  // the epoch's last batch run (-1: none)
+  const bool validate =
+      val && (stopped_in_epoch ? stop_validates && validates_in_epoch() : last >= 0 && validates_after(last));
+  if (validate) {
+    auto v = fit_validation(*val, false);
+    values.insert(v.begin(), v.end());
+  }
+  each_callback("on_train_epoch_end", [&](Callback& c) {
+    if (!c.monitors()) c.on_train_epoch_end(*self, m);
+  });
+  m.on_train_epoch_end();
+  auto late = metrics.reduce_epoch(collectives());  // values logged in on_train_epoch_end
+  values.insert(late.begin(), late.end());
+  end_epoch_log(values, steps_per_s);
+  if (!stopped_in_epoch) step_schedulers("epoch", epoch + 1, values);  // Lightning's: a whole epoch only
+  monitoring_epoch_end(!stopped_in_epoch);  // ModelCheckpoint, EarlyStopping; the ranks agree on should_stop
 }
 
 std::map<std::string, double>& Trainer::Impl::settled() {
@@ -421,16 +455,16 @@ std::map<std::string, double> Trainer::Impl::evaluate(LightningModule& m, DataLo
   prepare(m);
   open_log_dir("");
   distribute(loader, test ? "test" : "validation");
-  each_callback([&](Callback& c) { c.setup(*self, m, stage); });
+  each_callback("setup", [&](Callback& c) { c.setup(*self, m, stage); });
   std::map<std::string, double> out;
   try {
     out = eval_loop(loader, test);
   } catch (const std::exception& e) {
     progress_close();
-    each_callback([&](Callback& c) { c.on_exception(*self, m, e); });
+    each_callback("on_exception", [&](Callback& c) { c.on_exception(*self, m, e); });
     throw;
   }
-  each_callback([&](Callback& c) { c.teardown(*self, m, stage); });
+  each_callback("teardown", [&](Callback& c) { c.teardown(*self, m, stage); });
   return out;
 }
 

@@ -165,19 +165,25 @@ void Trainer::Impl::load_callbacks_state() {
 
 // After the epoch's last logged value and learning-rate step: the monitoring callbacks (their
 // saves resume at the next epoch), then one collective: any rank's should_stop is every rank's.
-void Trainer::Impl::monitoring_epoch_end() {
-  epoch_done = true;
+void Trainer::Impl::monitoring_epoch_end(bool whole) {
+  epoch_done = whole;
   struct Reset {
     bool& flag;
     ~Reset() { flag = false; }
   } reset{epoch_done};
-  for (auto& c : cbs)
-    if (c->monitors()) c->on_train_epoch_end(*self, *module);
-  if (world > 1) {
-    std::vector<double> v{should_stop ? 1.0 : 0.0};
-    collectives().allreduce(v, PL_REDUCE_MAX);
-    should_stop = v[0] > 0;
-  }
+  for (size_t i = 0; i < cbs.size(); ++i)
+    if (cbs[i]->monitors()) {
+      const plrt::sdk::Profiler::Span timed(&profiler, profiler.on() ? callback_action(i, "on_train_epoch_end") : "");
+      cbs[i]->on_train_epoch_end(*self, *module);
+    }
+  agree_should_stop();
+}
+
+void Trainer::Impl::agree_should_stop() {
+  if (world <= 1) return;
+  std::vector<double> v{should_stop ? 1.0 : 0.0};
+  collectives().allreduce(v, PL_REDUCE_MAX);
+  should_stop = v[0] > 0;
 }
 
 // ---- the public face ----

@@ -57,6 +57,7 @@ std::map<std::string, std::string> optimizer_metadata(const Optimizer& opt) {
 void Trainer::Impl::save_checkpoint(const std::string& path) {
   if (!prepared || module == nullptr || !optimizer)
     throw Error(PL_ERR_INVALID_ARGUMENT, "save_checkpoint: nothing to save yet (call it during or after fit)");
+  const plrt::sdk::Profiler::Span timed(&profiler, "save_checkpoint");
   strategy.sync_weights();  // ABI 1.6: one model is saved (bagua async's ranks drift apart)
   // Each rank's generators, so that a resumed run draws the same numbers on every rank.
   std::string mine = global_generator().state() + '\x1f' + rank_generator().state();

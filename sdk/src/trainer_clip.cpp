@@ -22,6 +22,7 @@ namespace pl {
 void Trainer::Impl::clip_gradients() {
   const double clip = o.gradient_clip_val;
   if (!(clip > 0)) return;
+  const plrt::sdk::Profiler::Span timed(&profiler, "clip_gradients");
   // The gradients' views (a member: no allocation per step); all on one device (the root
   // module's), through its accelerator.
   std::vector<PL_Tensor>& views = clip_views;

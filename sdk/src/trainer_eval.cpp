@@ -25,6 +25,7 @@ namespace pl {
 
 std::map<std::string, double> Trainer::Impl::eval_loop(DataLoader& loader, bool test, bool sanity) {
   LightningModule& m = *module;
+  const plrt::sdk::Profiler::Span timed(&profiler, sanity ? "run_sanity_check" : test ? "run_test" : "run_validation");
   strategy.sync_weights();  // ABI 1.6: every rank evaluates the same model
   if (num_replicas > 1) {
     copy_root_to_replicas();
@@ -43,8 +44,10 @@ std::map<std::string, double> Trainer::Impl::eval_loop(DataLoader& loader, bool 
 
   // in fit, training's metrics were computed at its epoch's end: anything left is an interrupted loop's
   metrics.forget_metrics();
-  each_callback([&](Callback& c) { test ? c.on_test_start(*self, m) : c.on_validation_start(*self, m); });
-  each_callback([&](Callback& c) { test ? c.on_test_epoch_start(*self, m) : c.on_validation_epoch_start(*self, m); });
+  each_callback(test ? "on_test_start" : "on_validation_start",
+                [&](Callback& c) { test ? c.on_test_start(*self, m) : c.on_validation_start(*self, m); });
+  each_callback(test ? "on_test_epoch_start" : "on_validation_epoch_start",
+                [&](Callback& c) { test ? c.on_test_epoch_start(*self, m) : c.on_validation_epoch_start(*self, m); });
   test ? m.on_test_epoch_start() : m.on_validation_epoch_start();
   loader.set_epoch(0);
   int64_t batches = (test ? o.limit_test_batches : o.limit_val_batches)
@@ -53,7 +56,7 @@ std::map<std::string, double> Trainer::Impl::eval_loop(DataLoader& loader, bool 
   progress_start(sanity ? "sanity check" : test ? "test" : "validate", batches);
   for (int64_t b = 0; b < batches; ++b) {
     const Batch batch = to_device(loader.batch(b));
-    each_callback([&](Callback& c) {
+    each_callback(test ? "on_test_batch_start" : "on_validation_batch_start", [&](Callback& c) {
       test ? c.on_test_batch_start(*self, m, batch, b) : c.on_validation_batch_start(*self, m, batch, b);
     });
     {
@@ -62,14 +65,16 @@ std::map<std::string, double> Trainer::Impl::eval_loop(DataLoader& loader, bool 
         bool& f;
         ~Done() { f = false; }
       } done{in_eval_step};
+      const plrt::sdk::Profiler::Span step_timed(&profiler, module_action(test ? "test_step" : "validation_step"));
       eval_batch(batch, b, test);
     }
     progress_step(b + 1);
-    each_callback([&](Callback& c) {
+    each_callback(test ? "on_test_batch_end" : "on_validation_batch_end", [&](Callback& c) {
       test ? c.on_test_batch_end(*self, m, batch, b) : c.on_validation_batch_end(*self, m, batch, b);
     });
   }
-  each_callback([&](Callback& c) { test ? c.on_test_epoch_end(*self, m) : c.on_validation_epoch_end(*self, m); });
+  each_callback(test ? "on_test_epoch_end" : "on_validation_epoch_end",
+                [&](Callback& c) { test ? c.on_test_epoch_end(*self, m) : c.on_validation_epoch_end(*self, m); });
   test ? m.on_test_epoch_end() : m.on_validation_epoch_end();  // after the callbacks', as Lightning
   auto values = metrics.reduce_epoch(collectives());
   metrics.take_step_values();
@@ -80,7 +85,8 @@ std::map<std::string, double> Trainer::Impl::eval_loop(DataLoader& loader, bool 
     for (const auto& kv : values) settled_values[kv.first] = kv.second;
   }
   progress_end();
-  each_callback([&](Callback& c) { test ? c.on_test_end(*self, m) : c.on_validation_end(*self, m); });
+  each_callback(test ? "on_test_end" : "on_validation_end",
+                [&](Callback& c) { test ? c.on_test_end(*self, m) : c.on_validation_end(*self, m); });
   return values;
 }
 

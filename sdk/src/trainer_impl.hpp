@@ -17,6 +17,7 @@
 #include "job_session.hpp"
 #include "loggers.hpp"
 #include "metrics.hpp"
+#include "profiler.hpp"
 #include "progress_bar.hpp"
 #include "strategy_handle.hpp"
 
@@ -163,7 +164,7 @@ struct Trainer::Impl {
   // checkpoint without samples_done (its batches_done, turned into a position once the loader is known).
   int64_t epoch_samples = 0, epoch_batches = 0, legacy_batches = -1;
   int legacy_world = 0;
-  bool stopped_in_epoch = false;  // train_epoch returned early for max_steps
+  bool stopped_in_epoch = false;  // train_epoch returned early (max_steps, should_stop)
   int64_t samples_trained = 0;    // see Trainer::samples_trained
   int64_t restart_count = 0;      // PL_RESTART_COUNT
   // trainer_resume.cpp: the job's key (job_key_of(PL_JOB_TOKEN)), written as kJobMarker in the
@@ -205,6 +206,19 @@ struct Trainer::Impl {
   bool should_stop = false;
   bool has_val = false, val_ran = false;  // fit has a validation loader; it ran in this epoch
   bool val_has_run = false;               // validation ran at least once in this fit
+  // trainer_val_check.cpp: when fit validates (check_val_every_n_epoch, val_check_interval).
+  // val_check_batch: validation after each batch i with (i + 1) % val_check_batch == 0 (0: fit
+  // has no validation); val_inside_epochs: val_check_interval is not 1.0, so the monitoring
+  // callbacks act at each validation's end; fit_validating: fit's own validation runs (not the
+  // sanity check, not Trainer::validate).
+  int64_t val_check_batch = 0, epoch_batches_limit = 0;
+  bool val_inside_epochs = false, fit_validating = false;
+  void plan_validation(const DataLoader& train, const DataLoader* val);  // at fit's start: the errors
+  bool validates_in_epoch() const;                                       // this epoch validates at all
+  bool validates_after(int64_t batch) const;                             // after the epoch's batch `batch`
+  // fit's validation: eval_loop with the training loop's logged values set aside, the monitoring
+  // callbacks' on_validation_end; inside an epoch also its logger row and the should_stop agreement.
+  std::map<std::string, double> fit_validation(DataLoader& val, bool inside_epoch);
   // Set while monitoring callbacks run at an epoch's end: a checkpoint saved then resumes at the
   // next epoch's start (trainer.json: epoch + 1, nothing of it done).
   bool epoch_done = false;
@@ -265,7 +279,14 @@ struct Trainer::Impl {
   std::map<std::string, double> evaluate(LightningModule& m, DataLoader& loader, bool test);
   std::vector<Tensor> predict(LightningModule& m, DataLoader& loader);  // trainer_predict.cpp
   std::vector<Tensor> predict_loop(DataLoader& loader);
-  void train_epoch(DataLoader& train);
+  // One epoch's batches (validating inside it where val_check_interval says), then its end:
+  // validation when due, the on_train_epoch_end hooks, the epoch's logged values, its learning-rate
+  // step (a whole epoch only) and the monitoring callbacks.  An epoch that max_steps or should_stop
+  // ended early (stopped_in_epoch) ends the same way, as Lightning's; stop_validates: a should_stop
+  // that did not come from a validation, which Lightning follows with one.
+  void train_epoch(DataLoader& train, DataLoader* val);
+  void end_train_epoch(DataLoader* val, double steps_per_s);
+  bool stop_validates = false;
   // trainer_step.cpp: one batch's forward and backward on every replica; the optimizer step.
   Scalar training_step(const Batch& batch, int64_t batch_idx);
   void optimizer_step();
@@ -319,13 +340,34 @@ struct Trainer::Impl {
   // (ModelCheckpoint last), at the start of fit, validate and test (as Lightning does); duplicate
   // state keys and ModelCheckpoint without enable_checkpointing are errors.
   void use_callbacks(LightningModule& m);
+  // f(c) for each callback, timed as "[Callback]<type>.<hook>" when the profiler is on.
   template <class F>
-  void each_callback(F&& f) {
-    for (auto& c : cbs) f(*c);
+  void each_callback(const char* hook, F&& f) {
+    if (!profiler.on()) {
+      for (auto& c : cbs) f(*c);
+      return;
+    }
+    for (size_t i = 0; i < cbs.size(); ++i) {
+      const plrt::sdk::Profiler::Span timed(&profiler, callback_action(i, hook));
+      f(*cbs[i]);
+    }
   }
-  void monitoring_epoch_end();  // the monitoring callbacks' on_train_epoch_end, then the stop agreement
+  // The monitoring callbacks' on_train_epoch_end, then the stop agreement; `whole`: the epoch ran
+  // to its end (a checkpoint saved now resumes at the next one), else it stopped inside.
+  void monitoring_epoch_end(bool whole);
+  void agree_should_stop();  // any rank's should_stop is every rank's (one collective when world > 1)
   nlohmann::json callbacks_state() const;
   void load_callbacks_state();  // saved_callbacks into cbs
+  // trainer_profile.cpp: TrainerOptions::profiler over fit (profiler.hpp): begun once the log
+  // folder is known, ended (the table, the files; one collective for the folder) when fit ends.
+  plrt::sdk::Profiler profiler;
+  std::chrono::steady_clock::time_point profile_t0;
+  std::vector<std::string> callback_types;  // "[Callback]<type>." of each of cbs, made when first needed
+  std::string module_type;                  // "[LightningModule]<type>."
+  void profile_begin();
+  void profile_end();
+  std::string callback_action(size_t i, const char* hook);
+  std::string module_action(const char* hook) const { return profiler.on() ? module_type + hook : std::string(); }
   // trainer_spawn.cpp: forks the workers, waits, takes rank 0's results into `m`.
   void fit_spawn(LightningModule& m, DataLoader& train, DataLoader* val, const std::string& ckpt);
 };

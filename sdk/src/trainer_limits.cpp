@@ -68,6 +68,7 @@ void Trainer::Impl::apply_fast_dev_run() {
   o.max_steps = o.fast_dev_run;
   o.max_epochs = 1;
   o.check_val_every_n_epoch = 1;
+  o.val_check_interval = 1.0;
   o.enable_checkpointing = false;  // and no log folder (open_log_dir), ModelCheckpoint and EarlyStopping skip
   o.checkpoint_every_n_steps = 0;
   o.checkpoint_every_seconds = 0;
@@ -94,16 +95,16 @@ bool Trainer::Impl::can_stop_early() {
 
 // Lightning's _run_sanity_check: after on_fit_start, before on_train_start.
 void Trainer::Impl::sanity_check(DataLoader* val) {
-  if (!val || o.num_sanity_val_steps == 0 || o.fast_dev_run > 0 || (epoch + 1) % o.check_val_every_n_epoch != 0) return;
+  if (!val || o.num_sanity_val_steps == 0 || o.fast_dev_run > 0 || !validates_in_epoch()) return;
   LightningModule& m = *module;
   sanity_checking = true;
   struct Done {
     bool& flag;
     ~Done() { flag = false; }
   } done{sanity_checking};
-  each_callback([&](Callback& c) { c.on_sanity_check_start(*self, m); });
+  each_callback("on_sanity_check_start", [&](Callback& c) { c.on_sanity_check_start(*self, m); });
   eval_loop(*val, false, true);
-  each_callback([&](Callback& c) { c.on_sanity_check_end(*self, m); });
+  each_callback("on_sanity_check_end", [&](Callback& c) { c.on_sanity_check_end(*self, m); });
 }
 
 }  // namespace pl

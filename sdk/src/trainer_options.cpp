@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <plrt/sdk/options.hpp>
 
@@ -67,7 +68,22 @@ void Trainer::Impl::apply_env_overrides() {
     o.max_epochs = parse_int("PL_TRAINER_MAX_EPOCHS", v, -1);
   i64("PL_TRAINER_MAX_STEPS", o.max_steps, -1);
   i64("PL_TRAINER_ACCUMULATE_GRAD_BATCHES", o.accumulate_grad_batches, 1);
-  i64("PL_TRAINER_CHECK_VAL_EVERY_N_EPOCH", o.check_val_every_n_epoch, 1);
+  if (const char* v = std::getenv("PL_TRAINER_CHECK_VAL_EVERY_N_EPOCH"); v && *v) {  // N or Lightning's None
+    const std::string t = v;
+    if (t == "None" || t == "none")
+      o.check_val_every_n_epoch.reset();
+    else if (const int64_t n = parse_int("PL_TRAINER_CHECK_VAL_EVERY_N_EPOCH", t, 1); n <= INT32_MAX)
+      o.check_val_every_n_epoch = static_cast<int>(n);
+    else
+      throw Error(PL_ERR_INVALID_ARGUMENT, "PL_TRAINER_CHECK_VAL_EVERY_N_EPOCH='" + t +
+                                               "' is not valid: it must be an integer 1..2147483647 or None");
+  }
+  if (const char* v = std::getenv("PL_TRAINER_PROFILER"); v && *v) {
+    plrt::sdk::Profiler::parse(v, "PL_TRAINER_PROFILER");  // names the variable when it is wrong
+    o.profiler = v;
+  }
+  if (const char* v = std::getenv("PL_TRAINER_VAL_CHECK_INTERVAL"); v && *v)
+    o.val_check_interval = BatchLimit::parse("PL_TRAINER_VAL_CHECK_INTERVAL", v);
   if (const char* v = std::getenv("PL_TRAINER_GRADIENT_CLIP_VAL"); v && *v)
     o.gradient_clip_val = parse_double("PL_TRAINER_GRADIENT_CLIP_VAL", v);
   str("PL_TRAINER_GRADIENT_CLIP_ALGORITHM", o.gradient_clip_algorithm);
@@ -135,8 +151,19 @@ void Trainer::Impl::check_options() const {
   need(o.max_steps >= -1, "max_steps=" + std::to_string(o.max_steps) + " is not valid: use -1 (no limit) or >= 0");
   need(o.accumulate_grad_batches >= 1,
        "accumulate_grad_batches=" + std::to_string(o.accumulate_grad_batches) + " is not valid: it must be >= 1");
-  need(o.check_val_every_n_epoch >= 1,
-       "check_val_every_n_epoch=" + std::to_string(o.check_val_every_n_epoch) + " is not valid: it must be >= 1");
+  need(o.check_val_every_n_epoch.value_or(1) >= 1,
+       "check_val_every_n_epoch=" + std::to_string(o.check_val_every_n_epoch.value_or(1)) +
+           " is not valid: it must be >= 1 (unset: Lightning's None)");
+  const BatchLimit& every = o.val_check_interval;
+  need(every.is_fraction() ? std::isfinite(every.fraction()) && every.fraction() >= 0.0 && every.fraction() <= 1.0
+                           : every.count() >= 1,
+       "val_check_interval=" + o.val_check_interval.text() +
+           " is not valid: give a count of training batches >= 1 (e.g. 100) or a fraction of the epoch in [0, 1] "
+           "(e.g. 0.25; 1.0, the default, is once an epoch)");
+  need(o.check_val_every_n_epoch || !o.val_check_interval.is_fraction(),
+       "val_check_interval=" + o.val_check_interval.text() +
+           " is a fraction of an epoch, but check_val_every_n_epoch is unset (None: batches counted across epochs); "
+           "give val_check_interval a count of batches, or set check_val_every_n_epoch");
   need(o.log_every_n_steps >= 1,
        "log_every_n_steps=" + std::to_string(o.log_every_n_steps) + " is not valid: it must be >= 1");
   need(std::isfinite(o.gradient_clip_val) && o.gradient_clip_val >= 0,
@@ -145,6 +172,7 @@ void Trainer::Impl::check_options() const {
   need(o.gradient_clip_algorithm == "norm" || o.gradient_clip_algorithm == "value",
        "gradient_clip_algorithm='" + o.gradient_clip_algorithm + "' is not valid; valid: norm, value");
   plrt::sdk::parse_logger_names(o.logger, "logger");
+  plrt::sdk::Profiler::parse(o.profiler, "profiler");
   need(o.min_epochs.value_or(0) >= 0,
        "min_epochs=" + std::to_string(o.min_epochs.value_or(0)) + " is not valid: it must be >= 0 (unset: no minimum)");
   need(o.min_steps >= -1, "min_steps=" + std::to_string(o.min_steps) + " is not valid: use -1 (no minimum) or >= 0");

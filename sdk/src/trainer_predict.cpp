@@ -22,16 +22,16 @@ std::vector<Tensor> Trainer::Impl::predict(LightningModule& m, DataLoader& loade
   use_callbacks(m);
   prepare(m);
   distribute(loader, "predict");
-  each_callback([&](Callback& c) { c.setup(*self, m, "predict"); });
+  each_callback("setup", [&](Callback& c) { c.setup(*self, m, "predict"); });
   std::vector<Tensor> out;
   try {
     out = predict_loop(loader);
   } catch (const std::exception& e) {
     progress_close();
-    each_callback([&](Callback& c) { c.on_exception(*self, m, e); });
+    each_callback("on_exception", [&](Callback& c) { c.on_exception(*self, m, e); });
     throw;
   }
-  each_callback([&](Callback& c) { c.teardown(*self, m, "predict"); });
+  each_callback("teardown", [&](Callback& c) { c.teardown(*self, m, "predict"); });
   return out;
 }
 
@@ -44,8 +44,8 @@ std::vector<Tensor> Trainer::Impl::predict_loop(DataLoader& loader) {
     ~Mode() { m.train(was); }
   } mode{m, m.training()};
   m.eval();
-  each_callback([&](Callback& c) { c.on_predict_start(*self, m); });
-  each_callback([&](Callback& c) { c.on_predict_epoch_start(*self, m); });
+  each_callback("on_predict_start", [&](Callback& c) { c.on_predict_start(*self, m); });
+  each_callback("on_predict_epoch_start", [&](Callback& c) { c.on_predict_epoch_start(*self, m); });
   m.on_predict_epoch_start();
   loader.set_epoch(0);
   const int64_t batches = o.limit_predict_batches.of(loader.num_batches(), "limit_predict_batches");
@@ -54,7 +54,7 @@ std::vector<Tensor> Trainer::Impl::predict_loop(DataLoader& loader) {
   progress_start("predict", batches);
   for (int64_t b = 0; b < batches; ++b) {
     const Batch batch = to_device(loader.batch(b));
-    each_callback([&](Callback& c) { c.on_predict_batch_start(*self, m, batch, b); });
+    each_callback("on_predict_batch_start", [&](Callback& c) { c.on_predict_batch_start(*self, m, batch, b); });
     Tensor prediction;
     {
       amp::Autocast autocast(precision.compute_dtype);
@@ -68,12 +68,12 @@ std::vector<Tensor> Trainer::Impl::predict_loop(DataLoader& loader) {
     if (prediction.use_count() > 1) prediction = prediction.clone();
     out.push_back(prediction);
     progress_step(b + 1);
-    each_callback([&](Callback& c) { c.on_predict_batch_end(*self, m, prediction, batch, b); });
+    each_callback("on_predict_batch_end", [&](Callback& c) { c.on_predict_batch_end(*self, m, prediction, batch, b); });
   }
-  each_callback([&](Callback& c) { c.on_predict_epoch_end(*self, m); });
+  each_callback("on_predict_epoch_end", [&](Callback& c) { c.on_predict_epoch_end(*self, m); });
   m.on_predict_epoch_end();
   progress_end();
-  each_callback([&](Callback& c) { c.on_predict_end(*self, m); });
+  each_callback("on_predict_end", [&](Callback& c) { c.on_predict_end(*self, m); });
   return out;
 }
 

@@ -218,7 +218,9 @@ void Trainer::Impl::write_hparams() const {
                 {"accumulate_grad_batches", o.accumulate_grad_batches},
                 {"gradient_clip_val", o.gradient_clip_val},
                 {"gradient_clip_algorithm", o.gradient_clip_algorithm},
-                {"check_val_every_n_epoch", o.check_val_every_n_epoch},
+                {"val_check_interval", o.val_check_interval.is_fraction()
+                                           ? HParam(o.val_check_interval.fraction())
+                                           : HParam(static_cast<long long>(o.val_check_interval.count()))},
                 {"log_every_n_steps", static_cast<long long>(o.log_every_n_steps)},
                 {"logger", o.logger},
                 {"default_root_dir", o.default_root_dir},
@@ -226,6 +228,8 @@ void Trainer::Impl::write_hparams() const {
                 {"enable_model_summary", o.enable_model_summary},
                 {"use_distributed_sampler", o.use_distributed_sampler}};
   if (o.seed) knobs.insert_or_assign("seed", static_cast<long long>(*o.seed));
+  if (o.check_val_every_n_epoch)  // unset (Lightning's None): not written
+    knobs.insert_or_assign("check_val_every_n_epoch", *o.check_val_every_n_epoch);
   write_file_atomic(log_dir + "/hparams.yaml", plrt::sdk::hparams_yaml(module ? module->hparams() : HParams{}, knobs));
 }
 

@@ -251,6 +251,7 @@ void Trainer::Impl::merge_replica_logs(const std::vector<int64_t>& batch_sizes) 
 // process group), gradient clipping (trainer_clip.cpp) unless skipped, then the optimizer step (the
 // strategy's optimizer_step on the ranges it picks, else every trainable parameter whole).
 void Trainer::Impl::optimizer_step() {
+  const plrt::sdk::Profiler::Span timed(&profiler, "optimizer_step");
   strategy.before_optimizer_step();
   bool skip = false;
   if (scaler) {
@@ -271,7 +272,9 @@ void Trainer::Impl::optimizer_step() {
                                 std::to_string(before) + " -> " + std::to_string(scaler->scale()));
   }
   // Lightning's on_before_optimizer_step: after unscaling, before clipping (also on a skipped step)
-  if (module != nullptr) each_callback([&](Callback& c) { c.on_before_optimizer_step(*self, *module, *optimizer); });
+  if (module != nullptr)
+    each_callback("on_before_optimizer_step",
+                  [&](Callback& c) { c.on_before_optimizer_step(*self, *module, *optimizer); });
   if (!skip) clip_gradients();
   if (!skip && strategy.has_optimizer_step())
     strategy.optimizer_step([this](const PL_ParamRange* r, size_t n) { step_ranges(r, n); });

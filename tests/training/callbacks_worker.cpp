@@ -4,8 +4,11 @@
 //   callbacks_worker topk <out_dir>      ModelCheckpoint(top 2) on the ranks' mean (sync_dist)
 //   callbacks_worker topk_local <out_dir> the same on each rank's own value (rank 0's decides)
 //   callbacks_worker stop_rank1 <out_dir> rank 1 alone sets Trainer::should_stop inside epoch 1
+//   callbacks_worker predict <out_dir>   fit 2 epochs, then Trainer::predict over 10 rows whose
+//                                        first feature is their index
 // Each rank writes <out_dir>/rank<r>.json: the epochs trained, EarlyStopping's stopped_epoch,
-// ModelCheckpoint's best_model_path and best_k_models.
+// ModelCheckpoint's best_model_path and best_k_models; predict: the rows it predicted ("rows"),
+// its predictions ("predicted") and its model's outputs for all 10 rows ("all").
 #include <chrono>
 #include <fstream>
 #include <iostream>
@@ -51,6 +54,7 @@ struct Model : pl::LightningModule {
   std::unique_ptr<pl::Optimizer> configure_optimizers() override {
     return std::make_unique<pl::SGD>(parameters(), pl::SgdOptions{});
   }
+  pl::Tensor predict_step(const pl::Batch& b, int64_t) override { return fc.forward(b.at(0)); }
 };
 
 std::shared_ptr<pl::TensorDataset> dataset(int64_t n) {
@@ -66,7 +70,8 @@ std::shared_ptr<pl::TensorDataset> dataset(int64_t n) {
 
 int main(int argc, char** argv) {
   try {
-    if (argc != 3) throw std::runtime_error("usage: callbacks_worker early|topk|topk_local|stop_rank1 <out_dir>");
+    if (argc != 3)
+      throw std::runtime_error("usage: callbacks_worker early|topk|topk_local|stop_rank1|predict <out_dir>");
     const std::string mode = argv[1], out = argv[2];
     pl::TrainerOptions o;
     o.strategy = "ddp";
@@ -81,7 +86,10 @@ int main(int argc, char** argv) {
         if (t.global_rank() == 1 && t.global_step() == 3) t.set_should_stop(true);
       }
     };
-    if (mode == "stop_rank1") {
+    if (mode == "predict") {
+      o.max_epochs = 2;
+      o.num_sanity_val_steps = 0;
+    } else if (mode == "stop_rank1") {
       o.callbacks = {std::make_shared<StopOnRankOne>()};
       o.max_epochs = 10;
     } else if (mode == "early") {
@@ -108,7 +116,7 @@ int main(int argc, char** argv) {
     const int64_t per_rank = mode == "stop_rank1" ? 32 : 8;  // 8 or 2 batches per epoch
     pl::DataLoader train(dataset(per_rank * world), lo), val(dataset(4 * world), lo);
     Model m(mode);
-    trainer.fit(m, train, &val);
+    trainer.fit(m, train, mode == "predict" ? nullptr : &val);
     nlohmann::json j;
     j["epochs"] = trainer.current_epoch();
     j["should_stop"] = trainer.should_stop();
@@ -117,6 +125,24 @@ int main(int argc, char** argv) {
     if (mc) {
       j["best_model_path"] = mc->best_model_path();
       j["best_k_models"] = mc->best_k_models();
+    }
+    if (mode == "predict") {
+      std::vector<float> xs(40, 0.25f);
+      for (size_t i = 0; i < 10; ++i) xs[i * 4] = static_cast<float>(i);
+      const pl::Tensor x = pl::Tensor::from_vector(xs, {10, 4});
+      auto rows = std::make_shared<pl::TensorDataset>(std::vector<pl::Tensor>{x});
+      pl::DataLoaderOptions po;
+      po.batch_size = 2;
+      pl::DataLoader loader(rows, po);
+      for (const pl::Tensor& p : trainer.predict(m, loader)) {
+        for (float v : p.to_vector<float>()) j["predicted"].push_back(v);
+      }
+      for (int64_t b = 0; b < loader.num_batches(); ++b) {
+        const auto first = loader.batch(b).at(0).to_vector<float>();
+        for (size_t i = 0; i < first.size(); i += 4) j["rows"].push_back(static_cast<int>(first[i]));
+      }
+      m.eval();
+      j["all"] = m.fc.forward(x).to_vector<float>();
     }
     std::ofstream(out + "/rank" + std::to_string(trainer.global_rank()) + ".json") << j.dump(2) << "\n";
     return 0;

@@ -123,3 +123,32 @@ TEST(CallbacksAcrossRanks, PlrtMlpEarlyStoppingAndTopK) {
 }
 
 }  // namespace
+
+namespace {
+
+// Trainer::predict under plrun ddp at two ranks: each rank predicts its DistributedSampler shard of
+// the 10 rows (disjoint, together every row once), with the model every rank holds after fit.
+TEST(CallbacksAcrossRanks, PredictAtTwoRanksCoversEveryRowOnceWithTheSameModel) {
+  TempDir dir;
+  auto r = run(plrun("ddp", 2, {CALLBACKS_WORKER_PATH, "predict", dir.path.string()}), {{"PL_TRAINER_TIMEOUT", "20"}});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto j0 = rank_json(dir, 0), j1 = rank_json(dir, 1);
+  std::vector<int> rows;
+  for (const auto* j : {&j0, &j1}) {
+    const auto mine = (*j)["rows"].get<std::vector<int>>();
+    const auto predicted = (*j)["predicted"].get<std::vector<float>>();
+    const auto all = j0["all"].get<std::vector<float>>();  // rank 0's model: the same on rank 1
+    ASSERT_EQ(mine.size(), 5u);
+    ASSERT_EQ(predicted.size(), mine.size() * 3);
+    for (size_t k = 0; k < mine.size(); ++k)
+      for (size_t c = 0; c < 3; ++c)
+        EXPECT_NEAR(predicted[k * 3 + c], all[static_cast<size_t>(mine[k]) * 3 + c], 1e-6)
+            << "row " << mine[k] << " class " << c;
+    rows.insert(rows.end(), mine.begin(), mine.end());
+  }
+  EXPECT_EQ(j0["all"], j1["all"]) << "fit ends with one model on every rank";
+  std::sort(rows.begin(), rows.end());
+  EXPECT_EQ(rows, (std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}));
+}
+
+}  // namespace

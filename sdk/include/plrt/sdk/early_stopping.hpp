@@ -2,6 +2,9 @@
 // validation and the module's on_train_epoch_end) it compares the monitored value with the best so
 // far; after `patience` checks without an improvement of more than min_delta, or once the value
 // passes stopping_threshold (or divergence_threshold, or is not finite), it asks the trainer to stop.
+// When fit validates inside epochs (TrainerOptions::val_check_interval not 1.0) it checks at the
+// end of each of fit's validations instead, unless check_on_train_epoch_end is true, and fit stops
+// right after the validation that decided it (Lightning's rule).
 //
 // Ranks: each rank judges its own value (as Lightning does), then the ranks decide together in one
 // collective: if any rank would stop, every rank stops after the same epoch, so no rank stops
@@ -24,7 +27,8 @@ struct EarlyStoppingOptions {
   bool check_finite = true;                    // stop when the value is NaN or infinite
   std::optional<double> stopping_threshold{};  // stop once the value is better than this
   std::optional<double> divergence_threshold{};  // stop once the value is worse than this
-  // unset: at epochs that validated (every epoch when validation runs every epoch or not at all)
+  // unset: at epochs that validated (every epoch when validation runs every epoch or not at all);
+  // at each validation's end when fit validates inside epochs.  false: at validations' ends there.
   std::optional<bool> check_on_train_epoch_end{};
   bool verbose = false;  // rank 0 logs each check
 };
@@ -44,8 +48,10 @@ class EarlyStopping : public Callback {
   void load_state_dict(const HParams& state) override;
   bool monitors() const override { return true; }
   void on_train_epoch_end(Trainer& trainer, LightningModule& module) override;
+  void on_validation_end(Trainer& trainer, LightningModule& module) override;
 
  private:
+  void run_check(Trainer& trainer);
   // This rank's verdict on `value` (updates best_ and wait_); the reason when it says stop.
   bool judge(double value, std::string& why);
   EarlyStoppingOptions o_;

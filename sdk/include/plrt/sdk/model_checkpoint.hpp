@@ -7,6 +7,9 @@
 // runs every check_val_every_n_epoch epochs, only at epochs that validated, unless
 // save_on_train_epoch_end is true), or after every every_n_train_steps-th optimizer step instead
 // (every_n_epochs is then 0 unless given).  An epoch-end checkpoint resumes at the next epoch.
+// When fit validates inside epochs (TrainerOptions::val_check_interval not 1.0), it checks at the
+// end of each of fit's validations instead (Lightning's rule), unless save_on_train_epoch_end is
+// true; such a checkpoint resumes after the batch the validation followed.
 //
 // Ranks: rank 0 decides (its callback_metrics, its file system) and every rank learns the decision
 // and the new top-k in one small collective, so that every rank calls the collective save alike
@@ -38,7 +41,8 @@ struct ModelCheckpointOptions {
   bool verbose = false;                   // rank 0 logs each decision
   int64_t every_n_train_steps = 0;        // > 0: check after every n-th optimizer step
   std::optional<int64_t> every_n_epochs;  // unset: 1 (0 when every_n_train_steps is set)
-  // unset: at an epoch's end only when validation ran in it (or there is no validation loader)
+  // unset: at an epoch's end only when validation ran in it (or there is no validation loader);
+  // at each validation's end when fit validates inside epochs.  false: at validations' ends.
   std::optional<bool> save_on_train_epoch_end;
 };
 
@@ -64,6 +68,7 @@ class ModelCheckpoint : public Callback {
   void on_train_batch_end(Trainer& trainer, LightningModule& module, const Scalar& loss, const Batch& batch,
                           int64_t batch_idx) override;
   void on_train_epoch_end(Trainer& trainer, LightningModule& module) override;
+  void on_validation_end(Trainer& trainer, LightningModule& module) override;
 
  private:
   void check(Trainer& trainer, bool at_epoch_end);

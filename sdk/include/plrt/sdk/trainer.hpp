@@ -77,7 +77,7 @@ struct TrainerOptions {
   // Lightning's fast_dev_run: N > 0 runs N batches of training (N optimizer steps, one epoch) and
   // of validation / test, and writes nothing: no lightning_logs/ folder, no logger, no checkpoint
   // (ModelCheckpoint and EarlyStopping skip), as a quick check that the whole loop runs.  It
-  // overrides limit_*_batches, max_steps, max_epochs and check_val_every_n_epoch.
+  // overrides limit_*_batches, max_steps, max_epochs, check_val_every_n_epoch and val_check_interval.
   int64_t fast_dev_run = 0;
   // Lightning's sanity check: fit first runs this many validation batches (-1: all; 0: none), so
   // a broken validation_step fails in seconds rather than after an epoch; what they log is
@@ -100,7 +100,22 @@ struct TrainerOptions {
   // PL_TRAINER_GRADIENT_CLIP_ALGORITHM override them.
   double gradient_clip_val = 0;
   std::string gradient_clip_algorithm = "norm";  // norm | value
-  int check_val_every_n_epoch = 1;
+  // Lightning's check_val_every_n_epoch and val_check_interval: when fit validates.  Validation
+  // runs in the epochs whose number + 1 is a multiple of check_val_every_n_epoch (unset: Lightning's
+  // None, every epoch, batches counted across epochs), after the training batch i (the epoch's,
+  // from 0; with check_val_every_n_epoch unset the fit's) for which (i + 1) is a multiple of
+  // val_check_batch: val_check_interval itself when it is a count (e.g. 100: every 100 training
+  // batches), int(batches per epoch x f) (at least 1) when it is a fraction f in [0, 1] (1.0, the
+  // default: at each epoch's last batch; 0.25: four times an epoch).  So 0.3 of 10 batches validates
+  // after batches 3, 6 and 9, not at the epoch's end (Lightning's rule).  A count above the epoch's
+  // batches is an error unless check_val_every_n_epoch is unset; a fraction needs it set.  When
+  // val_check_interval is not 1.0, ModelCheckpoint and EarlyStopping act when each validation ends
+  // (unless save_on_train_epoch_end / check_on_train_epoch_end say otherwise), a validation's values
+  // reach the loggers as a row at that step, and fit stops after the validation that set
+  // should_stop.  PL_TRAINER_CHECK_VAL_EVERY_N_EPOCH (N or None) and PL_TRAINER_VAL_CHECK_INTERVAL
+  // (BatchLimit's text) override them.
+  std::optional<int> check_val_every_n_epoch = 1;
+  BatchLimit val_check_interval = 1.0;
   std::optional<uint64_t> seed;  // seed_everything(seed) at construction
   // e.g. bucket_cap_mb, after the alias's presets; checked by the strategy when the Trainer is made.
   // PL_TRAINER_STRATEGY_OPTIONS (plrun --strategy-option) sets keys on top, its value winning.
@@ -130,6 +145,14 @@ struct TrainerOptions {
   // the callbacks is an error.  PL_TRAINER_ENABLE_MODEL_SUMMARY (0 or 1) overrides it.
   bool enable_model_summary = true;
   int64_t log_every_n_steps = 50;  // step values reach the loggers every n steps
+  // Lightning's profiler, over fit: "simple" prints (rank 0) and writes (every rank) a table of
+  // where the time went, per action: data loading, training_step (forward and backward), each
+  // call into the strategy (its gradient synchronisation, optimizer step, collectives), the
+  // optimizer step, validation, checkpoints, each callback's hooks: calls, mean, total and share
+  // of the fit, in <log dir>/profiler/fit-rank<r>.txt.  "trace" also writes every span of every
+  // rank as a Chrome trace (profiler/rank<r>.trace.json, for Perfetto or chrome://tracing).  ""
+  // or "none": off.  PL_TRAINER_PROFILER overrides it.
+  std::string profiler;
   // Lightning's logger: a comma-separated list of "csv" (lightning_logs/version_<n>/metrics.csv)
   // and "tensorboard" (TensorBoard's events.out.tfevents.* beside it: every value metrics.csv gets,
   // with the same step, plus "epoch"); rank 0 writes them, flushed at each epoch's end and when fit
@@ -168,7 +191,7 @@ class Trainer {
   Trainer(const Trainer&) = delete;
   Trainer& operator=(const Trainer&) = delete;
 
-  // Trains `module` on `train`, validating on `val` every check_val_every_n_epoch epochs.
+  // Trains `module` on `train`, validating on `val` as check_val_every_n_epoch and val_check_interval say.
   // ckpt_path: a checkpoint folder to resume from ("" = from scratch; a folder without trainer.json
   // is an error naming it), or "last": the newest complete checkpoint under
   // <default_root_dir>/lightning_logs/version_*/checkpoints/ (the highest global_step in its
