@@ -81,6 +81,16 @@ struct FitRun {
     ro.log_level = "warn";
     return ro;
   }
+  // runtime() at level info, every log line appended to `lines`.
+  static pl::RuntimeOptions capturing(std::vector<std::string>& lines) {
+    pl::RuntimeOptions ro = runtime();
+    ro.log_level = "info";
+    ro.log_user = &lines;
+    ro.log_callback = [](void* user, PL_LogLevel, const char* line) {
+      static_cast<std::vector<std::string>*>(user)->push_back(line);
+    };
+    return ro;
+  }
   // fit `m` (with a validation loader unless `with_val` is false); returns the trainer's epoch
   // count afterwards.  `after` sees the trainer before it goes.
   int64_t fit(Scripted& m, bool with_val = true, const std::string& ckpt = "",

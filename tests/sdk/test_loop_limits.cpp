@@ -189,12 +189,7 @@ TEST(LoopLimits, MinStepsHoldsAStopInsideAnEpochUntilThatStep) {
   run.o.min_steps = 7;  // epoch 2's first batch
   run.o.callbacks = {std::make_shared<StopEveryBatch>()};
   std::vector<std::string> lines;
-  pl::RuntimeOptions ro = FitRun::runtime();
-  ro.log_level = "info";
-  ro.log_user = &lines;
-  ro.log_callback = [](void* user, PL_LogLevel, const char* line) {
-    static_cast<std::vector<std::string>*>(user)->push_back(line);
-  };
+  const pl::RuntimeOptions ro = FitRun::capturing(lines);
   pl::Trainer trainer(run.o, ro);
   pl::DataLoaderOptions lo;
   lo.batch_size = 4;

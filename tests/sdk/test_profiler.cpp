@@ -49,12 +49,7 @@ TEST(Profiler, SimpleTableCountsEveryActionOfTheFit) {
   run.o.enable_progress_bar = false;
   run.o.profiler = "simple";
   std::vector<std::string> lines;
-  pl::RuntimeOptions ro = FitRun::runtime();
-  ro.log_level = "info";
-  ro.log_user = &lines;
-  ro.log_callback = [](void* user, PL_LogLevel, const char* line) {
-    static_cast<std::vector<std::string>*>(user)->push_back(line);
-  };
+  const pl::RuntimeOptions ro = FitRun::capturing(lines);
   std::string log_dir;
   {
     pl::Trainer trainer(run.o, ro);
