@@ -56,6 +56,9 @@ void GroupCore::watchdog_loop() {
 void GroupCore::publish_abort_state() {
   try {
     store_.set(state_key(cfg_.rank), std::to_string(last_seq_.load()) + "|aborted|" + abort_reason());
+    // the group's key, read by the peers' slow ops (watchdog_tick): the first abort is the one told
+    store_.compare_set(prefix_ + "/aborted", "",
+                       "rank " + std::to_string(cfg_.rank) + " aborted its group (" + abort_reason() + ")");
   } catch (const std::exception& e) {
     plugin::logf(cfg_.host, PL_LOG_DEBUG, cfg_.backend.c_str(), "publishing the abort failed: %s", e.what());
   }
@@ -121,6 +124,10 @@ Clock::duration GroupCore::watchdog_tick() {
         // A process of the job has ended (plrun says which): this op cannot complete.  The verdict
         // makes every rank of the group report the same message.
         abort_transport(publish_verdict({PL_ERR_RUNTIME, title + " failed: " + *ended}).message);
+      } else if (auto aborted = store_.try_get(prefix_ + "/aborted")) {
+        // A rank aborted the group: this op cannot complete, even where the transport has not
+        // noticed the closed connections; the diagnosis names that rank (its state key).
+        abort_transport(title + " failed: " + *aborted);
       }
     }
   } catch (const std::exception& e) {
@@ -295,11 +302,12 @@ GroupCore::Outcome GroupCore::diagnose(const OpDesc& desc, const Running& r, con
       }
       const bool settled = all || now >= settle;
       if (mismatch && settled) return publish_verdict({PL_ERR_RUNTIME, mismatch_message(r.seq, st)});
-      if (timed_out && settled) return publish_verdict({PL_ERR_TIMEOUT, timeout_message(desc, r, st)});
-      if (!timed_out && aborted >= 0)
+      // a rank that aborted its group explains a timeout better than "never arrived"
+      if (aborted >= 0 && (settled || !timed_out))
         return publish_verdict({PL_ERR_RUNTIME, title + " failed: rank " + std::to_string(aborted) +
                                                     " aborted its group (" + st[static_cast<size_t>(aborted)]->text +
                                                     ")"});
+      if (timed_out && settled) return publish_verdict({PL_ERR_TIMEOUT, timeout_message(desc, r, st)});
       if (now >= end) {
         std::vector<int> lost;
         for (int q = 0; q < cfg_.world; ++q) {

@@ -34,11 +34,12 @@
 //   (every min(probe, timeout)/4, 5..250 ms) and reads that record.
 //   Slow ops only: an op still running after probe_ms (option, default 1000 ms, capped at a quarter
 //   of the timeout; 0 disables probing) costs three store requests once (state key, arrival
-//   counter, compare_set of the op key) and two `check`s per probe interval: the verdict key and
-//   PL_STORE_JOB_ENDED_KEY (pl_store.h).  The second makes an op that waits on a process that has
-//   ended (plrun records any worker's end there) fail within a probe interval or two, every rank
-//   with the same message ("gloo allreduce #3 (...) failed: rank 1 (pid 42, node 0) exited with
-//   code 0"), instead of at the group's timeout (30 minutes by default).
+//   counter, compare_set of the op key) and up to three `check`s per probe interval: the verdict
+//   key, PL_STORE_JOB_ENDED_KEY (pl_store.h) and P/aborted.  The second makes an op that waits on a
+//   process that has ended (plrun records any worker's end there) fail within a probe interval or
+//   two, every rank with the same message ("gloo allreduce #3 (...) failed: rank 1 (pid 42, node
+//   0) exited with code 0"), instead of at the group's timeout (30 minutes by default); the third
+//   does the same for a rank that aborted the group, where the transport has not noticed it.
 //   Failures only: the diagnosis below (store reads for at most 2 s).
 //   Send/recv are outside all this (no sequence number, no probe); an async one costs a thread
 //   that waits for its transfer, a blocking one waits on the caller's thread.
@@ -67,6 +68,7 @@
 //   P/op/<seq>       compare_set by every probing rank: the first descriptor wins
 //   P/arrived/<seq>  counter of the ranks that probed #seq
 //   P/verdict        "<error code>|<message>": the message every rank reports
+//   P/aborted        "rank <r> aborted its group (<reason>)": the first rank that aborted it
 //   the backend's own rendezvous keys under key_prefix() + "/<backend>/".
 #pragma once
 
