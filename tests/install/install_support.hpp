@@ -91,7 +91,8 @@ inline ::testing::AssertionResult cmake_build(const fs::path& source, const fs::
   configure.insert(configure.end(), extra.begin(), extra.end());
   auto r = run(configure, {}, {}, std::chrono::seconds(300));
   if (!r.ok()) return ::testing::AssertionFailure() << describe(r);
-  r = run({CMAKE_COMMAND_PATH, "--build", build.string()}, {}, {}, std::chrono::seconds(300));
+  // 600 s: plrt::torch against libtorch's headers takes about 4 minutes on 2 cores by itself
+  r = run({CMAKE_COMMAND_PATH, "--build", build.string()}, {}, {}, std::chrono::seconds(600));
   if (!r.ok()) return ::testing::AssertionFailure() << describe(r);
   return ::testing::AssertionSuccess();
 }
