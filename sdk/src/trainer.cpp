@@ -8,6 +8,7 @@
 #include <sstream>
 #include <thread>
 
+#include "module_model.hpp"
 #include "trainer_impl.hpp"
 
 namespace pl {
@@ -83,25 +84,26 @@ void Trainer::Impl::prepare(LightningModule& m) {
 // values) and routes grad_ready to the strategy's bucket logic.
 void Trainer::Impl::attach(LightningModule& m) {
   module = &m;
-  m.to(acc, device);
+  model = std::make_unique<plrt::sdk::ModuleModel>(m);
+  model->place(acc, device);
   param_index.clear();
-  c_params = plrt::sdk::parameter_views(m, param_names);
+  c_params = plrt::sdk::parameter_views(*model, param_names);
   param_ptrs.assign(c_params.size(), nullptr);
   borrowed.clear();
   size_t k = 0;
-  for (auto& [name, p] : m.named_parameters()) {
+  for (auto& [name, p] : model->parameters()) {
     param_ptrs[k] = p;
     param_index[p] = k++;
     borrowed.push_back(p->value);
     if (p->grad.defined()) borrowed.push_back(p->grad);
   }
-  for (auto& [name, b] : m.named_buffers()) borrowed.push_back(*b);
+  for (auto& [name, b] : model->buffers()) borrowed.push_back(*b);
   for (size_t i = 0; i < c_params.size(); ++i) c_params[i].name = param_names[i].c_str();
   strategy.setup(c_params);
   // The hook holds a weak reference to this trainer: should the module be left hooked to a
   // trainer that is gone (the destructor unhooks it; see detach_module), it gets a clear error.
   std::weak_ptr<Impl*> token = alive;
-  m.set_grad_ready_hook([token](Parameter& p) {
+  model->set_grad_ready_hook([token](size_t i) {
     auto live = token.lock();
     if (!live)
       throw Error(PL_ERR_INVALID_ARGUMENT,
@@ -109,12 +111,10 @@ void Trainer::Impl::attach(LightningModule& m) {
                   "attach the module to a live trainer (fit/validate/test) or unhook it with "
                   "set_grad_ready_hook(nullptr)");
     Impl& t = **live;
-    auto it = t.param_index.find(&p);
-    if (it == t.param_index.end()) return;
-    t.form_first_moment(it->second);  // QAdam's m_i, when the strategy averages it (ABI 1.6)
-    t.strategy.on_grad_ready(it->second);
+    t.form_first_moment(i);  // QAdam's m_i, when the strategy averages it (ABI 1.6)
+    t.strategy.on_grad_ready(i);
   });
-  attach_replicas(m);
+  attach_replicas();
 }
 
 void Trainer::Impl::distribute(DataLoader& loader, const char* stage) {
@@ -166,10 +166,10 @@ void Trainer::Impl::fit_loop(LightningModule& m, DataLoader& train, DataLoader* 
   profile_begin();
   std::optional<plrt::sdk::Profiler::Span> fit_span;
   fit_span.emplace(&profiler, "fit");
-  use_optimizer(m.configure_optimizers());
+  use_optimizer(model->configure_optimizers());
   if (!from.empty()) load_checkpoint(from);
   bind_optimizer();
-  use_schedulers(m);  // after bind_optimizer: a strategy's lr_scale is in their base lr
+  use_schedulers();  // after bind_optimizer: a strategy's lr_scale is in their base lr
   each_callback("setup", [&](Callback& c) { c.setup(*self, m, "fit"); });
   load_callbacks_state();  // after setup: ModelCheckpoint knows its folder
   should_stop = val_has_run = false;
@@ -400,10 +400,7 @@ Trainer::~Trainer() = default;
 
 // The module may outlive the trainer: it must not call the hook that captured this trainer.  Then
 // the members go, the strategy torn down first (see the member order in trainer_impl.hpp).
-Trainer::Impl::~Impl() {
-  detach_module();
-  for (auto& r : replicas) r->trainer_ = nullptr;  // they go with this Impl, after the strategy
-}
+Trainer::Impl::~Impl() { detach_module(); }
 
 void Trainer::Impl::adopt(LightningModule& m) {
   if (prepared && module != &m)
@@ -415,10 +412,11 @@ void Trainer::Impl::adopt(LightningModule& m) {
 
 void Trainer::Impl::detach_module() {
   if (adopted != nullptr) {
-    if (adopted == module) adopted->set_grad_ready_hook(nullptr);  // this trainer's hook
+    if (adopted == module && model) model->set_grad_ready_hook({});  // this trainer's hook
     adopted->trainer_ = nullptr;
   }
   adopted = module = nullptr;
+  model.reset();
 }
 
 void Trainer::fit(LightningModule& module, DataLoader& train, DataLoader* val, const std::string& ckpt_path) {

@@ -55,7 +55,7 @@ std::map<std::string, std::string> optimizer_metadata(const Optimizer& opt) {
 }  // namespace
 
 void Trainer::Impl::save_checkpoint(const std::string& path) {
-  if (!prepared || module == nullptr || !optimizer)
+  if (!prepared || !model || !optimizer)
     throw Error(PL_ERR_INVALID_ARGUMENT, "save_checkpoint: nothing to save yet (call it during or after fit)");
   const plrt::sdk::Profiler::Span timed(&profiler, "save_checkpoint");
   strategy.sync_weights();  // ABI 1.6: one model is saved (bagua async's ranks drift apart)
@@ -159,7 +159,7 @@ void Trainer::Impl::save_checkpoint(const std::string& path) {
   // per_rank: optimizer.rank<r> (r < world_size), shards; local: optimizer.rank<r>, each rank's whole state
   j["optimizer_files"] = sharded ? "per_rank" : local ? "local" : "single";
 
-  dir->write("model.safetensors", safetensors::serialize(module->state_dict(), {{"format", "pt"}}));
+  dir->write("model.safetensors", safetensors::serialize(model->state_dict(), {{"format", "pt"}}));
   if (!sharded && !local)
     dir->write("optimizer.safetensors",
                safetensors::serialize(optimizer->state_tensors(), optimizer_metadata(*optimizer)));
@@ -288,7 +288,7 @@ void Trainer::Impl::load_checkpoint(const std::string& path) {
   } else if (sinfo.has_state && rank == 0) {
     warn("checkpoint " + path + " holds no strategy state: strategy '" + job.strategy + "' starts its own afresh");
   }
-  module->load_state_dict(model.tensors, true);
+  this->model->load_state_dict(model.tensors, true);
   optimizer->load_state(opt.tensors, opt.scalars);  // copies onto the parameters' devices
 
   epoch = saved_epoch;

@@ -33,14 +33,14 @@ std::map<std::string, double> Trainer::Impl::eval_loop(DataLoader& loader, bool 
   }
   // eval mode on the module and its replicas; their modes come back afterwards, also on an error
   struct Modes {
-    std::vector<std::pair<Module*, bool>> saved;
+    std::vector<std::pair<TrainerModel*, bool>> saved;
     ~Modes() {
       for (auto& [mod, was] : saved) mod->train(was);
     }
   } modes;
-  modes.saved.emplace_back(&m, m.training());
+  modes.saved.emplace_back(model.get(), model->training());
   for (auto& rep : replicas) modes.saved.emplace_back(rep.get(), rep->training());
-  for (auto& [mod, was] : modes.saved) mod->eval();
+  for (auto& [mod, was] : modes.saved) mod->train(false);
 
   // in fit, training's metrics were computed at its epoch's end: anything left is an interrupted loop's
   metrics.forget_metrics();
@@ -91,9 +91,8 @@ std::map<std::string, double> Trainer::Impl::eval_loop(DataLoader& loader, bool 
 }
 
 void Trainer::Impl::eval_batch(const Batch& batch, int64_t b, bool test) {
-  LightningModule& m = *module;
   const int n = num_replicas;
-  const bool split = m.split_eval_step();
+  const bool split = model->split_eval_step();
   const ReplicaSplit parts = ReplicaSplit::of(batch, n);
   batch_size = parts.rows;  // the weight of what the root logs (in *_step_end, or the step itself)
   std::vector<ReplicaOutput> outputs(static_cast<size_t>(parts.used));
@@ -101,25 +100,18 @@ void Trainer::Impl::eval_batch(const Batch& batch, int64_t b, bool test) {
     outputs[static_cast<size_t>(r)].replica = r;
     outputs[static_cast<size_t>(r)].batch_size = parts.sizes[static_cast<size_t>(r)];
   }
-  auto part = [&](LightningModule& mod, Batch slice, ReplicaOutput& out) {
-    amp::Autocast autocast(precision.compute_dtype);
-    out.batch = std::move(slice);
-    if (split)
-      out.output = mod.forward_step(out.batch, b);
-    else
-      test ? mod.test_step(out.batch, b) : mod.validation_step(out.batch, b);
-  };
   if (n == 1) {
-    part(m, batch, outputs[0]);
+    outputs[0].batch = batch;
+    model->eval_step(outputs[0], b, test, precision.compute_dtype);
   } else {
     replica_logs.assign(static_cast<size_t>(n), {});
     strategy.run_step([&](int r, int, PL_Device) {
       if (r >= parts.used) return;  // no rows for this replica
       ReplicaScope scope(r);
-      LightningModule& mod = r == 0 ? m : *replicas[static_cast<size_t>(r - 1)];
-      Batch slice = parts.slice(batch, r);
-      for (auto& t : slice) t = t.to(acc, replica_devices[static_cast<size_t>(r)]);
-      part(mod, std::move(slice), outputs[static_cast<size_t>(r)]);
+      ReplicaOutput& out = outputs[static_cast<size_t>(r)];
+      out.batch = parts.slice(batch, r);
+      for (auto& t : out.batch) t = t.to(acc, replica_devices[static_cast<size_t>(r)]);
+      model_of(r).eval_step(out, b, test, precision.compute_dtype);
     });
     merge_replica_logs(parts.sizes);
   }
@@ -131,17 +123,16 @@ void Trainer::Impl::eval_batch(const Batch& batch, int64_t b, bool test) {
                                                  " (split_eval_step() is true: it must return the output)");
       out.output = out.output.to(acc, device);
     }
-  amp::Autocast autocast(precision.compute_dtype);
-  test ? m.test_step_end(outputs) : m.validation_step_end(outputs);
+  model->eval_step_end(outputs, test, precision.compute_dtype);
 }
 
 // Every replica's parameters and buffers := the root's (attach_replicas checked that they match).
 void Trainer::Impl::copy_root_to_replicas() {
-  auto params = module->named_parameters();
-  auto buffers = module->named_buffers();
+  auto params = model->parameters();
+  auto buffers = model->buffers();
   for (auto& rep : replicas) {
-    auto rp = rep->named_parameters();
-    auto rb = rep->named_buffers();
+    auto rp = rep->parameters();
+    auto rb = rep->buffers();
     for (size_t i = 0; i < params.size() && i < rp.size(); ++i) rp[i].second->value.copy_from(params[i].second->value);
     for (size_t i = 0; i < buffers.size() && i < rb.size(); ++i) rb[i].second->copy_from(*buffers[i].second);
   }

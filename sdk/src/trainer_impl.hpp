@@ -10,6 +10,7 @@
 #include <plrt/sdk/amp.hpp>
 #include <plrt/sdk/store.hpp>
 #include <plrt/sdk/trainer.hpp>
+#include <plrt/sdk/trainer_model.hpp>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -22,9 +23,9 @@
 #include "strategy_handle.hpp"
 
 namespace plrt::sdk {
-// The C view of a module's parameters then buffers (PyTorch's order); `names` gets their dotted
+// The C view of a model's parameters then buffers (PyTorch's order); `names` gets their dotted
 // names (point each view's name at them once `names` stops changing).
-std::vector<PL_Parameter> parameter_views(pl::Module& m, std::vector<std::string>& names);
+std::vector<PL_Parameter> parameter_views(pl::TrainerModel& m, std::vector<std::string>& names);
 }  // namespace plrt::sdk
 
 namespace pl {
@@ -97,8 +98,10 @@ struct Trainer::Impl {
   std::vector<PL_Parameter> c_params;
   std::vector<Parameter*> param_ptrs;  // c_params[i]'s Parameter (nullptr for a buffer)
   std::vector<Tensor> borrowed;        // the module's tensors c_params points into
-  // dp/ddp2: one module per extra device (replica r is replicas[r - 1]), on replica_devices[r].
-  std::vector<std::unique_ptr<LightningModule>> replicas;
+  // The loop's view of the module (trainer_model.hpp; set by attach, dropped with the module) and,
+  // under dp/ddp2, one model per extra device (replica r is replicas[r - 1]), on replica_devices[r].
+  std::unique_ptr<TrainerModel> model;
+  std::vector<std::unique_ptr<TrainerModel>> replicas;
   // ---- the strategy: destroyed before everything above ----
   plrt::sdk::StrategyHandle strategy;
   std::unordered_map<const Parameter*, size_t> param_index;
@@ -245,7 +248,7 @@ struct Trainer::Impl {
   // The module `m` is being destroyed: the trainer stops pointing at it.  Its tensors that the
   // strategy borrowed stay alive in `borrowed` until the strategy's teardown.
   void forget_module(const LightningModule* m) {
-    if (module == m) module = nullptr;
+    if (module == m) module = nullptr, model.reset();
     if (adopted == m) adopted = nullptr;
   }
   // m.trainer_ = this trainer (before anything else of fit/validate/test); the trainer m had
@@ -295,7 +298,8 @@ struct Trainer::Impl {
   void clip_gradients();
   // Takes configure_optimizers' result (after attach) and sets grad_ranges.
   void use_optimizer(std::unique_ptr<Optimizer> opt);
-  void attach_replicas(LightningModule& m);
+  void attach_replicas();
+  TrainerModel& model_of(int r) { return r == 0 ? *model : *replicas[static_cast<size_t>(r - 1)]; }
   void merge_replica_logs(const std::vector<int64_t>& batch_sizes);
   void report_effective_batch(const DataLoader& train);
   // trainer_eval.cpp: validation / test over a loader (every replica under dp/ddp2, *_step_end).
@@ -313,7 +317,7 @@ struct Trainer::Impl {
   // trainer_schedulers.cpp: configure_lr_schedulers' entries checked and a checkpoint's state put
   // in; step_schedulers steps those of `interval` whose frequency divides `index` (the epoch's
   // batch + 1, or the epoch + 1), a plateau one with its monitor from `values`.
-  void use_schedulers(LightningModule& m);
+  void use_schedulers();
   void step_schedulers(const std::string& interval, int64_t index, const std::map<std::string, double>& values);
   nlohmann::json schedulers_state() const;
   // trainer_resume.cpp

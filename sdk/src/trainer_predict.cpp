@@ -39,11 +39,11 @@ std::vector<Tensor> Trainer::Impl::predict_loop(DataLoader& loader) {
   LightningModule& m = *module;
   strategy.sync_weights();  // ABI 1.6: every rank predicts with the same model
   struct Mode {
-    LightningModule& m;
+    TrainerModel& m;
     bool was;
     ~Mode() { m.train(was); }
-  } mode{m, m.training()};
-  m.eval();
+  } mode{*model, model->training()};
+  model->train(false);
   each_callback("on_predict_start", [&](Callback& c) { c.on_predict_start(*self, m); });
   each_callback("on_predict_epoch_start", [&](Callback& c) { c.on_predict_epoch_start(*self, m); });
   m.on_predict_epoch_start();
@@ -56,10 +56,7 @@ std::vector<Tensor> Trainer::Impl::predict_loop(DataLoader& loader) {
     const Batch batch = to_device(loader.batch(b));
     each_callback("on_predict_batch_start", [&](Callback& c) { c.on_predict_batch_start(*self, m, batch, b); });
     Tensor prediction;
-    {
-      amp::Autocast autocast(precision.compute_dtype);
-      prediction = m.predict_step(batch, b);
-    }
+    prediction = model->predict_step(batch, b, precision.compute_dtype);
     if (!prediction.defined())
       throw Error(PL_ERR_INVALID_ARGUMENT, "predict_step returned an undefined tensor for batch " + std::to_string(b) +
                                                "; return its prediction");

@@ -14,7 +14,7 @@ void Trainer::Impl::profile_begin() {
   strategy.set_profiler(profiler.on() ? &profiler : nullptr);
   profile_t0 = std::chrono::steady_clock::now();
   callback_types.clear();
-  module_type = module ? "[LightningModule]" + plrt::sdk::demangled(typeid(*module)) + "." : std::string();
+  module_type = model ? "[LightningModule]" + model->type_name() + "." : std::string();
 }
 
 std::string Trainer::Impl::callback_action(size_t i, const char* hook) {

@@ -17,8 +17,8 @@ std::string describe(const LRSchedulerConfig& c) {
 
 }  // namespace
 
-void Trainer::Impl::use_schedulers(LightningModule& m) {
-  schedulers = m.configure_lr_schedulers(*optimizer);
+void Trainer::Impl::use_schedulers() {
+  schedulers = model->configure_lr_schedulers(*optimizer);
   for (size_t i = 0; i < schedulers.size(); ++i) {
     const auto& c = schedulers[i];
     const std::string who = "configure_lr_schedulers: entry " + std::to_string(i) + " (" + describe(c) + ")";

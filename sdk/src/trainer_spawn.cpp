@@ -120,7 +120,7 @@ void Trainer::Impl::fit_spawn(LightningModule& m, DataLoader& train, DataLoader*
           j["log_dir"] = log_dir;
           j["callbacks"] = callbacks_state();  // e.g. ModelCheckpoint's best_model_path, for the parent's
           j["should_stop"] = should_stop;
-          safetensors::save(results + "/model.safetensors", m.state_dict());
+          safetensors::save(results + "/model.safetensors", model->state_dict());
           write_file_atomic(results + "/result.json", j.dump());
         }
         std::vector<double> done{1};  // a last collective, so that no rank exits while a peer still talks to it

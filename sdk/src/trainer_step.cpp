@@ -1,9 +1,10 @@
 // One training step as the trainer drives it through the strategy:
 //
-//   run_step ──► replica r (dp/ddp2: one per device, each in its own thread; else just the module)
-//                  autocast on (16-mixed / bf16-mixed), grad_scale = 1/accumulate (1/replicas too
-//                  for one-phase steps: dp's mean), training_step on the replica's slice
-//                  (or forward_step ... training_step_end ... backward_step for two-phase steps)
+//   run_step ──► replica r's TrainerModel (dp/ddp2: one per device, each in its own thread; else
+//                  the module's): training_step on the replica's slice with the step's StepScales
+//                  (gradients × 1/accumulate (1/replicas too for one-phase steps: dp's mean), the
+//                  16-mixed loss scale, the autocast dtype), or forward_step ... training_step_end
+//                  ... backward_step for two-phase steps
 //   training_step_end(outputs) on the root thread → the step's loss
 //   after_backward ─► the strategy: replica gradients into the root's, ddp's bucket allreduce, ...
 //   at the accumulation boundary: GradScaler unscale + inf check → gradient clipping → optimizer step
@@ -22,10 +23,10 @@
 
 namespace plrt::sdk {
 
-std::vector<PL_Parameter> parameter_views(pl::Module& m, std::vector<std::string>& names) {
+std::vector<PL_Parameter> parameter_views(pl::TrainerModel& m, std::vector<std::string>& names) {
   std::vector<PL_Parameter> out;
   names.clear();
-  for (auto& [name, p] : m.named_parameters()) {
+  for (auto& [name, p] : m.parameters()) {
     PL_Parameter cp{};
     cp.struct_size = sizeof cp;
     cp.value = p->value.view();
@@ -36,7 +37,7 @@ std::vector<PL_Parameter> parameter_views(pl::Module& m, std::vector<std::string
     names.push_back(name);
     out.push_back(cp);
   }
-  for (auto& [name, b] : m.named_buffers()) {
+  for (auto& [name, b] : m.buffers()) {
     PL_Parameter cp{};
     cp.struct_size = sizeof cp;
     cp.value = b->view();
@@ -52,23 +53,6 @@ std::vector<PL_Parameter> parameter_views(pl::Module& m, std::vector<std::string
 }  // namespace plrt::sdk
 
 namespace pl {
-
-namespace {
-
-// Zeros the gradients a replica's step did not write, so the strategy's sum stays exact.
-void zero_unwritten(Module& m) {
-  for (Parameter* p : m.parameters()) {
-    if (!p->requires_grad || !p->grad_is_zero || !p->grad.defined() || p->grad.numel() == 0) continue;
-    PL_Tensor g = p->grad.view();
-    if (p->grad.accelerator().defined())
-      p->grad.accelerator().fill(g, 0.0);
-    else
-      std::memset(p->grad.data(), 0, p->grad.nbytes());
-    p->grad_is_zero = false;
-  }
-}
-
-}  // namespace
 
 ReplicaSplit ReplicaSplit::of(const Batch& batch, int n) {
   ReplicaSplit s;
@@ -92,8 +76,8 @@ Batch ReplicaSplit::slice(const Batch& batch, int r) const {
   return out;
 }
 
-// Replicas for dp/ddp2: one module per extra device, registered with the strategy.
-void Trainer::Impl::attach_replicas(LightningModule& m) {
+// Replicas for dp/ddp2: one model per extra device, registered with the strategy.
+void Trainer::Impl::attach_replicas() {
   num_replicas = strategy.num_replicas();
   replicas.clear();
   replica_devices.assign(1, device);
@@ -102,13 +86,10 @@ void Trainer::Impl::attach_replicas(LightningModule& m) {
     throw Error(PL_ERR_RUNTIME, "strategy '" + job.strategy + "' drives " + std::to_string(num_replicas) +
                                     " replicas but the job has " + std::to_string(job.devices.size()) + " devices");
   for (int r = 1; r < num_replicas; ++r) {
-    std::unique_ptr<LightningModule> rep = m.replicate();
-    if (!rep || rep.get() == &m)
-      throw Error(PL_ERR_INVALID_ARGUMENT, "replicate() must return a new module of the same architecture");
+    std::unique_ptr<TrainerModel> rep = model->replicate(self);
     PL_Device d{job.device_type, job.devices[static_cast<size_t>(r)]};
     if (job.device_type == PL_DEVICE_CPU) d.index = r;  // CPU "devices": host memory, told apart by index
-    rep->to(acc, d);
-    rep->trainer_ = self;
+    rep->place(acc, d);
     std::vector<std::string> names;
     std::vector<PL_Parameter> params = plrt::sdk::parameter_views(*rep, names);
     if (names != param_names)
@@ -125,7 +106,7 @@ void Trainer::Impl::attach_replicas(LightningModule& m) {
 }
 
 Scalar Trainer::Impl::training_step(const Batch& batch, int64_t b) {
-  LightningModule& m = *module;
+  TrainerModel& m = *model;
   const double base = 1.0 / o.accumulate_grad_batches;
   const double loss_scale = scaler ? scaler->scale() : 1.0;
   const int n = num_replicas;
@@ -133,6 +114,8 @@ Scalar Trainer::Impl::training_step(const Batch& batch, int64_t b) {
   const ReplicaSplit split_of = ReplicaSplit::of(batch, n);
   const int used = split_of.used;
   const std::vector<int64_t>& sizes = split_of.sizes;
+  // two-phase steps and one replica: 1/accumulate; one-phase steps over several: dp's mean too
+  const StepScales scales{split ? base : base / used, loss_scale, precision.compute_dtype};
   std::vector<ReplicaOutput> outputs(static_cast<size_t>(n));
   for (int r = 0; r < n; ++r) {
     outputs[static_cast<size_t>(r)].replica = r;
@@ -141,7 +124,6 @@ Scalar Trainer::Impl::training_step(const Batch& batch, int64_t b) {
   if (n > 1) replica_logs.assign(static_cast<size_t>(n), {});
   if (n > 1 && replicas_need_copy) copy_root_to_replicas();  // evaluation ran since the last step
   replicas_need_copy = false;
-  auto module_of = [&](int r) -> LightningModule& { return r == 0 ? m : *replicas[static_cast<size_t>(r - 1)]; };
   auto replica_batch = [&](int r) -> Batch {
     if (n == 1) return batch;
     Batch s = split_of.slice(batch, r);
@@ -157,28 +139,25 @@ Scalar Trainer::Impl::training_step(const Batch& batch, int64_t b) {
   // phase 1: training_step (or forward_step) on every replica
   strategy.run_step([&](int r, int, PL_Device) {
     ReplicaScope scope(n > 1 ? r : -1);
-    amp::Autocast autocast(precision.compute_dtype, loss_scale);
-    LightningModule& mod = module_of(r);
+    TrainerModel& mod = model_of(r);
     if (r > 0) mod.zero_grad();
     if (r >= used) {
-      zero_unwritten(mod);
+      mod.fill_unwritten_grads();
       return;
     }
-    mod.set_grad_scale(split ? base : base / used);
     Batch s = replica_batch(r);
     ReplicaOutput& out = outputs[static_cast<size_t>(r)];
     out.batch = s;
     if (split) {
-      out.output = mod.forward_step(s, b);
+      out.output = mod.forward_step(s, b, scales);
     } else {
-      out.loss = mod.training_step(s, b);
-      if (n > 1) zero_unwritten(mod);
+      out.loss = mod.training_step(s, b, scales);
+      if (n > 1) mod.fill_unwritten_grads();
     }
   });
   if (n > 1) merge_replica_logs(sizes);
   outputs.resize(static_cast<size_t>(used));
-  amp::Autocast autocast(precision.compute_dtype, loss_scale);
-  if (!split) return m.training_step_end(outputs);
+  if (!split) return m.training_step_end(outputs, scales);
 
   // two-phase: the whole batch's loss on the root, then backward on every replica
   for (auto& out : outputs) {
@@ -187,7 +166,7 @@ Scalar Trainer::Impl::training_step(const Batch& batch, int64_t b) {
                   "forward_step of replica " + std::to_string(out.replica) + " returned an undefined tensor");
     out.output = out.output.to(acc, device);
   }
-  const Scalar loss = m.training_step_end(outputs);
+  const Scalar loss = m.training_step_end(outputs, scales);
   for (const auto& out : outputs)
     if (!out.output_grad.defined() || out.output_grad.shape() != out.output.shape())
       throw Error(PL_ERR_INVALID_ARGUMENT,
@@ -196,11 +175,11 @@ Scalar Trainer::Impl::training_step(const Batch& batch, int64_t b) {
                       (out.output_grad.defined() ? "; it is " + shape_text(out.output_grad.shape()) : ""));
   strategy.run_step([&](int r, int, PL_Device) {
     ReplicaScope scope(n > 1 ? r : -1);
-    amp::Autocast ac(precision.compute_dtype, loss_scale);
-    LightningModule& mod = module_of(r);
+    TrainerModel& mod = model_of(r);
     if (r >= used) return;  // zeroed in phase 1
-    mod.backward_step(outputs[static_cast<size_t>(r)].output_grad.to(acc, replica_devices[static_cast<size_t>(r)]));
-    if (n > 1) zero_unwritten(mod);
+    mod.backward_step(outputs[static_cast<size_t>(r)].output_grad.to(acc, replica_devices[static_cast<size_t>(r)]),
+                      scales);
+    if (n > 1) mod.fill_unwritten_grads();
   });
   if (n > 1) merge_replica_logs(sizes);
   return loss;

@@ -16,6 +16,10 @@
 #include <string>
 #include <vector>
 
+namespace plrt::sdk {
+class ModuleModel;
+}
+
 namespace pl {
 
 class Trainer;
@@ -178,6 +182,7 @@ class LightningModule : public Module {
 
  private:
   friend class Trainer;
+  friend class plrt::sdk::ModuleModel;  // the trainer's view of this module (module_model.hpp)
   Trainer* trainer_ = nullptr;
   HParams hparams_;
 };
