@@ -93,7 +93,7 @@ bool EarlyStopping::judge(double current, std::string& why) {
   return false;
 }
 
-void EarlyStopping::on_train_epoch_end(Trainer& trainer, LightningModule&) {
+void EarlyStopping::on_train_epoch_end(Trainer& trainer, LightningBase&) {
   Trainer::Impl& t = plrt::sdk::TrainerAccess::of(trainer);
   if (t.o.fast_dev_run > 0) return;  // Lightning's: fast_dev_run checks nothing
   const bool on_train_end =
@@ -103,7 +103,7 @@ void EarlyStopping::on_train_epoch_end(Trainer& trainer, LightningModule&) {
 }
 
 // fit validating inside epochs (val_check_interval): each of its validations' ends, as Lightning's.
-void EarlyStopping::on_validation_end(Trainer& trainer, LightningModule&) {
+void EarlyStopping::on_validation_end(Trainer& trainer, LightningBase&) {
   Trainer::Impl& t = plrt::sdk::TrainerAccess::of(trainer);
   if (t.o.fast_dev_run > 0 || !t.fit_validating || !t.val_inside_epochs) return;
   if (o_.check_on_train_epoch_end.value_or(false)) return;

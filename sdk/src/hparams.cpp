@@ -14,7 +14,7 @@
 
 namespace pl {
 
-void LightningModule::save_hyperparameters(const HParams& hparams) {
+void LightningBase::save_hyperparameters(const HParams& hparams) {
   for (const auto& [name, value] : hparams)
     if (name.empty() || name == "trainer")
       throw Error(PL_ERR_INVALID_ARGUMENT,

@@ -1,10 +1,11 @@
-// LightningModule's trainer-facing calls: log, all_gather, rank queries.
+// LightningBase's trainer-facing calls (log, all_gather, rank queries) and LightningModule's
+// default hooks.
 #include "trainer_impl.hpp"
 
-// Trainer::impl_ is private; LightningModule is Trainer's friend.
+// Trainer::impl_ is private; LightningBase is Trainer's friend.
 namespace pl {
 
-void LightningModule::log(const std::string& name, const Scalar& value, const LogOptions& options) {
+void LightningBase::log(const std::string& name, const Scalar& value, const LogOptions& options) {
   if (trainer_ == nullptr)
     throw Error(
         PL_ERR_INVALID_ARGUMENT,
@@ -19,7 +20,7 @@ void LightningModule::log(const std::string& name, const Scalar& value, const Lo
                 t.rank, t.collectives());
 }
 
-LightningModule::~LightningModule() {
+LightningBase::~LightningBase() {
   if (trainer_ != nullptr) trainer_->impl_->forget_module(this);
 }
 
@@ -58,7 +59,7 @@ void LightningModule::backward_step(const Tensor&) {
               "replica's backward from d(loss)/d(output)");
 }
 
-std::vector<Tensor> LightningModule::all_gather(const Tensor& x) {
+std::vector<Tensor> LightningBase::all_gather(const Tensor& x) {
   if (trainer_ == nullptr)
     throw Error(PL_ERR_INVALID_ARGUMENT, "all_gather needs a trainer: call it while Trainer::fit/validate/test runs");
   Trainer::Impl& t = *trainer_->impl_;
@@ -76,17 +77,17 @@ std::vector<Tensor> LightningModule::all_gather(const Tensor& x) {
   return out;
 }
 
-std::vector<double> LightningModule::all_gather(double value) {
+std::vector<double> LightningBase::all_gather(double value) {
   auto parts = all_gather(Tensor::from_vector<double>({value}, {1}));
   std::vector<double> out;
   for (const auto& p : parts) out.push_back(p.to_vector<double>()[0]);
   return out;
 }
 
-bool LightningModule::is_global_zero() const { return global_rank() == 0; }
-int LightningModule::global_rank() const { return trainer_ ? trainer_->global_rank() : 0; }
-int LightningModule::world_size() const { return trainer_ ? trainer_->world_size() : 1; }
-int64_t LightningModule::current_epoch() const { return trainer_ ? trainer_->current_epoch() : 0; }
-int64_t LightningModule::global_step() const { return trainer_ ? trainer_->global_step() : 0; }
+bool LightningBase::is_global_zero() const { return global_rank() == 0; }
+int LightningBase::global_rank() const { return trainer_ ? trainer_->global_rank() : 0; }
+int LightningBase::world_size() const { return trainer_ ? trainer_->world_size() : 1; }
+int64_t LightningBase::current_epoch() const { return trainer_ ? trainer_->current_epoch() : 0; }
+int64_t LightningBase::global_step() const { return trainer_ ? trainer_->global_step() : 0; }
 
 }  // namespace pl

@@ -36,11 +36,11 @@ bool logs_at(const Trainer& trainer, const std::string& interval, const std::str
 
 }  // namespace
 
-void LearningRateMonitor::on_train_epoch_start(Trainer& trainer, LightningModule&) {
+void LearningRateMonitor::on_train_epoch_start(Trainer& trainer, LightningBase&) {
   if (logs_at(trainer, interval_, "epoch")) log_rates(trainer);
 }
 
-void LearningRateMonitor::on_train_batch_start(Trainer& trainer, LightningModule&, const Batch&, int64_t) {
+void LearningRateMonitor::on_train_batch_start(Trainer& trainer, LightningBase&, const Batch&, int64_t) {
   if (!logs_at(trainer, interval_, "step")) return;
   const int64_t step = trainer.global_step();  // the optimizer step this batch works towards
   if (step == last_step_ || (step + 1) % trainer.options().log_every_n_steps != 0) return;

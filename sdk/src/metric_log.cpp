@@ -6,7 +6,7 @@
 
 namespace pl {
 
-void LightningModule::log(const std::string& name, Metric& metric, const LogOptions& options) {
+void LightningBase::log(const std::string& name, Metric& metric, const LogOptions& options) {
   if (trainer_ == nullptr)
     throw Error(PL_ERR_INVALID_ARGUMENT, "log('" + name + "', " + metric.name() +
                                              ") needs a trainer: call it from on_*_epoch_end while "

@@ -179,7 +179,7 @@ void ModelCheckpoint::load_state_dict(const HParams& s) {
 
 // Every rank learns rank 0's folder (the log folder is rank 0's), so that every rank makes the
 // same choice when a checkpoint's state comes from another folder (load_state_dict).
-void ModelCheckpoint::setup(Trainer& trainer, LightningModule&, const std::string& stage) {
+void ModelCheckpoint::setup(Trainer& trainer, LightningBase&, const std::string& stage) {
   if (stage != "fit") return;
   if (!o_.dirpath.empty())
     dir_ = o_.dirpath;
@@ -191,13 +191,13 @@ void ModelCheckpoint::setup(Trainer& trainer, LightningModule&, const std::strin
 
 bool ModelCheckpoint::better(double a, double b) const { return o_.mode == "min" ? a < b : a > b; }
 
-void ModelCheckpoint::on_train_batch_end(Trainer& trainer, LightningModule&, const Scalar&, const Batch&, int64_t) {
+void ModelCheckpoint::on_train_batch_end(Trainer& trainer, LightningBase&, const Scalar&, const Batch&, int64_t) {
   if (o_.every_n_train_steps <= 0 || trainer.global_step() == 0) return;
   if (trainer.global_step() % o_.every_n_train_steps != 0 || trainer.global_step() == last_step_saved_) return;
   check(trainer, false);
 }
 
-void ModelCheckpoint::on_train_epoch_end(Trainer& trainer, LightningModule&) {
+void ModelCheckpoint::on_train_epoch_end(Trainer& trainer, LightningBase&) {
   Trainer::Impl& t = plrt::sdk::TrainerAccess::of(trainer);
   if (every_n_epochs_ <= 0 || (t.epoch + 1) % every_n_epochs_ != 0) return;
   const bool on_train_end = o_.save_on_train_epoch_end.value_or(!t.has_val);
@@ -207,7 +207,7 @@ void ModelCheckpoint::on_train_epoch_end(Trainer& trainer, LightningModule&) {
 }
 
 // fit validating inside epochs (val_check_interval): each of its validations' ends, as Lightning's.
-void ModelCheckpoint::on_validation_end(Trainer& trainer, LightningModule&) {
+void ModelCheckpoint::on_validation_end(Trainer& trainer, LightningBase&) {
   Trainer::Impl& t = plrt::sdk::TrainerAccess::of(trainer);
   if (!t.fit_validating || !t.val_inside_epochs || o_.save_on_train_epoch_end.value_or(false)) return;
   if (every_n_epochs_ <= 0 || (t.epoch + 1) % every_n_epochs_ != 0) return;

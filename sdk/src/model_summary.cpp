@@ -22,10 +22,7 @@ std::string type_name(const Module& m) {
   return colon == std::string::npos ? name : name.substr(colon + 2);
 }
 
-struct Row {
-  std::string name, type;
-  int64_t params = 0;
-};
+using Row = TrainerModel::Submodule;
 
 void collect(Module& m, const std::string& prefix, int depth, int max_depth, std::vector<Row>& out) {
   for (auto& [name, child] : m.named_children()) {
@@ -68,11 +65,24 @@ std::string ModelSummary::readable_count(int64_t n) {
   return buf;
 }
 
-std::string ModelSummary::table(Module& module, int max_depth) {
+std::vector<TrainerModel::Submodule> ModelSummary::submodules(Module& module, int max_depth) {
   std::vector<Row> rows;
   if (max_depth != 0) collect(module, "", 0, max_depth, rows);
+  return rows;
+}
+
+std::string ModelSummary::table(Module& module, int max_depth) {
+  return format(submodules(module, max_depth), module.named_parameters());
+}
+
+std::string ModelSummary::table(TrainerModel& model, int max_depth) {
+  return format(max_depth != 0 ? model.submodules(max_depth) : std::vector<Row>{}, model.parameters());
+}
+
+std::string ModelSummary::format(const std::vector<TrainerModel::Submodule>& rows,
+                                 const std::vector<std::pair<std::string, Parameter*>>& params) {
   int64_t trainable = 0, frozen = 0, bytes = 0;
-  for (auto& [name, p] : module.named_parameters()) {
+  for (auto& [name, p] : params) {
     (p->requires_grad ? trainable : frozen) += p->value.numel();
     bytes += static_cast<int64_t>(p->value.nbytes());
   }
@@ -109,9 +119,11 @@ std::string ModelSummary::table(Module& module, int max_depth) {
   return out;
 }
 
-void ModelSummary::on_fit_start(Trainer& trainer, LightningModule& module) {
+void ModelSummary::on_fit_start(Trainer& trainer, LightningBase& module) {
   if (trainer.global_rank() != 0 || max_depth_ == 0) return;
-  trainer.runtime().log(PL_LOG_INFO, "model summary\n" + table(module, max_depth_));
+  (void)module;
+  if (trainer.model() != nullptr)
+    trainer.runtime().log(PL_LOG_INFO, "model summary\n" + table(*trainer.model(), max_depth_));
 }
 
 }  // namespace pl

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <plrt/sdk/amp.hpp>
 #include <plrt/sdk/error.hpp>
+#include <plrt/sdk/model_summary.hpp>
 #include <unordered_map>
 
 #include "sdk_internal.hpp"
@@ -16,6 +17,10 @@ Tensor TrainerModel::forward_step(const Batch&, int64_t, const StepScales&) {
 
 void TrainerModel::backward_step(const Tensor&, const StepScales&) {
   throw Error(PL_ERR_UNSUPPORTED, "this kind of module has no two-phase steps (backward_step)");
+}
+
+std::unique_ptr<TrainerModel> LightningModule::trainer_model() {
+  return std::make_unique<plrt::sdk::ModuleModel>(*this);
 }
 
 }  // namespace pl
@@ -55,6 +60,10 @@ void ModuleModel::fill_unwritten_grads() {
       std::memset(p->grad.data(), 0, p->grad.nbytes());
     p->grad_is_zero = false;
   }
+}
+
+std::vector<TrainerModel::Submodule> ModuleModel::submodules(int max_depth) {
+  return ModelSummary::submodules(*m_, max_depth);
 }
 
 std::unique_ptr<TrainerModel> ModuleModel::replicate(Trainer* trainer) const {

@@ -29,6 +29,7 @@ class ModuleModel final : public pl::TrainerModel {
   void load_state_dict(const std::map<std::string, pl::Tensor>& state, bool strict) override {
     m_->load_state_dict(state, strict);
   }
+  std::vector<Submodule> submodules(int max_depth) override;
   std::unique_ptr<pl::TrainerModel> replicate(pl::Trainer* trainer) const override;
 
   pl::Scalar training_step(const pl::Batch& batch, int64_t batch_idx, const pl::StepScales& s) override;

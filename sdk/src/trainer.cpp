@@ -8,7 +8,6 @@
 #include <sstream>
 #include <thread>
 
-#include "module_model.hpp"
 #include "trainer_impl.hpp"
 
 namespace pl {
@@ -54,7 +53,7 @@ void Trainer::Impl::resolve_job() {
   if (precision.scaled) scaler = std::make_unique<amp::GradScaler>(o.grad_scaler);
 }
 
-void Trainer::Impl::prepare(LightningModule& m) {
+void Trainer::Impl::prepare(LightningBase& m) {
   if (prepared) {
     if (module != &m)
       throw Error(PL_ERR_INVALID_ARGUMENT, "this trainer already drives another module; make a new Trainer");
@@ -82,9 +81,9 @@ void Trainer::Impl::prepare(LightningModule& m) {
 
 // Places the module on the device, hands its parameters to the strategy (ddp broadcasts rank 0's
 // values) and routes grad_ready to the strategy's bucket logic.
-void Trainer::Impl::attach(LightningModule& m) {
+void Trainer::Impl::attach(LightningBase& m) {
   module = &m;
-  model = std::make_unique<plrt::sdk::ModuleModel>(m);
+  model = m.trainer_model();
   model->place(acc, device);
   param_index.clear();
   c_params = plrt::sdk::parameter_views(*model, param_names);
@@ -139,7 +138,7 @@ plrt::sdk::Collectives Trainer::Impl::collectives() {
   return plrt::sdk::Collectives(rt->host(), strategy.pg_api(), strategy.pg(), world, &strategy).profiled(&profiler);
 }
 
-void Trainer::Impl::fit_here(LightningModule& m, DataLoader& train, DataLoader* val, const std::string& ckpt) {
+void Trainer::Impl::fit_here(LightningBase& m, DataLoader& train, DataLoader* val, const std::string& ckpt) {
   use_callbacks(m);  // their errors before any work
   prepare(m);
   try {
@@ -153,7 +152,7 @@ void Trainer::Impl::fit_here(LightningModule& m, DataLoader& train, DataLoader* 
   }
 }
 
-void Trainer::Impl::fit_loop(LightningModule& m, DataLoader& train, DataLoader* val, const std::string& ckpt) {
+void Trainer::Impl::fit_loop(LightningBase& m, DataLoader& train, DataLoader* val, const std::string& ckpt) {
   distribute(train, "train");
   if (val) distribute(*val, "validation");
   // the limits' errors (a fraction that leaves no batch) before any work, the log folder included;
@@ -228,7 +227,7 @@ void Trainer::Impl::fit_loop(LightningModule& m, DataLoader& train, DataLoader* 
 // world size would have taken to reach the position); accumulation windows count from the start,
 // which is always an optimizer-step boundary.
 void Trainer::Impl::train_epoch(DataLoader& train, DataLoader* val) {
-  LightningModule& m = *module;
+  LightningBase& m = *module;
   const plrt::sdk::Profiler::Span epoch_span(&profiler, "run_training_epoch");
   train.set_epoch(epoch);
   const int64_t start = epoch_samples;
@@ -340,7 +339,7 @@ void Trainer::Impl::train_epoch(DataLoader& train, DataLoader* val) {
 }
 
 void Trainer::Impl::end_train_epoch(DataLoader* val, double steps_per_s) {
-  LightningModule& m = *module;
+  LightningBase& m = *module;
   auto values = metrics.reduce_epoch(collectives());
   const int64_t last = epoch_batches - 1;  // the epoch's last batch run (-1: none)
   const bool validate =
@@ -402,7 +401,7 @@ Trainer::~Trainer() = default;
 // the members go, the strategy torn down first (see the member order in trainer_impl.hpp).
 Trainer::Impl::~Impl() { detach_module(); }
 
-void Trainer::Impl::adopt(LightningModule& m) {
+void Trainer::Impl::adopt(LightningBase& m) {
   if (prepared && module != &m)
     throw Error(PL_ERR_INVALID_ARGUMENT, "this trainer already drives another module; make a new Trainer");
   if (m.trainer_ != nullptr && m.trainer_ != self) m.trainer_->impl_->forget_module(&m);
@@ -419,7 +418,7 @@ void Trainer::Impl::detach_module() {
   model.reset();
 }
 
-void Trainer::fit(LightningModule& module, DataLoader& train, DataLoader* val, const std::string& ckpt_path) {
+void Trainer::fit(LightningBase& module, DataLoader& train, DataLoader* val, const std::string& ckpt_path) {
   if (impl_->job.launch_mode == PL_LAUNCH_SPAWN && !impl_->spawned_worker && impl_->world > 1) {
     Impl::check_resume_path(ckpt_path);
     return impl_->fit_spawn(module, train, val, ckpt_path);
@@ -429,7 +428,7 @@ void Trainer::fit(LightningModule& module, DataLoader& train, DataLoader* val, c
   impl_->fit_here(module, train, val, ckpt_path);
 }
 
-std::map<std::string, double> Trainer::validate(LightningModule& module, DataLoader& loader) {
+std::map<std::string, double> Trainer::validate(LightningBase& module, DataLoader& loader) {
   if (impl_->job.launch_mode == PL_LAUNCH_SPAWN && !impl_->spawned_worker && impl_->world > 1)
     throw Error(PL_ERR_UNSUPPORTED,
                 "validate with ddp_spawn runs in this process only after fit; use strategy 'ddp' "
@@ -437,7 +436,7 @@ std::map<std::string, double> Trainer::validate(LightningModule& module, DataLoa
   return impl_->evaluate(module, loader, false);
 }
 
-std::map<std::string, double> Trainer::test(LightningModule& module, DataLoader& loader) {
+std::map<std::string, double> Trainer::test(LightningBase& module, DataLoader& loader) {
   if (impl_->job.launch_mode == PL_LAUNCH_SPAWN && !impl_->spawned_worker && impl_->world > 1)
     throw Error(PL_ERR_UNSUPPORTED,
                 "test with ddp_spawn runs in this process only after fit; use strategy 'ddp' "
@@ -446,7 +445,7 @@ std::map<std::string, double> Trainer::test(LightningModule& module, DataLoader&
 }
 
 // Trainer::validate / test: the stage with its callbacks' setup and teardown.
-std::map<std::string, double> Trainer::Impl::evaluate(LightningModule& m, DataLoader& loader, bool test) {
+std::map<std::string, double> Trainer::Impl::evaluate(LightningBase& m, DataLoader& loader, bool test) {
   const char* stage = test ? "test" : "validate";
   adopt(m);
   use_callbacks(m);
@@ -467,6 +466,7 @@ std::map<std::string, double> Trainer::Impl::evaluate(LightningModule& m, DataLo
 }
 
 void Trainer::save_checkpoint(const std::string& path) { impl_->save_checkpoint(path); }
+TrainerModel* Trainer::model() const { return impl_->model.get(); }
 int Trainer::global_rank() const { return impl_->rank; }
 int Trainer::world_size() const { return impl_->world; }
 int Trainer::local_rank() const { return impl_->local_rank; }

@@ -93,7 +93,7 @@ std::map<std::string, double> numbers_from_json(const nlohmann::json& j, const s
 
 std::string Callback::state_key() const { return plrt::sdk::demangled(typeid(*this)); }
 
-void Trainer::Impl::use_callbacks(LightningModule& m) {
+void Trainer::Impl::use_callbacks(LightningBase& m) {
   std::vector<std::shared_ptr<Callback>> list = o.callbacks;
   for (auto& c : m.configure_callbacks()) {
     if (!c) throw Error(PL_ERR_INVALID_ARGUMENT, "configure_callbacks returned a null callback");

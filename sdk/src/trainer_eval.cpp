@@ -24,7 +24,7 @@
 namespace pl {
 
 std::map<std::string, double> Trainer::Impl::eval_loop(DataLoader& loader, bool test, bool sanity) {
-  LightningModule& m = *module;
+  LightningBase& m = *module;
   const plrt::sdk::Profiler::Span timed(&profiler, sanity ? "run_sanity_check" : test ? "run_test" : "run_validation");
   strategy.sync_weights();  // ABI 1.6: every rank evaluates the same model
   if (num_replicas > 1) {

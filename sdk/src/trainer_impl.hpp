@@ -124,8 +124,8 @@ struct Trainer::Impl {
   std::unique_ptr<amp::GradScaler> scaler;  // 16-mixed only
   int64_t effective_batch = 0;              // samples per optimizer step, across the job
 
-  LightningModule* module = nullptr;   // the module fit/validate/test drives (set by attach)
-  LightningModule* adopted = nullptr;  // the module whose trainer_ is this trainer
+  LightningBase* module = nullptr;   // the module fit/validate/test drives (set by attach)
+  LightningBase* adopted = nullptr;  // the module whose trainer_ is this trainer
   std::unique_ptr<Optimizer> optimizer;
   std::vector<LRSchedulerConfig> schedulers;  // configure_lr_schedulers' (trainer_schedulers.cpp)
   nlohmann::json saved_schedulers;            // a checkpoint's, put into them once they are made
@@ -247,14 +247,14 @@ struct Trainer::Impl {
   ~Impl();
   // The module `m` is being destroyed: the trainer stops pointing at it.  Its tensors that the
   // strategy borrowed stay alive in `borrowed` until the strategy's teardown.
-  void forget_module(const LightningModule* m) {
+  void forget_module(const LightningBase* m) {
     if (module == m) module = nullptr, model.reset();
     if (adopted == m) adopted = nullptr;
   }
   // m.trainer_ = this trainer (before anything else of fit/validate/test); the trainer m had
   // before forgets it.  Invariant: `adopted` is the one module whose trainer_ is this trainer, and
   // `module` is either it or nullptr, so that a module's destructor reaches every pointer to it.
-  void adopt(LightningModule& m);
+  void adopt(LightningBase& m);
   // Unhooks the adopted module from this trainer (its trainer pointer, and the grad-ready hook when
   // this trainer set it): a module that outlives its trainer must not call into freed memory.
   void detach_module();
@@ -269,18 +269,18 @@ struct Trainer::Impl {
   bool min_note_given = false;
   JobRequest request() const;  // the job the options ask for
   void resolve_job();
-  void prepare(LightningModule& m);  // accelerator, store, strategy, module placement (once)
-  void attach(LightningModule& m);
+  void prepare(LightningBase& m);  // accelerator, store, strategy, module placement (once)
+  void attach(LightningBase& m);
   void distribute(DataLoader& loader, const char* stage);
   Batch to_device(const Batch& b) const;
   plrt::sdk::Collectives collectives();  // metrics' collectives (metrics.hpp decides the route)
   void info(const std::string& msg) const { rt->log(PL_LOG_INFO, msg); }
   void warn(const std::string& msg) const { rt->log(PL_LOG_WARN, msg); }
 
-  void fit_here(LightningModule& m, DataLoader& train, DataLoader* val, const std::string& ckpt);
-  void fit_loop(LightningModule& m, DataLoader& train, DataLoader* val, const std::string& ckpt);
-  std::map<std::string, double> evaluate(LightningModule& m, DataLoader& loader, bool test);
-  std::vector<Tensor> predict(LightningModule& m, DataLoader& loader);  // trainer_predict.cpp
+  void fit_here(LightningBase& m, DataLoader& train, DataLoader* val, const std::string& ckpt);
+  void fit_loop(LightningBase& m, DataLoader& train, DataLoader* val, const std::string& ckpt);
+  std::map<std::string, double> evaluate(LightningBase& m, DataLoader& loader, bool test);
+  std::vector<Tensor> predict(LightningBase& m, DataLoader& loader);  // trainer_predict.cpp
   std::vector<Tensor> predict_loop(DataLoader& loader);
   // One epoch's batches (validating inside it where val_check_interval says), then its end:
   // validation when due, the on_train_epoch_end hooks, the epoch's logged values, its learning-rate
@@ -343,7 +343,7 @@ struct Trainer::Impl {
   // The callbacks of TrainerOptions and the module's configure_callbacks merged and ordered
   // (ModelCheckpoint last), at the start of fit, validate and test (as Lightning does); duplicate
   // state keys and ModelCheckpoint without enable_checkpointing are errors.
-  void use_callbacks(LightningModule& m);
+  void use_callbacks(LightningBase& m);
   // f(c) for each callback, timed as "[Callback]<type>.<hook>" when the profiler is on.
   template <class F>
   void each_callback(const char* hook, F&& f) {
@@ -373,7 +373,7 @@ struct Trainer::Impl {
   std::string callback_action(size_t i, const char* hook);
   std::string module_action(const char* hook) const { return profiler.on() ? module_type + hook : std::string(); }
   // trainer_spawn.cpp: forks the workers, waits, takes rank 0's results into `m`.
-  void fit_spawn(LightningModule& m, DataLoader& train, DataLoader* val, const std::string& ckpt);
+  void fit_spawn(LightningBase& m, DataLoader& train, DataLoader* val, const std::string& ckpt);
 };
 
 }  // namespace pl

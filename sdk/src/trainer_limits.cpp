@@ -96,7 +96,7 @@ bool Trainer::Impl::can_stop_early() {
 // Lightning's _run_sanity_check: after on_fit_start, before on_train_start.
 void Trainer::Impl::sanity_check(DataLoader* val) {
   if (!val || o.num_sanity_val_steps == 0 || o.fast_dev_run > 0 || !validates_in_epoch()) return;
-  LightningModule& m = *module;
+  LightningBase& m = *module;
   sanity_checking = true;
   struct Done {
     bool& flag;

@@ -9,7 +9,7 @@
 
 namespace pl {
 
-std::vector<Tensor> Trainer::predict(LightningModule& module, DataLoader& loader) {
+std::vector<Tensor> Trainer::predict(LightningBase& module, DataLoader& loader) {
   if (impl_->job.launch_mode == PL_LAUNCH_SPAWN && !impl_->spawned_worker && impl_->world > 1)
     throw Error(PL_ERR_UNSUPPORTED,
                 "predict with ddp_spawn runs in this process only after fit; use strategy 'ddp' "
@@ -17,7 +17,7 @@ std::vector<Tensor> Trainer::predict(LightningModule& module, DataLoader& loader
   return impl_->predict(module, loader);
 }
 
-std::vector<Tensor> Trainer::Impl::predict(LightningModule& m, DataLoader& loader) {
+std::vector<Tensor> Trainer::Impl::predict(LightningBase& m, DataLoader& loader) {
   adopt(m);
   use_callbacks(m);
   prepare(m);
@@ -36,7 +36,7 @@ std::vector<Tensor> Trainer::Impl::predict(LightningModule& m, DataLoader& loade
 }
 
 std::vector<Tensor> Trainer::Impl::predict_loop(DataLoader& loader) {
-  LightningModule& m = *module;
+  LightningBase& m = *module;
   strategy.sync_weights();  // ABI 1.6: every rank predicts with the same model
   struct Mode {
     TrainerModel& m;

@@ -59,7 +59,7 @@ int read_port(int fd, std::chrono::milliseconds timeout) {
 
 }  // namespace
 
-void Trainer::Impl::fit_spawn(LightningModule& m, DataLoader& train, DataLoader* val, const std::string& ckpt) {
+void Trainer::Impl::fit_spawn(LightningBase& m, DataLoader& train, DataLoader* val, const std::string& ckpt) {
   namespace fs = std::filesystem;
   // The workers are forked, and a forked child cannot use CUDA once its parent initialised it
   // (counting the devices while resolving the job did): say so rather than fail in the workers.
@@ -212,7 +212,7 @@ void Trainer::Impl::fit_spawn(LightningModule& m, DataLoader& train, DataLoader*
   if (fs::exists(results + "/result.json")) {
     auto j = nlohmann::json::parse(read_file(results + "/result.json"));
     auto weights = safetensors::load(results + "/model.safetensors");
-    m.load_state_dict(weights.tensors, true);
+    m.trainer_model()->load_state_dict(weights.tensors, true);
     epoch = j.at("epoch").get<int64_t>();
     step = j.at("global_step").get<int64_t>();
     samples_trained = j.at("samples_trained").get<int64_t>();

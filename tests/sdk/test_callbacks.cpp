@@ -25,57 +25,57 @@ struct Recorder : pl::Callback {
   std::string tag;
   explicit Recorder(std::string t = "") : tag(std::move(t)) {}
   void add(const std::string& s) { calls.push_back(s); }
-  void setup(pl::Trainer&, pl::LightningModule&, const std::string& stage) override { add("setup:" + stage); }
-  void teardown(pl::Trainer&, pl::LightningModule&, const std::string& stage) override { add("teardown:" + stage); }
-  void on_fit_start(pl::Trainer&, pl::LightningModule&) override { add("fit_start"); }
-  void on_fit_end(pl::Trainer&, pl::LightningModule&) override { add("fit_end"); }
-  void on_sanity_check_start(pl::Trainer& t, pl::LightningModule&) override {
+  void setup(pl::Trainer&, pl::LightningBase&, const std::string& stage) override { add("setup:" + stage); }
+  void teardown(pl::Trainer&, pl::LightningBase&, const std::string& stage) override { add("teardown:" + stage); }
+  void on_fit_start(pl::Trainer&, pl::LightningBase&) override { add("fit_start"); }
+  void on_fit_end(pl::Trainer&, pl::LightningBase&) override { add("fit_end"); }
+  void on_sanity_check_start(pl::Trainer& t, pl::LightningBase&) override {
     add(std::string("sanity_start") + (t.sanity_checking() ? "" : ":not-flagged"));
   }
-  void on_sanity_check_end(pl::Trainer&, pl::LightningModule&) override { add("sanity_end"); }
-  void on_train_start(pl::Trainer& t, pl::LightningModule&) override {
+  void on_sanity_check_end(pl::Trainer&, pl::LightningBase&) override { add("sanity_end"); }
+  void on_train_start(pl::Trainer& t, pl::LightningBase&) override {
     add(std::string("train_start") + (t.sanity_checking() ? ":still-sanity" : ""));
   }
-  void on_train_end(pl::Trainer&, pl::LightningModule&) override { add("train_end"); }
-  void on_train_epoch_start(pl::Trainer& t, pl::LightningModule&) override {
+  void on_train_end(pl::Trainer&, pl::LightningBase&) override { add("train_end"); }
+  void on_train_epoch_start(pl::Trainer& t, pl::LightningBase&) override {
     add("train_epoch_start:" + std::to_string(t.current_epoch()));
   }
-  void on_train_epoch_end(pl::Trainer& t, pl::LightningModule&) override {
+  void on_train_epoch_end(pl::Trainer& t, pl::LightningBase&) override {
     add("train_epoch_end:" + std::to_string(t.current_epoch()) +
         (t.callback_metrics().count("val_loss") ? "+val" : ""));
   }
-  void on_train_batch_start(pl::Trainer&, pl::LightningModule&, const pl::Batch& b, int64_t i) override {
+  void on_train_batch_start(pl::Trainer&, pl::LightningBase&, const pl::Batch& b, int64_t i) override {
     add("batch_start:" + std::to_string(i) + ":" + std::to_string(b.at(0).size(0)));
   }
-  void on_train_batch_end(pl::Trainer& t, pl::LightningModule&, const pl::Scalar& loss, const pl::Batch&,
+  void on_train_batch_end(pl::Trainer& t, pl::LightningBase&, const pl::Scalar& loss, const pl::Batch&,
                           int64_t i) override {
     add("batch_end:" + std::to_string(i) + ":step" + std::to_string(t.global_step()) +
         (std::isfinite(loss.value()) ? "" : ":nan"));
   }
-  void on_before_optimizer_step(pl::Trainer& t, pl::LightningModule&, pl::Optimizer& o) override {
+  void on_before_optimizer_step(pl::Trainer& t, pl::LightningBase&, pl::Optimizer& o) override {
     add("before_opt:" + std::to_string(t.global_step()) + (&o == t.optimizer() ? "" : ":other"));
   }
-  void on_validation_start(pl::Trainer&, pl::LightningModule&) override { add("val_start"); }
-  void on_validation_end(pl::Trainer&, pl::LightningModule&) override { add("val_end"); }
-  void on_validation_epoch_start(pl::Trainer&, pl::LightningModule&) override { add("val_epoch_start"); }
-  void on_validation_epoch_end(pl::Trainer&, pl::LightningModule&) override { add("val_epoch_end"); }
-  void on_validation_batch_start(pl::Trainer&, pl::LightningModule&, const pl::Batch&, int64_t i) override {
+  void on_validation_start(pl::Trainer&, pl::LightningBase&) override { add("val_start"); }
+  void on_validation_end(pl::Trainer&, pl::LightningBase&) override { add("val_end"); }
+  void on_validation_epoch_start(pl::Trainer&, pl::LightningBase&) override { add("val_epoch_start"); }
+  void on_validation_epoch_end(pl::Trainer&, pl::LightningBase&) override { add("val_epoch_end"); }
+  void on_validation_batch_start(pl::Trainer&, pl::LightningBase&, const pl::Batch&, int64_t i) override {
     add("val_batch_start:" + std::to_string(i));
   }
-  void on_validation_batch_end(pl::Trainer&, pl::LightningModule&, const pl::Batch&, int64_t i) override {
+  void on_validation_batch_end(pl::Trainer&, pl::LightningBase&, const pl::Batch&, int64_t i) override {
     add("val_batch_end:" + std::to_string(i));
   }
-  void on_test_start(pl::Trainer&, pl::LightningModule&) override { add("test_start"); }
-  void on_test_end(pl::Trainer&, pl::LightningModule&) override { add("test_end"); }
-  void on_test_epoch_start(pl::Trainer&, pl::LightningModule&) override { add("test_epoch_start"); }
-  void on_test_epoch_end(pl::Trainer&, pl::LightningModule&) override { add("test_epoch_end"); }
-  void on_test_batch_start(pl::Trainer&, pl::LightningModule&, const pl::Batch&, int64_t i) override {
+  void on_test_start(pl::Trainer&, pl::LightningBase&) override { add("test_start"); }
+  void on_test_end(pl::Trainer&, pl::LightningBase&) override { add("test_end"); }
+  void on_test_epoch_start(pl::Trainer&, pl::LightningBase&) override { add("test_epoch_start"); }
+  void on_test_epoch_end(pl::Trainer&, pl::LightningBase&) override { add("test_epoch_end"); }
+  void on_test_batch_start(pl::Trainer&, pl::LightningBase&, const pl::Batch&, int64_t i) override {
     add("test_batch_start:" + std::to_string(i));
   }
-  void on_test_batch_end(pl::Trainer&, pl::LightningModule&, const pl::Batch&, int64_t i) override {
+  void on_test_batch_end(pl::Trainer&, pl::LightningBase&, const pl::Batch&, int64_t i) override {
     add("test_batch_end:" + std::to_string(i));
   }
-  void on_exception(pl::Trainer&, pl::LightningModule&, const std::exception& e) override {
+  void on_exception(pl::Trainer&, pl::LightningBase&, const std::exception& e) override {
     add(std::string("exception:") + e.what());
   }
 };
@@ -161,7 +161,7 @@ TEST(Callbacks, ConfigureCallbacksReplacesTheTrainersOfTheSameType) {
 
 TEST(Callbacks, AnExceptionReachesOnExceptionThenTheCaller) {
   struct Throws : pl::Callback {
-    void on_train_epoch_start(pl::Trainer&, pl::LightningModule&) override { throw pl::Error(PL_ERR_RUNTIME, "boom"); }
+    void on_train_epoch_start(pl::Trainer&, pl::LightningBase&) override { throw pl::Error(PL_ERR_RUNTIME, "boom"); }
   };
   FitRun run;
   auto rec = std::make_shared<Recorder>();
@@ -174,8 +174,7 @@ TEST(Callbacks, AnExceptionReachesOnExceptionThenTheCaller) {
 
 TEST(Callbacks, ShouldStopInsideAnEpochStopsAtThatStep) {
   struct StopAtFour : pl::Callback {
-    void on_train_batch_end(pl::Trainer& t, pl::LightningModule&, const pl::Scalar&, const pl::Batch&,
-                            int64_t) override {
+    void on_train_batch_end(pl::Trainer& t, pl::LightningBase&, const pl::Scalar&, const pl::Batch&, int64_t) override {
       if (t.global_step() == 4) t.set_should_stop(true);
     }
   };
@@ -190,7 +189,7 @@ TEST(Callbacks, ShouldStopInsideAnEpochStopsAtThatStep) {
 
 TEST(Callbacks, ShouldStopAtAnEpochsEndStopsAfterIt) {
   struct StopAtEpochEnd : pl::Callback {
-    void on_train_epoch_end(pl::Trainer& t, pl::LightningModule&) override {
+    void on_train_epoch_end(pl::Trainer& t, pl::LightningBase&) override {
       if (t.current_epoch() == 1) t.set_should_stop(true);
     }
   };
@@ -223,7 +222,7 @@ TEST(Callbacks, StateGoesIntoCheckpointsAndComesBackOnResume) {
       loaded = std::get<int64_t>(s.at("batches").value());
       batches = loaded;
     }
-    void on_train_batch_end(pl::Trainer&, pl::LightningModule&, const pl::Scalar&, const pl::Batch&, int64_t) override {
+    void on_train_batch_end(pl::Trainer&, pl::LightningBase&, const pl::Scalar&, const pl::Batch&, int64_t) override {
       ++batches;
     }
   };

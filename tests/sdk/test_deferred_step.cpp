@@ -103,7 +103,7 @@ struct Watch : pl::Callback {
   bool eager = false;
   std::vector<uint64_t> reads_at_end;
   std::vector<double> losses;
-  void on_train_batch_end(pl::Trainer&, pl::LightningModule&, const pl::Scalar& loss, const pl::Batch&,
+  void on_train_batch_end(pl::Trainer&, pl::LightningBase&, const pl::Scalar& loss, const pl::Batch&,
                           int64_t) override {
     if (eager) losses.push_back(loss.value());
     reads_at_end.push_back(pl::Scalar::deferred_reads());

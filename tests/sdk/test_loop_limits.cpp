@@ -164,7 +164,7 @@ TEST(LoopLimits, FastDevRunRunsNBatchesOfEachLoopAndWritesNothing) {
 
 TEST(LoopLimits, MinEpochsHoldsShouldStopBackUntilTheyAreDone) {
   struct StopEachEpoch : pl::Callback {
-    void on_train_epoch_end(pl::Trainer& t, pl::LightningModule&) override { t.set_should_stop(true); }
+    void on_train_epoch_end(pl::Trainer& t, pl::LightningBase&) override { t.set_should_stop(true); }
   };
   FitRun run = quiet_run(6);
   run.o.min_epochs = 3;
@@ -180,8 +180,7 @@ TEST(LoopLimits, MinEpochsHoldsShouldStopBackUntilTheyAreDone) {
 
 TEST(LoopLimits, MinStepsHoldsAStopInsideAnEpochUntilThatStep) {
   struct StopEveryBatch : pl::Callback {
-    void on_train_batch_end(pl::Trainer& t, pl::LightningModule&, const pl::Scalar&, const pl::Batch&,
-                            int64_t) override {
+    void on_train_batch_end(pl::Trainer& t, pl::LightningBase&, const pl::Scalar&, const pl::Batch&, int64_t) override {
       t.set_should_stop(true);
     }
   };

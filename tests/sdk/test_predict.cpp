@@ -30,29 +30,29 @@ struct Predictor : callback_test::Scripted {
 };
 
 struct Hooks : pl::Callback {
-  void setup(pl::Trainer&, pl::LightningModule&, const std::string& stage) override {
+  void setup(pl::Trainer&, pl::LightningBase&, const std::string& stage) override {
     g_calls->push_back("setup " + stage);
   }
-  void teardown(pl::Trainer&, pl::LightningModule&, const std::string& stage) override {
+  void teardown(pl::Trainer&, pl::LightningBase&, const std::string& stage) override {
     g_calls->push_back("teardown " + stage);
   }
-  void on_predict_start(pl::Trainer&, pl::LightningModule&) override { g_calls->push_back("on_predict_start"); }
-  void on_predict_end(pl::Trainer&, pl::LightningModule&) override { g_calls->push_back("on_predict_end"); }
-  void on_predict_epoch_start(pl::Trainer&, pl::LightningModule&) override {
+  void on_predict_start(pl::Trainer&, pl::LightningBase&) override { g_calls->push_back("on_predict_start"); }
+  void on_predict_end(pl::Trainer&, pl::LightningBase&) override { g_calls->push_back("on_predict_end"); }
+  void on_predict_epoch_start(pl::Trainer&, pl::LightningBase&) override {
     g_calls->push_back("on_predict_epoch_start");
   }
-  void on_predict_epoch_end(pl::Trainer&, pl::LightningModule&) override { g_calls->push_back("on_predict_epoch_end"); }
-  void on_predict_batch_start(pl::Trainer&, pl::LightningModule&, const pl::Batch&, int64_t i) override {
+  void on_predict_epoch_end(pl::Trainer&, pl::LightningBase&) override { g_calls->push_back("on_predict_epoch_end"); }
+  void on_predict_batch_start(pl::Trainer&, pl::LightningBase&, const pl::Batch&, int64_t i) override {
     g_calls->push_back("on_predict_batch_start " + std::to_string(i));
   }
-  void on_predict_batch_end(pl::Trainer&, pl::LightningModule&, const pl::Tensor& out, const pl::Batch& b,
+  void on_predict_batch_end(pl::Trainer&, pl::LightningBase&, const pl::Tensor& out, const pl::Batch& b,
                             int64_t i) override {
     g_calls->push_back("on_predict_batch_end " + std::to_string(i) + " rows " + std::to_string(out.shape().at(0)) +
                        "/" + std::to_string(b.at(0).shape().at(0)));
   }
 };
 
-std::vector<pl::Tensor> predict(callback_test::FitRun& run, pl::LightningModule& m, int64_t samples = 10) {
+std::vector<pl::Tensor> predict(callback_test::FitRun& run, pl::LightningBase& m, int64_t samples = 10) {
   pl::Trainer trainer(run.o, callback_test::FitRun::runtime());
   pl::DataLoaderOptions lo;
   lo.batch_size = 4;

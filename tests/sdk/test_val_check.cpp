@@ -26,14 +26,14 @@ using callback_test::Scripted;
 struct Watch : pl::Callback {
   std::vector<int64_t> val_steps;
   std::vector<std::string> calls;
-  void on_validation_end(pl::Trainer& t, pl::LightningModule&) override {
+  void on_validation_end(pl::Trainer& t, pl::LightningBase&) override {
     if (!t.sanity_checking()) val_steps.push_back(t.global_step());
     calls.push_back("val_end:" + std::to_string(t.global_step()));
   }
-  void on_train_epoch_end(pl::Trainer& t, pl::LightningModule&) override {
+  void on_train_epoch_end(pl::Trainer& t, pl::LightningBase&) override {
     calls.push_back("train_epoch_end:" + std::to_string(t.current_epoch()));
   }
-  void on_train_end(pl::Trainer&, pl::LightningModule&) override { calls.push_back("train_end"); }
+  void on_train_end(pl::Trainer&, pl::LightningBase&) override { calls.push_back("train_end"); }
 };
 
 // Also logs, in every training step, a count summed over the epoch: its epoch value is the
@@ -234,8 +234,7 @@ TEST(ValCheck, AnEpochThatMaxStepsEndsEarlyRunsItsEndWithoutValidation) {
 
 TEST(ValCheck, AShouldStopInsideAnEpochValidatesThenEndsTheEpoch) {
   struct StopAtStep3 : pl::Callback {
-    void on_train_batch_end(pl::Trainer& t, pl::LightningModule&, const pl::Scalar&, const pl::Batch&,
-                            int64_t) override {
+    void on_train_batch_end(pl::Trainer& t, pl::LightningBase&, const pl::Scalar&, const pl::Batch&, int64_t) override {
       if (t.global_step() == 3) t.set_should_stop(true);
     }
   };

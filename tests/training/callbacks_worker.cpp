@@ -81,7 +81,7 @@ int main(int argc, char** argv) {
     std::shared_ptr<pl::ModelCheckpoint> mc;
     // stop_rank1: rank 1 alone sets should_stop inside epoch 1; every rank must stop with it
     struct StopOnRankOne : pl::Callback {
-      void on_train_batch_end(pl::Trainer& t, pl::LightningModule&, const pl::Scalar&, const pl::Batch&,
+      void on_train_batch_end(pl::Trainer& t, pl::LightningBase&, const pl::Scalar&, const pl::Batch&,
                               int64_t) override {
         if (t.global_rank() == 1 && t.global_step() == 3) t.set_should_stop(true);
       }

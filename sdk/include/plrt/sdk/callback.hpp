@@ -28,7 +28,7 @@
 namespace pl {
 
 class Trainer;
-class LightningModule;
+class LightningBase;
 class Optimizer;
 
 class Callback {
@@ -49,76 +49,74 @@ class Callback {
   // monitoring callbacks: ModelCheckpoint, EarlyStopping).
   virtual bool monitors() const { return false; }
 
-  virtual void setup(Trainer& trainer, LightningModule& module, const std::string& stage) {
+  virtual void setup(Trainer& trainer, LightningBase& module, const std::string& stage) {
     (void)trainer, (void)module, (void)stage;
   }
-  virtual void teardown(Trainer& trainer, LightningModule& module, const std::string& stage) {
+  virtual void teardown(Trainer& trainer, LightningBase& module, const std::string& stage) {
     (void)trainer, (void)module, (void)stage;
   }
-  virtual void on_fit_start(Trainer& trainer, LightningModule& module) { (void)trainer, (void)module; }
-  virtual void on_fit_end(Trainer& trainer, LightningModule& module) { (void)trainer, (void)module; }
+  virtual void on_fit_start(Trainer& trainer, LightningBase& module) { (void)trainer, (void)module; }
+  virtual void on_fit_end(Trainer& trainer, LightningBase& module) { (void)trainer, (void)module; }
   // Around fit's sanity check (TrainerOptions::num_sanity_val_steps), after on_fit_start and
   // before on_train_start; the validation hooks run between them as in any validation, with
   // Trainer::sanity_checking() true.
-  virtual void on_sanity_check_start(Trainer& trainer, LightningModule& module) { (void)trainer, (void)module; }
-  virtual void on_sanity_check_end(Trainer& trainer, LightningModule& module) { (void)trainer, (void)module; }
-  virtual void on_train_start(Trainer& trainer, LightningModule& module) { (void)trainer, (void)module; }
-  virtual void on_train_end(Trainer& trainer, LightningModule& module) { (void)trainer, (void)module; }
-  virtual void on_train_epoch_start(Trainer& trainer, LightningModule& module) { (void)trainer, (void)module; }
-  virtual void on_train_epoch_end(Trainer& trainer, LightningModule& module) { (void)trainer, (void)module; }
+  virtual void on_sanity_check_start(Trainer& trainer, LightningBase& module) { (void)trainer, (void)module; }
+  virtual void on_sanity_check_end(Trainer& trainer, LightningBase& module) { (void)trainer, (void)module; }
+  virtual void on_train_start(Trainer& trainer, LightningBase& module) { (void)trainer, (void)module; }
+  virtual void on_train_end(Trainer& trainer, LightningBase& module) { (void)trainer, (void)module; }
+  virtual void on_train_epoch_start(Trainer& trainer, LightningBase& module) { (void)trainer, (void)module; }
+  virtual void on_train_epoch_end(Trainer& trainer, LightningBase& module) { (void)trainer, (void)module; }
   // batch_idx: the batch's index in the epoch.  on_train_batch_end comes after the batch's
   // optimizer step when the batch ends an accumulation window (global_step already counts it).
-  virtual void on_train_batch_start(Trainer& trainer, LightningModule& module, const Batch& batch, int64_t batch_idx) {
+  virtual void on_train_batch_start(Trainer& trainer, LightningBase& module, const Batch& batch, int64_t batch_idx) {
     (void)trainer, (void)module, (void)batch, (void)batch_idx;
   }
   // `loss`: what training_step returned; loss.value() reads it (a deferred loss: waits for the
   // device, so a callback that reads it every batch makes every step wait).
-  virtual void on_train_batch_end(Trainer& trainer, LightningModule& module, const Scalar& loss, const Batch& batch,
+  virtual void on_train_batch_end(Trainer& trainer, LightningBase& module, const Scalar& loss, const Batch& batch,
                                   int64_t batch_idx) {
     (void)trainer, (void)module, (void)loss, (void)batch, (void)batch_idx;
   }
   // Before each optimizer step: after gradient sync and 16-mixed's unscaling, before gradient
   // clipping (Lightning's order), also on a step the loss scaler skips.
-  virtual void on_before_optimizer_step(Trainer& trainer, LightningModule& module, Optimizer& optimizer) {
+  virtual void on_before_optimizer_step(Trainer& trainer, LightningBase& module, Optimizer& optimizer) {
     (void)trainer, (void)module, (void)optimizer;
   }
-  virtual void on_validation_start(Trainer& trainer, LightningModule& module) { (void)trainer, (void)module; }
-  virtual void on_validation_end(Trainer& trainer, LightningModule& module) { (void)trainer, (void)module; }
-  virtual void on_validation_epoch_start(Trainer& trainer, LightningModule& module) { (void)trainer, (void)module; }
-  virtual void on_validation_epoch_end(Trainer& trainer, LightningModule& module) { (void)trainer, (void)module; }
-  virtual void on_validation_batch_start(Trainer& trainer, LightningModule& module, const Batch& batch,
+  virtual void on_validation_start(Trainer& trainer, LightningBase& module) { (void)trainer, (void)module; }
+  virtual void on_validation_end(Trainer& trainer, LightningBase& module) { (void)trainer, (void)module; }
+  virtual void on_validation_epoch_start(Trainer& trainer, LightningBase& module) { (void)trainer, (void)module; }
+  virtual void on_validation_epoch_end(Trainer& trainer, LightningBase& module) { (void)trainer, (void)module; }
+  virtual void on_validation_batch_start(Trainer& trainer, LightningBase& module, const Batch& batch,
                                          int64_t batch_idx) {
     (void)trainer, (void)module, (void)batch, (void)batch_idx;
   }
-  virtual void on_validation_batch_end(Trainer& trainer, LightningModule& module, const Batch& batch,
-                                       int64_t batch_idx) {
+  virtual void on_validation_batch_end(Trainer& trainer, LightningBase& module, const Batch& batch, int64_t batch_idx) {
     (void)trainer, (void)module, (void)batch, (void)batch_idx;
   }
-  virtual void on_test_start(Trainer& trainer, LightningModule& module) { (void)trainer, (void)module; }
-  virtual void on_test_end(Trainer& trainer, LightningModule& module) { (void)trainer, (void)module; }
-  virtual void on_test_epoch_start(Trainer& trainer, LightningModule& module) { (void)trainer, (void)module; }
-  virtual void on_test_epoch_end(Trainer& trainer, LightningModule& module) { (void)trainer, (void)module; }
-  virtual void on_test_batch_start(Trainer& trainer, LightningModule& module, const Batch& batch, int64_t batch_idx) {
+  virtual void on_test_start(Trainer& trainer, LightningBase& module) { (void)trainer, (void)module; }
+  virtual void on_test_end(Trainer& trainer, LightningBase& module) { (void)trainer, (void)module; }
+  virtual void on_test_epoch_start(Trainer& trainer, LightningBase& module) { (void)trainer, (void)module; }
+  virtual void on_test_epoch_end(Trainer& trainer, LightningBase& module) { (void)trainer, (void)module; }
+  virtual void on_test_batch_start(Trainer& trainer, LightningBase& module, const Batch& batch, int64_t batch_idx) {
     (void)trainer, (void)module, (void)batch, (void)batch_idx;
   }
-  virtual void on_test_batch_end(Trainer& trainer, LightningModule& module, const Batch& batch, int64_t batch_idx) {
+  virtual void on_test_batch_end(Trainer& trainer, LightningBase& module, const Batch& batch, int64_t batch_idx) {
     (void)trainer, (void)module, (void)batch, (void)batch_idx;
   }
-  virtual void on_predict_start(Trainer& trainer, LightningModule& module) { (void)trainer, (void)module; }
-  virtual void on_predict_end(Trainer& trainer, LightningModule& module) { (void)trainer, (void)module; }
-  virtual void on_predict_epoch_start(Trainer& trainer, LightningModule& module) { (void)trainer, (void)module; }
-  virtual void on_predict_epoch_end(Trainer& trainer, LightningModule& module) { (void)trainer, (void)module; }
-  virtual void on_predict_batch_start(Trainer& trainer, LightningModule& module, const Batch& batch,
-                                      int64_t batch_idx) {
+  virtual void on_predict_start(Trainer& trainer, LightningBase& module) { (void)trainer, (void)module; }
+  virtual void on_predict_end(Trainer& trainer, LightningBase& module) { (void)trainer, (void)module; }
+  virtual void on_predict_epoch_start(Trainer& trainer, LightningBase& module) { (void)trainer, (void)module; }
+  virtual void on_predict_epoch_end(Trainer& trainer, LightningBase& module) { (void)trainer, (void)module; }
+  virtual void on_predict_batch_start(Trainer& trainer, LightningBase& module, const Batch& batch, int64_t batch_idx) {
     (void)trainer, (void)module, (void)batch, (void)batch_idx;
   }
   // `outputs`: what predict_step returned for this batch.
-  virtual void on_predict_batch_end(Trainer& trainer, LightningModule& module, const Tensor& outputs,
-                                    const Batch& batch, int64_t batch_idx) {
+  virtual void on_predict_batch_end(Trainer& trainer, LightningBase& module, const Tensor& outputs, const Batch& batch,
+                                    int64_t batch_idx) {
     (void)trainer, (void)module, (void)outputs, (void)batch, (void)batch_idx;
   }
   // fit/validate/test/predict is leaving with an exception (after which it is rethrown).
-  virtual void on_exception(Trainer& trainer, LightningModule& module, const std::exception& error) {
+  virtual void on_exception(Trainer& trainer, LightningBase& module, const std::exception& error) {
     (void)trainer, (void)module, (void)error;
   }
 };

@@ -47,8 +47,8 @@ class EarlyStopping : public Callback {
   HParams state_dict() const override;
   void load_state_dict(const HParams& state) override;
   bool monitors() const override { return true; }
-  void on_train_epoch_end(Trainer& trainer, LightningModule& module) override;
-  void on_validation_end(Trainer& trainer, LightningModule& module) override;
+  void on_train_epoch_end(Trainer& trainer, LightningBase& module) override;
+  void on_validation_end(Trainer& trainer, LightningBase& module) override;
 
  private:
   void run_check(Trainer& trainer);

@@ -21,8 +21,8 @@ class LearningRateMonitor : public Callback {
   explicit LearningRateMonitor(std::string logging_interval = "", bool log_momentum = false);
   const std::string& logging_interval() const { return interval_; }
 
-  void on_train_epoch_start(Trainer& trainer, LightningModule& module) override;
-  void on_train_batch_start(Trainer& trainer, LightningModule& module, const Batch& batch, int64_t batch_idx) override;
+  void on_train_epoch_start(Trainer& trainer, LightningBase& module) override;
+  void on_train_batch_start(Trainer& trainer, LightningBase& module, const Batch& batch, int64_t batch_idx) override;
 
  private:
   void log_rates(Trainer& trainer);

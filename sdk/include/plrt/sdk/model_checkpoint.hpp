@@ -64,11 +64,11 @@ class ModelCheckpoint : public Callback {
   HParams state_dict() const override;
   void load_state_dict(const HParams& state) override;
   bool monitors() const override { return true; }
-  void setup(Trainer& trainer, LightningModule& module, const std::string& stage) override;
-  void on_train_batch_end(Trainer& trainer, LightningModule& module, const Scalar& loss, const Batch& batch,
+  void setup(Trainer& trainer, LightningBase& module, const std::string& stage) override;
+  void on_train_batch_end(Trainer& trainer, LightningBase& module, const Scalar& loss, const Batch& batch,
                           int64_t batch_idx) override;
-  void on_train_epoch_end(Trainer& trainer, LightningModule& module) override;
-  void on_validation_end(Trainer& trainer, LightningModule& module) override;
+  void on_train_epoch_end(Trainer& trainer, LightningBase& module) override;
+  void on_validation_end(Trainer& trainer, LightningBase& module) override;
 
  private:
   void check(Trainer& trainer, bool at_epoch_end);

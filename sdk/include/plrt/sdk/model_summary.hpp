@@ -20,7 +20,9 @@
 
 #include <cstdint>
 #include <plrt/sdk/callback.hpp>
+#include <plrt/sdk/trainer_model.hpp>
 #include <string>
+#include <vector>
 
 namespace pl {
 
@@ -32,14 +34,19 @@ class ModelSummary : public Callback {
   explicit ModelSummary(int max_depth = 1);
   int max_depth() const { return max_depth_; }
 
-  void on_fit_start(Trainer& trainer, LightningModule& module) override;
+  void on_fit_start(Trainer& trainer, LightningBase& module) override;
 
-  // The table for `module` (what on_fit_start logs), and Lightning's human-readable count
-  // ("200 K", "1.3 M", "12  ").
+  // The table for a model (what on_fit_start logs: the trainer's model), or for a module tree of
+  // plrt's layers; and Lightning's human-readable count ("200 K", "1.3 M", "12  ").
+  static std::string table(TrainerModel& model, int max_depth = 1);
   static std::string table(Module& module, int max_depth = 1);
+  // A module tree's rows of the table (its submodules down to max_depth).
+  static std::vector<TrainerModel::Submodule> submodules(Module& module, int max_depth);
   static std::string readable_count(int64_t n);
 
  private:
+  static std::string format(const std::vector<TrainerModel::Submodule>& rows,
+                            const std::vector<std::pair<std::string, Parameter*>>& params);
   int max_depth_;
 };
 

@@ -203,19 +203,22 @@ class Trainer {
   // learning rate stays the checkpoint's (rank 0 says how the effective batch changed).  With
   // ddp_spawn the workers are forked here, and when fit returns this process's module holds the
   // trained weights and callback_metrics() the logged values.
-  void fit(LightningModule& module, DataLoader& train, DataLoader* val = nullptr, const std::string& ckpt_path = "");
-  std::map<std::string, double> validate(LightningModule& module, DataLoader& loader);
-  std::map<std::string, double> test(LightningModule& module, DataLoader& loader);
+  void fit(LightningBase& module, DataLoader& train, DataLoader* val = nullptr, const std::string& ckpt_path = "");
+  std::map<std::string, double> validate(LightningBase& module, DataLoader& loader);
+  std::map<std::string, double> test(LightningBase& module, DataLoader& loader);
   // Lightning's predict: module.predict_step on each batch of `loader` (limit_predict_batches of
   // them) in eval mode, under the precision's autocast; returns this rank's predictions in batch
   // order (under ddp, those of its DistributedSampler shard: all_gather them for every rank's).
   // Callbacks get setup/teardown("predict") and the on_predict_* hooks.  dp and ddp2 predict on
   // their first device.  ddp_spawn: after fit only, in this process.
-  std::vector<Tensor> predict(LightningModule& module, DataLoader& loader);
+  std::vector<Tensor> predict(LightningBase& module, DataLoader& loader);
   // Collective: every rank calls it; rank 0 writes (model.safetensors, optimizer.safetensors,
   // trainer.json, atomically).
   void save_checkpoint(const std::string& path);
 
+  // The trainer's view of the module that fit / validate / test / predict attached
+  // (trainer_model.hpp), e.g. for a callback that reads its parameters; nullptr before.
+  TrainerModel* model() const;
   int global_rank() const;
   int world_size() const;
   int local_rank() const;
@@ -284,7 +287,7 @@ class Trainer {
   struct Impl;
 
  private:
-  friend class LightningModule;
+  friend class LightningBase;
   friend struct plrt::sdk::TrainerAccess;
   std::unique_ptr<Impl> impl_;
 };

@@ -70,6 +70,13 @@ class TrainerModel {
   // strict: a missing or unexpected name throws, naming them; shapes and dtypes always must match.
   virtual std::vector<std::pair<std::string, Tensor>> state_dict() = 0;
   virtual void load_state_dict(const std::map<std::string, Tensor>& state, bool strict) = 0;
+  // Lightning's model summary rows: the submodules down to max_depth (-1: every depth), depth
+  // first, each with its dotted name, its class name without namespaces and its parameter count.
+  struct Submodule {
+    std::string name, type;
+    int64_t params = 0;
+  };
+  virtual std::vector<Submodule> submodules(int max_depth) = 0;
   // dp/ddp2: a new model of the same architecture, linked to `trainer` (its log() calls reach it);
   // its values are overwritten from the root before it steps.
   virtual std::unique_ptr<TrainerModel> replicate(Trainer* trainer) const = 0;
