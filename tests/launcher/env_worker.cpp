@@ -177,6 +177,16 @@ void write_report(const Args& a, const std::string& who) {
   std::rename((path + ".tmp").c_str(), path.c_str());
 }
 
+// Whether `path` holds a report of the round with this restart count (an earlier round's report of
+// the same rank stays until the new one replaces it).
+bool report_of_round(const std::string& path, const std::string& restart_count) {
+  std::ifstream f(path);
+  if (!f) return false;
+  const nlohmann::json j = nlohmann::json::parse(f, nullptr, false);
+  if (j.is_discarded() || !j.contains("env")) return false;
+  return j["env"].value("PL_RESTART_COUNT", std::string("0")) == restart_count;
+}
+
 // Every rank meets every other through the store plrun serves; rank 0 then leaves at once and the
 // others use the store after it has gone: the store must outlive rank 0.
 int store_check(int rank) {
@@ -237,11 +247,12 @@ int main(int argc, char** argv) {
 
   if (has_rank && rank == a.fail_rank) {
     // The others must be up (their handlers installed) before this rank fails, or a test could
-    // not tell whether plrun stopped them: wait for their reports, bounded.
+    // not tell whether plrun stopped them: wait for their reports of this round, bounded.
     const int world = std::stoi(env_or("WORLD_SIZE", "1"));
+    const std::string round = env_or("PL_RESTART_COUNT", "0");
     const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
     for (int r = 0; !a.out_dir.empty() && r < world && std::chrono::steady_clock::now() < until;)
-      if (::access((a.out_dir + "/rank-" + std::to_string(r) + ".json").c_str(), F_OK) == 0)
+      if (report_of_round(a.out_dir + "/rank-" + std::to_string(r) + ".json", round))
         ++r;
       else
         std::this_thread::sleep_for(std::chrono::milliseconds(5));
