@@ -15,6 +15,7 @@
 #include <plrt/sdk/devices.hpp>
 #include <plrt/sdk/lightning_module.hpp>
 #include <plrt/sdk/runtime.hpp>
+#include <plrt/sdk/trainer_model.hpp>
 #include <string>
 #include <utility>
 #include <vector>
