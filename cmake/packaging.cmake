@@ -21,6 +21,8 @@ if(TARGET plrt_torch)
     INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
   install(FILES ${PROJECT_SOURCE_DIR}/libtorch/include/plrt/torch.hpp DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/plrt
     COMPONENT torch)
+  install(DIRECTORY ${PROJECT_SOURCE_DIR}/libtorch/include/plrt/torch DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/plrt
+    COMPONENT torch)
   install(EXPORT plrtTorchTargets NAMESPACE plrt:: DESTINATION ${PLRT_CMAKE_INSTALL_DIR} COMPONENT torch)
 endif()
 configure_package_config_file(${CMAKE_CURRENT_LIST_DIR}/plrtConfig.cmake.in

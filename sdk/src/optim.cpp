@@ -86,6 +86,7 @@ const Accelerator& Optimizer::accelerator_of(size_t i) const {
 void Optimizer::step() {
   for (size_t i = 0; i < params_.size(); ++i)
     if (takes_step(i)) update(i, 0, params_[i]->value.numel());
+  finish_updates();
   ++steps_;
 }
 
@@ -125,6 +126,7 @@ void Optimizer::step(const std::vector<ParamRange>& ranges) {
   }
   for (const ParamRange& r : ranges)
     if (r.begin < r.end && takes_step(r.param)) update(r.param, r.begin, r.end);
+  finish_updates();
   ++steps_;
 }
 

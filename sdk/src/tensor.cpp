@@ -20,8 +20,9 @@ struct Tensor::Storage {
   PL_Device device{PL_DEVICE_CPU, 0};
   void* ptr = nullptr;
   size_t bytes = 0;
+  std::shared_ptr<void> owner;  // borrowed memory (Tensor::borrow): its owner, which frees it
   ~Storage() {
-    if (!ptr) return;
+    if (!ptr || owner) return;
     if (acc.defined())
       acc.free(device, ptr);
     else
@@ -107,6 +108,37 @@ Tensor Tensor::empty(const Accelerator& acc, PL_Device device, Shape shape, PL_D
   t.dtype_ = dtype;
   t.device_ = device;
   t.shape_ = std::move(shape);
+  return t;
+}
+
+Tensor Tensor::borrow(const PL_Tensor& view, const Accelerator& acc, std::shared_ptr<void> owner) {
+  if (!owner) throw Error(PL_ERR_INVALID_ARGUMENT, "Tensor::borrow: the memory's owner is null");
+  if (view.ndim < 0 || view.ndim > PL_MAX_DIMS)
+    throw Error(PL_ERR_INVALID_ARGUMENT, "Tensor::borrow: " + std::to_string(view.ndim) + " dimensions; at most " +
+                                             std::to_string(PL_MAX_DIMS) + " are supported");
+  if (acc.defined() && view.device.type != acc.device_type())
+    throw Error(PL_ERR_INVALID_ARGUMENT, "Tensor::borrow: accelerator '" + acc.name() +
+                                             "' does not own memory on a device of type " +
+                                             std::to_string(view.device.type));
+  if (!acc.defined() && view.device.type != PL_DEVICE_CPU)
+    throw Error(PL_ERR_INVALID_ARGUMENT, "Tensor::borrow: device memory needs its accelerator");
+  Tensor t;
+  t.shape_.assign(view.shape, view.shape + view.ndim);
+  t.numel_ = checked_numel(t.shape_);
+  if (t.numel_ != view.numel)
+    throw Error(PL_ERR_INVALID_ARGUMENT, "Tensor::borrow: numel " + std::to_string(view.numel) +
+                                             " does not match the shape " + shape_text(t.shape_));
+  if (t.numel_ > 0 && view.data == nullptr) throw Error(PL_ERR_INVALID_ARGUMENT, "Tensor::borrow: null data");
+  auto s = std::make_shared<Storage>();
+  s->acc = acc;
+  s->device = view.device;
+  s->ptr = view.data;
+  s->bytes = static_cast<size_t>(t.numel_) * checked_elem(view.dtype);
+  s->owner = std::move(owner);
+  t.storage_ = std::move(s);
+  t.data_ = view.data;
+  t.dtype_ = view.dtype;
+  t.device_ = view.device;
   return t;
 }
 

@@ -60,4 +60,45 @@ TEST(Accelerator, EmptyHandleAndMissingPluginAreNamed) {
   EXPECT_THROW(pl::Accelerator(runtime(), "no_such_accelerator"), pl::Error);
 }
 
+// Tensor::borrow: the memory stays the owner's (written through, never freed here), the owner
+// lives while any Tensor shares the storage, and a descriptor that does not hold together is named.
+TEST(Tensor, BorrowedMemoryIsTheOwnersAndOutlivesNoTensor) {
+  auto owner = std::make_shared<std::vector<float>>(std::vector<float>{1, 2, 3, 4, 5, 6});
+  PL_Tensor v{};
+  v.struct_size = sizeof v;
+  v.data = owner->data();
+  v.dtype = PL_F32;
+  v.device = PL_Device{PL_DEVICE_CPU, 0};
+  v.numel = 6;
+  v.ndim = 2;
+  v.shape[0] = 2;
+  v.shape[1] = 3;
+  std::weak_ptr<std::vector<float>> watch = owner;
+  {
+    pl::Tensor t = pl::Tensor::borrow(v, pl::Accelerator(), owner);
+    owner.reset();
+    EXPECT_FALSE(watch.expired()) << "the tensor keeps its owner";
+    EXPECT_EQ(t.shape(), (pl::Shape{2, 3}));
+    EXPECT_EQ(t.to_vector<float>(), (std::vector<float>{1, 2, 3, 4, 5, 6}));
+    t.data_ptr<float>()[4] = 50;
+    EXPECT_EQ((*watch.lock())[4], 50) << "writes reach the owner's memory";
+    pl::Tensor row = t.narrow(1, 1);
+    t = pl::Tensor();
+    EXPECT_FALSE(watch.expired()) << "a view keeps the owner too";
+  }
+  EXPECT_TRUE(watch.expired());
+  v.numel = 5;
+  auto keep = std::make_shared<int>(0);
+  try {
+    (void)pl::Tensor::borrow(v, pl::Accelerator(), keep);
+    FAIL();
+  } catch (const pl::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("numel 5 does not match the shape [2, 3]"), std::string::npos) << e.what();
+  }
+  v.numel = 6;
+  EXPECT_THROW((void)pl::Tensor::borrow(v, pl::Accelerator(), nullptr), pl::Error);
+  v.device = PL_Device{PL_DEVICE_CUDA, 0};
+  EXPECT_THROW((void)pl::Tensor::borrow(v, pl::Accelerator(), keep), pl::Error);
+}
+
 }  // namespace

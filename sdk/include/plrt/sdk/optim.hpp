@@ -45,8 +45,9 @@ class Optimizer {
   // strategy that needs to know them (ABI 1.6 bind_optimizer).
   virtual std::vector<std::pair<std::string, std::string>> hyperparameters() const;
   void zero_grad();
-  double lr() const { return lr_; }
-  void set_lr(double lr);  // negative or non-finite throws
+  // The learning rate (virtual: an optimizer of another library keeps its own).
+  virtual double lr() const { return lr_; }
+  virtual void set_lr(double lr);  // negative or non-finite throws
   // The momentum a schedule may cycle (OneCycleLR): SGD's momentum, Adam's beta1 (PyTorch's
   // `momentum` / `betas[0]`).  has_momentum() false: the rule has none (momentum() throws).
   virtual bool has_momentum() const { return false; }
@@ -76,6 +77,9 @@ class Optimizer {
   // One update of parameter i's elements [begin, end) with the state kept for that range
   // (whole: begin 0, end numel, the parameter's own state).  Called by both step()s.
   virtual void update(size_t i, int64_t begin, int64_t end) = 0;
+  // After the updates of one step (both step()s): a rule that updates every parameter at once (an
+  // optimizer of another library) collects them in update() and runs here.
+  virtual void finish_updates() {}
   bool whole(size_t i, int64_t begin, int64_t end) const { return begin == 0 && end == params_[i]->value.numel(); }
   // The flat view of elements [begin, end) of t.
   static PL_Tensor flat_view(const Tensor& t, int64_t begin, int64_t end);

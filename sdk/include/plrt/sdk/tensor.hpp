@@ -33,6 +33,10 @@ class Tensor {
   // ---- tensors on a device of `acc` ----
   static Tensor empty(const Accelerator& acc, PL_Device device, Shape shape, PL_DType dtype = PL_F32);
   static Tensor zeros(const Accelerator& acc, PL_Device device, Shape shape, PL_DType dtype = PL_F32);
+  // A tensor over memory another library owns (a torch tensor's, through DLPack): `view` describes
+  // it (compact, row-major), `acc` is the accelerator of its device (undefined for host memory) and
+  // `owner` keeps the memory alive while any Tensor shares this storage; the memory is not freed here.
+  static Tensor borrow(const PL_Tensor& view, const Accelerator& acc, std::shared_ptr<void> owner);
 
   bool defined() const { return storage_ != nullptr; }
   PL_DType dtype() const { return dtype_; }

@@ -1,0 +1,79 @@
+// pl::torch::LightningModule: a libtorch module trained by pl::Trainer, Lightning's way.
+//
+//   struct Net : pl::torch::LightningModule {
+//     torch::nn::Linear fc1{nullptr}, fc2{nullptr};
+//     Net() { fc1 = register_module("fc1", torch::nn::Linear(64, 32)); ... }
+//     torch::Tensor training_step(const pl::torch::Batch& b, int64_t) override {
+//       auto loss = torch::nn::functional::cross_entropy(forward(b[0]), b[1]);
+//       log("train_loss", loss);
+//       return loss;                                   // the Trainer runs backward
+//     }
+//     std::unique_ptr<torch::optim::Optimizer> configure_optimizers() override {
+//       return std::make_unique<torch::optim::Adam>(parameters(), torch::optim::AdamOptions(1e-3));
+//     }
+//   };
+//   pl::Trainer trainer(options);                      // the same Trainer as plrt's own modules
+//   trainer.fit(net, train_loader, &val_loader);
+//
+// The module is a torch::nn::Module (register_module, parameters, forward as you write it) and a
+// pl::LightningBase (the on_* hooks, log, all_gather, save_hyperparameters, callbacks).  The
+// Trainer places it on the job's device, hands its parameters to the strategy (ddp's rank-0
+// broadcast and bucketed allreduce start from autograd's AccumulateGrad hooks), calls
+// training_step on each batch (pl::DataLoader's, with the DistributedSampler injected; the batch's
+// tensors arrive as torch tensors on the module's device, without a copy), runs backward on the
+// returned loss scaled for accumulate_grad_batches, and steps the optimizer configure_optimizers
+// returned (any torch::optim optimizer but LBFGS) at each accumulation boundary, after clipping.
+// Checkpoints hold the module's state (model.safetensors, PyTorch names) and the optimizer's
+// torch::save archive.
+//
+// Not yet for this kind of module: dp/ddp2 replicas, precision 16-mixed / bf16-mixed, strategies
+// that step parts of parameters (ddp_sharded) and libtorch's own LR schedulers (plrt's
+// configure_lr_schedulers work): each is refused with an error naming it.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <memory>
+#include <plrt/sdk/lightning_base.hpp>
+#include <plrt/sdk/lr_scheduler.hpp>
+#include <plrt/sdk/optim.hpp>
+#include <plrt/sdk/trainer_model.hpp>
+#include <string>
+#include <vector>
+
+namespace pl::torch {
+
+// One batch as training_step gets it: the loader's tensors, in order, on the module's device.
+using Batch = std::vector<::torch::Tensor>;
+
+class LightningModule : public ::torch::nn::Module, public pl::LightningBase {
+ public:
+  // Forward on one batch; returns the loss (a scalar that requires grad).  The Trainer runs its
+  // backward: do not call backward() or an optimizer here.
+  virtual ::torch::Tensor training_step(const Batch& batch, int64_t batch_idx) = 0;
+  // Evaluation and prediction run under torch::NoGradGuard, in eval mode.
+  virtual void validation_step(const Batch& batch, int64_t batch_idx) { (void)batch, (void)batch_idx; }
+  virtual void test_step(const Batch& batch, int64_t batch_idx) { (void)batch, (void)batch_idx; }
+  // The prediction for one batch (Trainer::predict returns them as pl::Tensors over the same
+  // memory); the default throws, asking for an override.
+  virtual ::torch::Tensor predict_step(const Batch& batch, int64_t batch_idx);
+  // Any torch::optim optimizer over this module's parameters (or some of them), but LBFGS.
+  virtual std::unique_ptr<::torch::optim::Optimizer> configure_optimizers() = 0;
+  // plrt's learning-rate schedules over the optimizer (it is configure_optimizers' one, seen as a
+  // pl::Optimizer whose lr is the torch optimizer's), as pl::LightningModule's.
+  virtual std::vector<pl::LRSchedulerConfig> configure_lr_schedulers(pl::Optimizer& optimizer) {
+    (void)optimizer;
+    return {};
+  }
+
+  using pl::LightningBase::log;
+  // Lightning's self.log with a tensor (one element): read only when a reader needs it, so a step
+  // does not wait for the device.
+  void log(const std::string& name, const ::torch::Tensor& value, const pl::LogOptions& options = {});
+
+  // The trainer's view of this module (libtorch/src/lightning_model.cpp).
+  std::unique_ptr<pl::TrainerModel> trainer_model() override;
+};
+
+}  // namespace pl::torch

@@ -1,0 +1,163 @@
+// pl::torch::LightningModule under pl::Trainer against libtorch itself: the same network, batches
+// and optimizer trained by a plain libtorch loop written here (backward on loss / accumulate, clip
+// the gradient norm, Adam step, zero_grad) end with the same weights; a fit resumed from its
+// checkpoint (the Adam moments in the torch::save archive) equals the uninterrupted one; under
+// plrun at 2 ranks with ddp (the worker, torch_lightning_worker.cpp) it equals the plain loop over
+// the global batches.  And the kind's errors: a loss that does not require grad, an optimizer over
+// a tensor that is not the module's, LBFGS, dp's replicas, a mixed precision.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "spawn.hpp"
+#include "torch_lightning_net.hpp"
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+namespace {
+
+struct Dir {
+  fs::path path = fs::temp_directory_path() / ("plrt_torch_lightning_" + std::to_string(::getpid()) + "_" +
+                                               std::to_string(reinterpret_cast<uintptr_t>(this)));
+  Dir() { fs::create_directories(path); }
+  ~Dir() { fs::remove_all(path); }
+};
+
+pl::TrainerOptions options(const Dir& d) {
+  pl::TrainerOptions o;
+  o.accelerator = "cpu";
+  o.devices = 1;
+  o.strategy = "single_device";
+  o.max_epochs = 2;
+  o.accumulate_grad_batches = 2;
+  o.gradient_clip_val = 0.05;
+  o.read_env = false;
+  o.enable_progress_bar = false;
+  o.num_sanity_val_steps = 0;
+  o.default_root_dir = d.path.string();
+  return o;
+}
+
+pl::RuntimeOptions runtime() {
+  pl::RuntimeOptions ro;
+  ro.plugin_dirs = {PLRT_BUILD_PLUGIN_DIR};
+  ro.use_env_dirs = false;
+  ro.log_level = "warn";
+  return ro;
+}
+
+void fit(torch_lightning::Net& net, const pl::TrainerOptions& o, const std::string& ckpt = "") {
+  pl::DataLoaderOptions lo;
+  lo.batch_size = 4;
+  lo.shuffle = false;
+  pl::DataLoader train(torch_lightning::dataset(24), lo), val(torch_lightning::dataset(8), lo);
+  pl::Trainer trainer(o, runtime());
+  trainer.fit(net, train, &val, ckpt);
+  EXPECT_EQ(trainer.callback_metrics().count("train_loss"), 1u);
+  EXPECT_EQ(trainer.callback_metrics().count("val_loss"), 1u);
+}
+
+void expect_same(torch_lightning::Net& a, torch_lightning::Net& b, double tol) {
+  auto pa = a.named_parameters(), pb = b.named_parameters();
+  ASSERT_EQ(pa.size(), pb.size());
+  for (size_t i = 0; i < pa.size(); ++i)
+    EXPECT_LE((pa[i].value() - pb[i].value()).abs().max().item<double>(), tol) << pa[i].key();
+}
+
+TEST(TorchLightning, SingleDeviceEqualsAPlainLibtorchLoop) {
+  Dir d;
+  torch_lightning::Net net, ref;
+  ref.copy_from(net);
+  fit(net, options(d));
+  torch_lightning::plain_loop(ref, 24, 4, 2, 2, 0.05);
+  expect_same(net, ref, 1e-6);
+  // the weights moved (the comparison is not of two untouched nets)
+  torch_lightning::Net fresh;
+  EXPECT_GT((net.fc1->weight - fresh.fc1->weight).abs().max().item<double>(), 1e-3);
+}
+
+TEST(TorchLightning, AResumedFitEqualsTheUninterruptedOne) {
+  Dir d1, d2;
+  torch_lightning::Net whole, part;
+  part.copy_from(whole);
+  pl::TrainerOptions o = options(d1);
+  o.max_epochs = 3;
+  fit(whole, o);
+  pl::TrainerOptions first = options(d2);
+  first.max_epochs = 1;
+  fit(part, first);
+  torch_lightning::Net resumed;  // new weights: the checkpoint's are loaded
+  pl::TrainerOptions rest = options(d2);
+  rest.max_epochs = 3;
+  fit(resumed, rest, "last");
+  expect_same(resumed, whole, 1e-6);
+}
+
+TEST(TorchLightning, TheKindsErrorsNameTheirCause) {
+  Dir d;
+  pl::DataLoaderOptions lo;
+  lo.batch_size = 4;
+  pl::DataLoader train(torch_lightning::dataset(8), lo);
+  auto error_of = [&](torch_lightning::Net& net, pl::TrainerOptions o) -> std::string {
+    try {
+      pl::Trainer trainer(o, runtime());
+      trainer.fit(net, train);
+    } catch (const pl::Error& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  {
+    torch_lightning::Net net;
+    net.detach_loss = true;
+    EXPECT_THAT(error_of(net, options(d)), HasSubstr("does not require grad"));
+  }
+  {
+    torch_lightning::Net net;
+    net.foreign_optimizer = true;
+    EXPECT_THAT(error_of(net, options(d)), HasSubstr("not one of this module's parameters"));
+  }
+  {
+    torch_lightning::Net net;
+    net.lbfgs = true;
+    EXPECT_THAT(error_of(net, options(d)), HasSubstr("LBFGS"));
+  }
+  {
+    torch_lightning::Net net;
+    pl::TrainerOptions o = options(d);
+    o.precision = "bf16-mixed";
+    EXPECT_THAT(error_of(net, o), HasSubstr("precision '32-true'"));
+  }
+  {
+    torch_lightning::Net net;
+    pl::TrainerOptions o = options(d);
+    o.strategy = "dp";
+    o.devices = 2;
+    EXPECT_THAT(error_of(net, o), HasSubstr("use strategy ddp"));
+  }
+}
+
+TEST(TorchLightning, DdpAtTwoRanksEqualsThePlainLoopOverTheGlobalBatches) {
+  Dir d;
+  const std::string out = (d.path / "weights.pt").string();
+  plrt_test::ProcessSpec spec;
+  spec.argv = {PLRUN_PATH, "--devices", "2", "--strategy", "ddp", "--", WORKER_PATH, out, d.path.string()};
+  spec.env = {{"PL_LOG_LEVEL", "warn"}};
+  spec.unset_env = {
+      "RANK",         "WORLD_SIZE",   "LOCAL_RANK",           "MASTER_ADDR",         "MASTER_PORT",
+      "PL_JOB_TOKEN", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PL_TRAINER_STRATEGY", "PL_TRAINER_DEVICES"};
+  plrt_test::WaitOptions w;
+  w.deadline = std::chrono::seconds(240);
+  const auto p = plrt_test::run_job({spec}, w).processes.at(0);
+  ASSERT_EQ(p.exit_code, 0) << p.output;
+  torch_lightning::Net got, ref;
+  ref.copy_from(got);  // the worker's initial weights are these (same seed); rank 0's are broadcast
+  torch_lightning::load(got, out);
+  torch_lightning::plain_loop(ref, 24, 8, 2, 2, 0.05);  // 2 ranks x 4 rows = the global batch of 8
+  expect_same(got, ref, 1e-5);
+}
+
+}  // namespace
