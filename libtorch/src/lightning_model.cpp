@@ -68,6 +68,13 @@ class TorchModel final : public pl::TrainerModel {
 
   std::string type_name() const override { return c10::demangle(typeid(m_).name()); }
 
+  void check_precision(const std::string& precision, PL_DType compute) const override {
+    if (compute != PL_DTYPE_INVALID)
+      throw pl::Error(PL_ERR_INVALID_ARGUMENT, "precision '" + precision +
+                                                   "' for a libtorch module (libtorch's autocast and a loss scaler) is "
+                                                   "not there yet; train it with precision '32-true'");
+  }
+
   void place(const pl::Accelerator& acc, PL_Device device) override {
     unhook();
     acc_ = acc;
@@ -191,13 +198,12 @@ class TorchModel final : public pl::TrainerModel {
   }
 
   std::unique_ptr<pl::TrainerModel> replicate(pl::Trainer*) const override {
-    throw pl::Error(PL_ERR_UNSUPPORTED,
+    throw pl::Error(PL_ERR_INVALID_ARGUMENT,
                     "dp and ddp2 run one copy of the module per device of a process; a libtorch module trains under "
                     "one process per device: use strategy ddp (or bagua, horovod)");
   }
 
   pl::Scalar training_step(const pl::Batch& batch, int64_t batch_idx, const pl::StepScales& s) override {
-    check_precision(s.compute);
     {
       ::torch::NoGradGuard no_grad;
       for (auto& r : recs_)
@@ -224,7 +230,7 @@ class TorchModel final : public pl::TrainerModel {
   }
 
   void eval_step(pl::ReplicaOutput& out, int64_t batch_idx, bool test, PL_DType compute) override {
-    check_precision(compute);
+    (void)compute;  // 32-true only (check_precision)
     ::torch::NoGradGuard no_grad;
     const Batch b = to_torch(out.batch);
     test ? m_.test_step(b, batch_idx) : m_.validation_step(b, batch_idx);
@@ -232,7 +238,7 @@ class TorchModel final : public pl::TrainerModel {
   void eval_step_end(std::vector<pl::ReplicaOutput>&, bool, PL_DType) override {}
 
   pl::Tensor predict_step(const pl::Batch& batch, int64_t batch_idx, PL_DType compute) override {
-    check_precision(compute);
+    (void)compute;
     ::torch::NoGradGuard no_grad;
     ::torch::Tensor out = m_.predict_step(to_torch(batch), batch_idx);
     if (!out.defined()) return {};
@@ -293,13 +299,6 @@ class TorchModel final : public pl::TrainerModel {
     for (auto& [node, key] : hooks_) node->del_post_hook(key);
     hooks_.clear();
     hook_ = nullptr;
-  }
-
-  static void check_precision(PL_DType compute) {
-    if (compute != PL_DTYPE_INVALID)
-      throw pl::Error(PL_ERR_UNSUPPORTED, std::string("precision with a ") + pl_dtype_name(compute) +
-                                              " autocast for a libtorch module (libtorch's autocast) is not there "
-                                              "yet; train it with precision '32-true'");
   }
 
   static void collect(::torch::nn::Module& m, const std::string& prefix, int depth, int max_depth,

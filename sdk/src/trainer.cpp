@@ -84,6 +84,7 @@ void Trainer::Impl::prepare(LightningBase& m) {
 void Trainer::Impl::attach(LightningBase& m) {
   module = &m;
   model = m.trainer_model();
+  model->check_precision(precision.name, precision.compute_dtype);
   model->place(acc, device);
   param_index.clear();
   c_params = plrt::sdk::parameter_views(*model, param_names);

@@ -46,6 +46,11 @@ class TrainerModel {
   // The module's class, for the profiler's action names and messages.
   virtual std::string type_name() const = 0;
 
+  // What this kind cannot train with, refused when the trainer attaches it (before any work):
+  // `precision` is the job's ("16-mixed", ...), `compute` its autocast dtype (PL_DTYPE_INVALID for
+  // 32-true).  Default: every precision.
+  virtual void check_precision(const std::string& precision, PL_DType compute) const { (void)precision, (void)compute; }
+
   // ---- tensors ----
   // Moves every parameter, gradient and buffer to `device` of `acc` and allocates the gradients of
   // the parameters that require one.  The records parameters() and buffers() returned before are

@@ -1,4 +1,4 @@
-#include "mlp_data.hpp"
+#include "classifier_data.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -35,8 +35,8 @@ enum class RowOrder {
   file,
   drawn
 };
-MlpData split(const pl::Tensor& x, const pl::Tensor& y, double fraction, uint64_t seed, int64_t classes,
-              RowOrder row_order) {
+ClassifierData split(const pl::Tensor& x, const pl::Tensor& y, double fraction, uint64_t seed, int64_t classes,
+                     RowOrder row_order) {
   const int64_t n = x.size(0);
   if (!(fraction >= 0 && fraction < 1))
     throw pl::Error(PL_ERR_INVALID_ARGUMENT, "--heldout " + std::to_string(fraction) + " must be in [0, 1)");
@@ -59,7 +59,7 @@ MlpData split(const pl::Tensor& x, const pl::Tensor& y, double fraction, uint64_
     std::sort(train_rows.begin(), train_rows.end());
     std::sort(held_rows.begin(), held_rows.end());
   }
-  MlpData out;
+  ClassifierData out;
   out.train = take_rows(x, y, train_rows);
   if (n_held > 0) out.heldout = take_rows(x, y, held_rows);
   out.features = x.size(1);
@@ -112,7 +112,7 @@ Labeled read_labeled(const std::string& path, const char* flag, int64_t classes)
 
 }  // namespace
 
-MlpData make_synthetic(const SyntheticSpec& s, double fraction) {
+ClassifierData make_synthetic(const SyntheticSpec& s, double fraction) {
   if (s.samples < 2 || s.features < 1 || s.classes < 2)
     throw pl::Error(PL_ERR_INVALID_ARGUMENT, "synthetic data needs samples >= 2, features >= 1 and classes >= 2 (got " +
                                                  std::to_string(s.samples) + ", " + std::to_string(s.features) + ", " +
@@ -139,7 +139,7 @@ MlpData make_synthetic(const SyntheticSpec& s, double fraction) {
   return split(x, y, fraction, s.seed + 1, s.classes, RowOrder::drawn);
 }
 
-MlpData load_safetensors(const FileDataSpec& spec) {
+ClassifierData load_safetensors(const FileDataSpec& spec) {
   if (!spec.val_path.empty() && spec.heldout_fraction != 0)
     throw pl::Error(PL_ERR_INVALID_ARGUMENT, "--heldout " + std::to_string(spec.heldout_fraction) + " and --val-data " +
                                                  spec.val_path + " both ask for validation data; give one of them");
@@ -161,7 +161,7 @@ MlpData load_safetensors(const FileDataSpec& spec) {
                                                  std::to_string(val->max_label) + " but --data " + spec.path + " has " +
                                                  std::to_string(classes) + " classes (0.." +
                                                  std::to_string(classes - 1) + "); give --classes C for both");
-  MlpData out = split(train.x, train.y, 0, 0, classes, RowOrder::file);
+  ClassifierData out = split(train.x, train.y, 0, 0, classes, RowOrder::file);
   std::vector<int64_t> rows(static_cast<size_t>(val->x.size(0)));
   std::iota(rows.begin(), rows.end(), 0);
   out.heldout = take_rows(val->x, val->y, rows);

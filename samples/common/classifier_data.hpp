@@ -9,7 +9,7 @@
 #include <plrt/sdk/data.hpp>
 #include <string>
 
-struct MlpData {
+struct ClassifierData {
   std::shared_ptr<pl::TensorDataset> train, heldout;
   int64_t features = 0, classes = 0;
 };
@@ -36,6 +36,6 @@ struct FileDataSpec {
 
 // Gaussian clusters, two per class, with noise that makes the classes overlap a little: learnable,
 // not trivially (held-out accuracy tells).
-MlpData make_synthetic(const SyntheticSpec& spec, double heldout_fraction);
+ClassifierData make_synthetic(const SyntheticSpec& spec, double heldout_fraction);
 // Reads x and y from the file(s); errors name the file, the tensor (or row) and what is expected.
-MlpData load_safetensors(const FileDataSpec& spec);
+ClassifierData load_safetensors(const FileDataSpec& spec);
