@@ -4,10 +4,13 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <optional>
+#include <plrt/sdk/exit_code.hpp>
 #include <plrt/sdk/options.hpp>
 
 namespace {
@@ -147,6 +150,36 @@ void apply_trainer_flags(const CLI::App& app, TrainerFlags& f) {
   o.checkpoint_every_seconds = parse_number("--checkpoint-every-seconds", f.every_seconds);
   // a number here; its range (finite, >= 0) and the algorithm are the Trainer's checks
   o.gradient_clip_val = parse_number("--gradient-clip-val", f.clip_val);
+}
+
+int parse_flags(CLI::App& app, int argc, char** argv, const std::string& program) {
+  try {
+    app.parse(argc, argv);
+    return -1;
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return app.exit(e);  // --help
+    std::cerr << program << ": error: " << e.what() << "\n(see " << program << " --help)\n";
+    return pl::kExitBadInput;
+  }
+}
+
+bool report_interrupted(pl::Trainer& trainer, const std::string& program) {
+  if (!trainer.interrupted()) return false;  // preempted (SIGTERM under SLURM): the checkpoint holds the run
+  if (trainer.is_global_zero())
+    std::printf("%s: stopped by SIGTERM after %lld steps; resume with --resume %s/checkpoints/last\n", program.c_str(),
+                static_cast<long long>(trainer.global_step()), trainer.log_dir().c_str());
+  return true;
+}
+
+void print_fit_summary(pl::Trainer& trainer, const std::string& program, double seconds) {
+  if (!trainer.is_global_zero()) return;
+  const auto& m = trainer.callback_metrics();
+  char held[96] = "no validation ran (no held-out data, or no epoch finished)";
+  if (m.count("val_acc") && m.count("val_loss"))
+    std::snprintf(held, sizeof held, "held-out accuracy %.4f, loss %.4f", m.at("val_acc"), m.at("val_loss"));
+  std::printf("%s: %lld steps in %.2f s (%.1f steps/s); %s\n", program.c_str(),
+              static_cast<long long>(trainer.global_step()), seconds,
+              static_cast<double>(trainer.global_step()) / seconds, held);
 }
 
 void check_output_path(const char* flag, const std::string& path) {

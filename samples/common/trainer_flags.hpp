@@ -28,6 +28,13 @@ struct TrainerFlags {
 void add_trainer_flags(CLI::App& app, TrainerFlags& f);
 // After app.parse: checks the values and puts them into f.options.
 void apply_trainer_flags(const CLI::App& app, TrainerFlags& f);
+// app.parse with the samples' exit codes: -1 when parsed, else the code to exit with (0 after
+// --help; 2 for a flag CLI11 refuses, not its own 105 to 114, which would read as a failure).
+int parse_flags(CLI::App& app, int argc, char** argv, const std::string& program);
+// After fit, rank 0's lines: a fit stopped by SIGTERM says how to resume (true: exit with
+// 128 + SIGTERM, as a process the signal ended), else the steps, the time and the held-out values.
+bool report_interrupted(pl::Trainer& trainer, const std::string& program);
+void print_fit_summary(pl::Trainer& trainer, const std::string& program, double seconds);
 // An output file of --save / --report, checked before training so that a bad path loses no work:
 // its folder must exist and be writable, and the path must not be a folder.
 void check_output_path(const char* flag, const std::string& path);

@@ -148,13 +148,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--report", report, "Write a JSON summary here (rank 0): metrics, steps/s, strategy statistics");
   add_trainer_flags(app, flags);
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return app.exit(e);  // --help
-    std::cerr << "plrt-mlp: error: " << e.what() << "\n(see plrt-mlp --help)\n";
-    return pl::kExitBadInput;  // not CLI11's own codes (105 to 114), which would read as a failure
-  }
+  if (const int code = parse_flags(app, argc, argv, "plrt-mlp"); code >= 0) return code;
 
   try {
     apply_trainer_flags(app, flags);
@@ -225,20 +219,10 @@ int main(int argc, char** argv) {
     auto t0 = std::chrono::steady_clock::now();
     trainer.fit(model, train, val.get(), resume);
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (trainer.interrupted()) {  // preempted (SIGTERM under SLURM): the checkpoint holds the run
-      if (trainer.is_global_zero())
-        std::printf("plrt-mlp: stopped by SIGTERM after %lld steps; resume with --resume %s/checkpoints/last\n",
-                    static_cast<long long>(trainer.global_step()), trainer.log_dir().c_str());
-      return 128 + SIGTERM;  // as a process the signal ended: the launcher sees a preempted job
-    }
+    if (report_interrupted(trainer, "plrt-mlp")) return 128 + SIGTERM;
 
     if (trainer.is_global_zero()) {
-      const auto& m = trainer.callback_metrics();
-      char held[96] = "no validation ran (no held-out data, or no epoch finished)";
-      if (m.count("val_acc") && m.count("val_loss"))
-        std::snprintf(held, sizeof held, "held-out accuracy %.4f, loss %.4f", m.at("val_acc"), m.at("val_loss"));
-      std::printf("plrt-mlp: %lld steps in %.2f s (%.1f steps/s); %s\n", static_cast<long long>(trainer.global_step()),
-                  secs, static_cast<double>(trainer.global_step()) / secs, held);
+      print_fit_summary(trainer, "plrt-mlp", secs);
       if (early && !early->stop_reason().empty())
         std::printf("plrt-mlp: early stopping after epoch %lld (%s)\n", static_cast<long long>(early->stopped_epoch()),
                     early->stop_reason().c_str());

@@ -43,13 +43,7 @@ int main(int argc, char** argv) {
                  "Resume from a checkpoint folder, or 'last': the newest under <root-dir>/lightning_logs");
   app.add_option("--report", report, "Write a JSON summary here (rank 0): metrics, steps/s, strategy statistics");
   add_trainer_flags(app, flags);
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return app.exit(e);  // --help
-    std::cerr << "plrt-torch-cnn: error: " << e.what() << "\n(see plrt-torch-cnn --help)\n";
-    return pl::kExitBadInput;
-  }
+  if (const int code = parse_flags(app, argc, argv, "plrt-torch-cnn"); code >= 0) return code;
 
   try {
     apply_trainer_flags(app, flags);
@@ -78,20 +72,9 @@ int main(int argc, char** argv) {
     const auto t0 = std::chrono::steady_clock::now();
     trainer.fit(model, train, val.get(), resume);
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (trainer.interrupted()) {  // preempted (SIGTERM under SLURM): the checkpoint holds the run
-      if (trainer.is_global_zero())
-        std::printf("plrt-torch-cnn: stopped by SIGTERM after %lld steps; resume with --resume %s/checkpoints/last\n",
-                    static_cast<long long>(trainer.global_step()), trainer.log_dir().c_str());
-      return 128 + SIGTERM;
-    }
+    if (report_interrupted(trainer, "plrt-torch-cnn")) return 128 + SIGTERM;
     if (trainer.is_global_zero()) {
-      const auto& m = trainer.callback_metrics();
-      char held[96] = "no validation ran (no held-out data, or no epoch finished)";
-      if (m.count("val_acc") && m.count("val_loss"))
-        std::snprintf(held, sizeof held, "held-out accuracy %.4f, loss %.4f", m.at("val_acc"), m.at("val_loss"));
-      std::printf("plrt-torch-cnn: %lld steps in %.2f s (%.1f steps/s); %s\n",
-                  static_cast<long long>(trainer.global_step()), secs,
-                  static_cast<double>(trainer.global_step()) / secs, held);
+      print_fit_summary(trainer, "plrt-torch-cnn", secs);
       if (!save.empty()) {
         pl::safetensors::save(save, trainer.model()->state_dict(), {{"format", "pt"}});
         std::printf("plrt-torch-cnn: weights written to %s\n", save.c_str());

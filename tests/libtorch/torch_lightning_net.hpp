@@ -56,12 +56,9 @@ inline std::shared_ptr<pl::TensorDataset> dataset(int64_t n) {
 // libtorch alone, as a user writes it: batches of `batch` rows in order, backward on loss /
 // accumulate, at each window's end (and the epoch's) clip the gradient norm to `clip`, Adam, zero_grad.
 inline void plain_loop(Net& net, int64_t rows, int64_t batch, int epochs, int accumulate, double clip) {
-  std::vector<float> xs(static_cast<size_t>(rows) * 4);
-  std::vector<int64_t> ys(static_cast<size_t>(rows));
-  for (size_t i = 0; i < xs.size(); ++i) xs[i] = std::sin(static_cast<float>(i));
-  for (size_t i = 0; i < ys.size(); ++i) ys[i] = static_cast<int64_t>(i % 3);
-  const torch::Tensor x = torch::from_blob(xs.data(), {rows, 4}).clone();
-  const torch::Tensor y = torch::from_blob(ys.data(), {rows}, torch::kInt64).clone();
+  const auto data = dataset(rows);  // the same rows the Trainer's loader reads
+  const torch::Tensor x = torch::from_blob(data->fields()[0].data(), {rows, 4}).clone();
+  const torch::Tensor y = torch::from_blob(data->fields()[1].data(), {rows}, torch::kInt64).clone();
   torch::optim::Adam opt(net.parameters(), torch::optim::AdamOptions(0.01));
   const int64_t batches = (rows + batch - 1) / batch;
   for (int e = 0; e < epochs; ++e)
