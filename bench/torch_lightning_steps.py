@@ -126,6 +126,7 @@ def main():
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--worlds", default="1,2")
     a = ap.parse_args()
+    a.build = os.path.abspath(a.build)
     with tempfile.TemporaryDirectory() as tmp:
         subprocess.run([sys.executable, GET_DIGITS, tmp], check=True, stdout=subprocess.DEVNULL)
         digits = os.path.join(tmp, "digits.safetensors")
