@@ -102,9 +102,9 @@ class TorchModel final : public pl::TrainerModel {
     }
     for (auto& item : m_.named_buffers()) {
       if (!item.value().defined()) continue;
-      buffers_.emplace_back(item.key(), borrow(item.value().contiguous(), acc));
       if (!item.value().is_contiguous())
         throw pl::Error(PL_ERR_INVALID_ARGUMENT, "buffer '" + item.key() + "' is not contiguous");
+      buffers_.emplace_back(item.key(), borrow(item.value(), acc));
     }
   }
 
