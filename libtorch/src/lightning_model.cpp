@@ -21,6 +21,7 @@
 #include <set>
 
 #include "state.hpp"
+#include "torch_lr_scheduler.hpp"
 #include "torch_optimizer.hpp"
 
 namespace pl::torch {
@@ -269,8 +270,19 @@ class TorchModel final : public pl::TrainerModel {
                                                     std::move(grads));
   }
 
+  // libtorch's schedulers first (wrapped: torch_lr_scheduler.hpp), then plrt's.
   std::vector<pl::LRSchedulerConfig> configure_lr_schedulers(pl::Optimizer& optimizer) override {
-    return m_.configure_lr_schedulers(optimizer);
+    std::vector<pl::LRSchedulerConfig> out;
+    if (auto* t = dynamic_cast<detail::TorchOptimizer*>(&optimizer))
+      for (SchedulerConfig& c : m_.configure_torch_lr_schedulers(t->torch())) {
+        pl::LRSchedulerConfig p;
+        p.scheduler = std::make_shared<detail::TorchLRScheduler>(*t, std::move(c.scheduler));
+        p.interval = c.interval;
+        p.frequency = c.frequency;
+        out.push_back(std::move(p));
+      }
+    for (pl::LRSchedulerConfig& c : m_.configure_lr_schedulers(optimizer)) out.push_back(std::move(c));
+    return out;
   }
 
  private:

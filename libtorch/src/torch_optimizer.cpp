@@ -50,8 +50,12 @@ std::vector<std::pair<std::string, std::string>> TorchOptimizer::hyperparameters
 double TorchOptimizer::lr() const { return group_lr(*opt_); }
 
 void TorchOptimizer::set_lr(double lr) {
+  const double first = this->lr();
   pl::Optimizer::set_lr(lr);  // its checks
-  for (auto& g : opt_->param_groups()) g.options().set_lr(lr);
+  if (lr == first) return;    // a libtorch scheduler's step already set every group (TorchLRScheduler)
+  // group 0's lr is the optimizer's; the other groups keep their ratio to it (horovod's lr x W
+  // scales each, as Lightning's does), or take it when group 0's was 0
+  for (auto& g : opt_->param_groups()) g.options().set_lr(first == 0 ? lr : g.options().get_lr() * (lr / first));
 }
 
 void TorchOptimizer::update(size_t i, int64_t begin, int64_t end) {

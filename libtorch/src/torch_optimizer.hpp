@@ -3,7 +3,8 @@
 // gradient was written; a strategy's optimizer_step: whole parameters), this class collects them
 // and runs the torch optimizer once, with .grad() undefined on every parameter not named, which
 // torch::optim skips as PyTorch's optimizers skip a None gradient.  Checkpoints hold its torch::save
-// archive; its lr is the torch optimizer's (every param group's).
+// archive; its lr is the torch optimizer's first param group's, and set_lr keeps the other groups'
+// ratios to it.
 #pragma once
 
 #include <torch/torch.h>
@@ -28,6 +29,8 @@ class TorchOptimizer final : public pl::Optimizer {
   std::map<std::string, double> state_scalars() const override;
   void load_state(const std::map<std::string, pl::Tensor>& tensors,
                   const std::map<std::string, double>& scalars) override;
+
+  ::torch::optim::Optimizer& torch() const { return *opt_; }
 
   static constexpr const char* kArchiveKey = "torch_optim_archive";  // the torch::save bytes (u8)
 

@@ -1,10 +1,11 @@
 // pl::torch::LightningModule under pl::Trainer against libtorch itself: the same network, batches
 // and optimizer trained by a plain libtorch loop written here (backward on loss / accumulate, clip
-// the gradient norm, Adam step, zero_grad) end with the same weights; a fit resumed from its
-// checkpoint (the Adam moments in the torch::save archive) equals the uninterrupted one; under
+// the gradient norm, Adam step, zero_grad, libtorch's StepLR) end with the same weights; a fit
+// resumed from its checkpoint (the Adam moments in the torch::save archive, the StepLR's count)
+// equals the uninterrupted one; under
 // plrun at 2 ranks with ddp (the worker, torch_lightning_worker.cpp) it equals the plain loop over
 // the global batches.  And the kind's errors: a loss that does not require grad, an optimizer over
-// a tensor that is not the module's, LBFGS, dp's replicas, a mixed precision.
+// a tensor that is not the module's, LBFGS, a schedule without its scheduler, dp's replicas, a mixed precision.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -71,8 +72,11 @@ TEST(TorchLightning, SingleDeviceEqualsAPlainLibtorchLoop) {
   Dir d;
   torch_lightning::Net net, ref;
   ref.copy_from(net);
-  fit(net, options(d));
-  torch_lightning::plain_loop(ref, 24, 4, 2, 2, 0.05);
+  net.step_lr = true;  // libtorch's StepLR: its second step halves the lr for the third epoch
+  pl::TrainerOptions o = options(d);
+  o.max_epochs = 3;
+  fit(net, o);
+  torch_lightning::plain_loop(ref, 24, 4, 3, 2, 0.05, true);
   expect_same(net, ref, 1e-6);
   // the weights moved (the comparison is not of two untouched nets)
   torch_lightning::Net fresh;
@@ -83,6 +87,7 @@ TEST(TorchLightning, AResumedFitEqualsTheUninterruptedOne) {
   Dir d1, d2;
   torch_lightning::Net whole, part;
   part.copy_from(whole);
+  whole.step_lr = part.step_lr = true;  // the resumed StepLR must know it stepped once
   pl::TrainerOptions o = options(d1);
   o.max_epochs = 3;
   fit(whole, o);
@@ -90,6 +95,7 @@ TEST(TorchLightning, AResumedFitEqualsTheUninterruptedOne) {
   first.max_epochs = 1;
   fit(part, first);
   torch_lightning::Net resumed;  // new weights: the checkpoint's are loaded
+  resumed.step_lr = true;
   pl::TrainerOptions rest = options(d2);
   rest.max_epochs = 3;
   fit(resumed, rest, "last");
@@ -127,6 +133,11 @@ TEST(TorchLightning, TheKindsErrorsNameTheirCause) {
   }
   {
     torch_lightning::Net net;
+    net.empty_schedule = true;
+    EXPECT_THAT(error_of(net, options(d)), HasSubstr("entry without a scheduler"));
+  }
+  {
+    torch_lightning::Net net;
     pl::TrainerOptions o = options(d);
     o.precision = "bf16-mixed";
     EXPECT_THAT(error_of(net, o), HasSubstr("precision '32-true'"));
@@ -142,7 +153,7 @@ TEST(TorchLightning, TheKindsErrorsNameTheirCause) {
 
 TEST(TorchLightning, DdpAtTwoRanksEqualsThePlainLoopOverTheGlobalBatches) {
   Dir d;
-  const std::string out = (d.path / "weights.pt").string();
+  const std::string out = (d.path / "weights.safetensors").string();
   plrt_test::ProcessSpec spec;
   spec.argv = {PLRUN_PATH, "--devices", "2", "--strategy", "ddp", "--", WORKER_PATH, out, d.path.string()};
   spec.env = {{"PL_LOG_LEVEL", "warn"}};

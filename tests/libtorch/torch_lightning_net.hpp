@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 
 #include <plrt/sdk/data.hpp>
+#include <plrt/sdk/safetensors.hpp>
 #include <plrt/sdk/trainer.hpp>
 #include <plrt/torch/lightning.hpp>
 #include <string>
@@ -15,6 +16,8 @@ namespace torch_lightning {
 struct Net : pl::torch::LightningModule {
   torch::nn::Linear fc1{nullptr}, fc2{nullptr};
   bool detach_loss = false, foreign_optimizer = false, lbfgs = false;  // the error cases
+  bool step_lr = false;                                                // libtorch's StepLR(1, 0.5) after each epoch
+  bool empty_schedule = false;  // an error case: a SchedulerConfig without its scheduler
   Net() {
     torch::manual_seed(7);
     fc1 = register_module("fc1", torch::nn::Linear(4, 16));
@@ -36,6 +39,15 @@ struct Net : pl::torch::LightningModule {
     if (lbfgs) return std::make_unique<torch::optim::LBFGS>(parameters(), torch::optim::LBFGSOptions(0.1));
     return std::make_unique<torch::optim::Adam>(parameters(), torch::optim::AdamOptions(0.01));
   }
+  std::vector<pl::torch::SchedulerConfig> configure_torch_lr_schedulers(torch::optim::Optimizer& o) override {
+    std::vector<pl::torch::SchedulerConfig> s;
+    if (empty_schedule) s.emplace_back();
+    if (step_lr) {
+      s.emplace_back();
+      s.back().scheduler = std::make_unique<torch::optim::StepLR>(o, 1, 0.5);
+    }
+    return s;
+  }
   void copy_from(Net& other) {
     torch::NoGradGuard no_grad;
     auto mine = named_parameters();
@@ -54,12 +66,15 @@ inline std::shared_ptr<pl::TensorDataset> dataset(int64_t n) {
 }
 
 // libtorch alone, as a user writes it: batches of `batch` rows in order, backward on loss /
-// accumulate, at each window's end (and the epoch's) clip the gradient norm to `clip`, Adam, zero_grad.
-inline void plain_loop(Net& net, int64_t rows, int64_t batch, int epochs, int accumulate, double clip) {
+// accumulate, at each window's end (and the epoch's) clip the gradient norm to `clip`, Adam,
+// zero_grad; with step_lr, libtorch's StepLR(1, 0.5) stepped after each epoch.
+inline void plain_loop(Net& net, int64_t rows, int64_t batch, int epochs, int accumulate, double clip,
+                       bool step_lr = false) {
   const auto data = dataset(rows);  // the same rows the Trainer's loader reads
   const torch::Tensor x = torch::from_blob(data->fields()[0].data(), {rows, 4}).clone();
   const torch::Tensor y = torch::from_blob(data->fields()[1].data(), {rows}, torch::kInt64).clone();
   torch::optim::Adam opt(net.parameters(), torch::optim::AdamOptions(0.01));
+  torch::optim::StepLR schedule(opt, 1, 0.5);
   const int64_t batches = (rows + batch - 1) / batch;
   for (int e = 0; e < epochs; ++e)
     for (int64_t b = 0; b < batches; ++b) {
@@ -72,21 +87,31 @@ inline void plain_loop(Net& net, int64_t rows, int64_t batch, int epochs, int ac
         opt.step();
         opt.zero_grad();
       }
+      if (step_lr && b + 1 == batches) schedule.step();
     }
 }
 
-inline void save(Net& net, const std::string& path) {
-  std::vector<torch::Tensor> values;
-  for (auto& p : net.parameters()) values.push_back(p.detach().clone());
-  torch::save(values, path);
+// The parameters by name (fc1.weight, ...), as host pl::Tensors.
+inline std::vector<std::pair<std::string, pl::Tensor>> named(Net& net) {
+  std::vector<std::pair<std::string, pl::Tensor>> out;
+  for (auto& item : net.named_parameters()) {
+    const torch::Tensor t = item.value().detach().contiguous();
+    std::vector<float> v(t.data_ptr<float>(), t.data_ptr<float>() + t.numel());
+    out.emplace_back(item.key(), pl::Tensor::from_vector(v, pl::Shape(t.sizes().begin(), t.sizes().end())));
+  }
+  return out;
 }
 
+// The parameters as safetensors (the names and layout PyTorch's state_dict has).
+inline void save(Net& net, const std::string& path) { pl::safetensors::save(path, named(net)); }
+
 inline void load(Net& net, const std::string& path) {
-  std::vector<torch::Tensor> values;
-  torch::load(values, path);
+  const auto file = pl::safetensors::load(path);
   torch::NoGradGuard no_grad;
-  auto params = net.parameters();
-  for (size_t i = 0; i < params.size() && i < values.size(); ++i) params[i].copy_(values[i]);
+  for (auto& item : net.named_parameters()) {
+    const pl::Tensor& t = file.tensors.at(item.key());
+    item.value().copy_(torch::from_blob(t.data(), item.value().sizes()));
+  }
 }
 
 }  // namespace torch_lightning

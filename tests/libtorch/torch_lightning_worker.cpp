@@ -1,32 +1,59 @@
 // test_torch_lightning's worker under plrun: torch_lightning::Net trained by pl::Trainer with the
-// launcher's strategy (PL_TRAINER_STRATEGY, PL_TRAINER_DEVICES), 4 rows a rank a batch; rank 0
-// writes the final weights.  Usage: torch_lightning_worker <weights.pt> <root dir>
+// launcher's strategy (PL_TRAINER_STRATEGY, PL_TRAINER_DEVICES), accumulate 2, clip 0.05; rank 0
+// writes the final weights.
+//   torch_lightning_worker <weights.safetensors> <root dir> [--rows N] [--batch B] [--epochs E] [--step-lr]
+//                          [--resume CKPT]
+// Defaults: 24 rows of torch_lightning::dataset, 4 rows a rank a batch, 2 epochs, no schedule.
 #include <iostream>
 #include <plrt/sdk/exit_code.hpp>
+#include <string>
 
 #include "torch_lightning_net.hpp"
 
 int main(int argc, char** argv) {
-  if (argc != 3) {
-    std::cerr << "usage: torch_lightning_worker <weights.pt> <root dir>\n";
+  if (argc < 3) {
+    std::cerr << "usage: torch_lightning_worker <weights.safetensors> <root dir> [--rows N] [--batch B] [--epochs E] "
+                 "[--step-lr] [--resume CKPT]\n";
     return 2;
+  }
+  int64_t rows = 24, batch = 4, epochs = 2;
+  bool step_lr = false;
+  std::string resume;
+  for (int i = 3; i < argc; ++i) {
+    const std::string a = argv[i];
+    const bool has_value = i + 1 < argc;
+    if (a == "--step-lr") {
+      step_lr = true;
+    } else if (a == "--rows" && has_value) {
+      rows = std::stoll(argv[++i]);
+    } else if (a == "--batch" && has_value) {
+      batch = std::stoll(argv[++i]);
+    } else if (a == "--epochs" && has_value) {
+      epochs = std::stoll(argv[++i]);
+    } else if (a == "--resume" && has_value) {
+      resume = argv[++i];
+    } else {
+      std::cerr << "torch_lightning_worker: unknown argument '" << a << "'\n";
+      return 2;
+    }
   }
   try {
     torch_lightning::Net net;
+    net.step_lr = step_lr;
     pl::TrainerOptions o;
     o.accelerator = "cpu";
-    o.max_epochs = 2;
+    o.max_epochs = epochs;
     o.accumulate_grad_batches = 2;
     o.gradient_clip_val = 0.05;
     o.enable_progress_bar = false;
     o.num_sanity_val_steps = 0;
     o.default_root_dir = argv[2];
     pl::DataLoaderOptions lo;
-    lo.batch_size = 4;
+    lo.batch_size = batch;
     lo.shuffle = false;
-    pl::DataLoader train(torch_lightning::dataset(24), lo), val(torch_lightning::dataset(8), lo);
+    pl::DataLoader train(torch_lightning::dataset(rows), lo), val(torch_lightning::dataset(8), lo);
     pl::Trainer trainer(o);
-    trainer.fit(net, train, &val);
+    trainer.fit(net, train, &val, resume);
     if (trainer.global_rank() == 0) torch_lightning::save(net, argv[1]);
     return 0;
   } catch (const pl::Error& e) {

@@ -26,11 +26,11 @@
 // Checkpoints hold the module's state (model.safetensors, PyTorch names) and the optimizer's
 // torch::save archive.
 //
-// Not yet for this kind of module: dp/ddp2 replicas, precision 16-mixed / bf16-mixed, strategies
-// that step parts of parameters (ddp_sharded) and libtorch's own LR schedulers (plrt's
-// configure_lr_schedulers work): each is refused with an error naming it.
+// Not yet for this kind of module: dp/ddp2 replicas, precision 16-mixed / bf16-mixed and strategies
+// that step parts of parameters (ddp_sharded): each is refused with an error naming it.
 #pragma once
 
+#include <torch/optim/schedulers/step_lr.h>
 #include <torch/torch.h>
 
 #include <cstdint>
@@ -47,6 +47,14 @@ namespace pl::torch {
 // One batch as training_step gets it: the loader's tensors, in order, on the module's device.
 using Batch = std::vector<::torch::Tensor>;
 
+// One libtorch scheduler and when the Trainer steps it, as Lightning's lr_scheduler_config.
+struct SchedulerConfig {
+  std::unique_ptr<::torch::optim::LRScheduler> scheduler;  // over the optimizer it was given
+  std::string interval =
+      "epoch";            // "epoch": after each training epoch (and its validation); "step": each optimizer step
+  int64_t frequency = 1;  // >= 1: every `frequency` epochs, or batches of the epoch
+};
+
 class LightningModule : public ::torch::nn::Module, public pl::LightningBase {
  public:
   // Forward on one batch; returns the loss (a scalar that requires grad).  The Trainer runs its
@@ -60,8 +68,23 @@ class LightningModule : public ::torch::nn::Module, public pl::LightningBase {
   virtual ::torch::Tensor predict_step(const Batch& batch, int64_t batch_idx);
   // Any torch::optim optimizer over this module's parameters (or some of them), but LBFGS.
   virtual std::unique_ptr<::torch::optim::Optimizer> configure_optimizers() = 0;
-  // plrt's learning-rate schedules over the optimizer (it is configure_optimizers' one, seen as a
-  // pl::Optimizer whose lr is the torch optimizer's), as pl::LightningModule's.
+  // libtorch's learning-rate schedulers over configure_optimizers' optimizer (given here), e.g.
+  //   std::vector<pl::torch::SchedulerConfig> configure_torch_lr_schedulers(torch::optim::Optimizer& o) override {
+  //     std::vector<pl::torch::SchedulerConfig> s(1);
+  //     s[0].scheduler = std::make_unique<torch::optim::StepLR>(o, 2, 0.5);
+  //     return s;
+  //   }
+  // They keep libtorch's semantics (torch::optim::StepLR(o, s, g) first decays at its step s + 1,
+  // Python's at step s) and their step count is checkpointed: a resumed one is stepped that many times
+  // (libtorch/src/torch_lr_scheduler.hpp).
+  virtual std::vector<SchedulerConfig> configure_torch_lr_schedulers(::torch::optim::Optimizer& optimizer) {
+    (void)optimizer;
+    return {};
+  }
+  // plrt's learning-rate schedules, for those libtorch lacks (MultiStepLR, CosineAnnealingLR,
+  // OneCycleLR, ReduceLROnPlateau, ...; lr_scheduler.hpp, values equal to Python's): over the
+  // optimizer seen as a pl::Optimizer whose lr is the torch optimizer's (its first param group's;
+  // the other groups keep their ratios to it).  They step after the libtorch ones.
   virtual std::vector<pl::LRSchedulerConfig> configure_lr_schedulers(pl::Optimizer& optimizer) {
     (void)optimizer;
     return {};
