@@ -20,6 +20,7 @@
 #include <plrt/torch/lightning.hpp>
 #include <set>
 
+#include "autocast_guard.hpp"
 #include "state.hpp"
 #include "torch_lr_scheduler.hpp"
 #include "torch_optimizer.hpp"
@@ -62,6 +63,11 @@ Batch to_torch(const pl::Batch& b) {
   return out;
 }
 
+// The autocast dtype of a step's compute dtype (none for 32-true).
+at::ScalarType autocast_dtype(PL_DType compute) {
+  return compute == PL_F16 ? at::kHalf : compute == PL_BF16 ? at::kBFloat16 : at::ScalarType::Undefined;
+}
+
 class TorchModel final : public pl::TrainerModel {
  public:
   explicit TorchModel(LightningModule& m) : m_(m) {}
@@ -69,14 +75,21 @@ class TorchModel final : public pl::TrainerModel {
 
   std::string type_name() const override { return c10::demangle(typeid(m_).name()); }
 
+  // Mixed precision is libtorch's autocast around each step (autocast_guard.hpp); 16-mixed's loss
+  // scale and its unscale/skip are the loop's, on the gradient memory.  Checked at place(), which
+  // knows the device.
   void check_precision(const std::string& precision, PL_DType compute) const override {
-    if (compute != PL_DTYPE_INVALID)
-      throw pl::Error(PL_ERR_INVALID_ARGUMENT, "precision '" + precision +
-                                                   "' for a libtorch module (libtorch's autocast and a loss scaler) is "
-                                                   "not there yet; train it with precision '32-true'");
+    precision_ = precision;
+    compute_ = compute;
   }
 
   void place(const pl::Accelerator& acc, PL_Device device) override {
+    if (compute_ == PL_F16 && device.type != PL_DEVICE_CUDA)  // as Lightning refuses fp16 AMP on CPU
+      throw pl::Error(PL_ERR_INVALID_ARGUMENT,
+                      "precision '" + precision_ +
+                          "' for a libtorch module on the cpu accelerator: libtorch's autocast computes in bfloat16 "
+                          "on CPU, not float16; use precision 'bf16-mixed' (or '16-mixed' on a cuda device)");
+    cuda_ = device.type == PL_DEVICE_CUDA;
     unhook();
     acc_ = acc;
     m_.to(detail::torch_device(device));
@@ -210,7 +223,11 @@ class TorchModel final : public pl::TrainerModel {
       for (auto& r : recs_)
         if (r.grad.defined() && r.param.grad_is_zero) r.grad.zero_();  // this backward writes it
     }
-    ::torch::Tensor loss = m_.training_step(to_torch(batch), batch_idx);
+    ::torch::Tensor loss;
+    {
+      detail::AutocastGuard autocast(cuda_, autocast_dtype(s.compute));
+      loss = m_.training_step(to_torch(batch), batch_idx);
+    }
     if (!loss.defined() || loss.numel() != 1)
       throw pl::Error(
           PL_ERR_INVALID_ARGUMENT,
@@ -231,17 +248,20 @@ class TorchModel final : public pl::TrainerModel {
   }
 
   void eval_step(pl::ReplicaOutput& out, int64_t batch_idx, bool test, PL_DType compute) override {
-    (void)compute;  // 32-true only (check_precision)
     ::torch::NoGradGuard no_grad;
+    detail::AutocastGuard autocast(cuda_, autocast_dtype(compute));
     const Batch b = to_torch(out.batch);
     test ? m_.test_step(b, batch_idx) : m_.validation_step(b, batch_idx);
   }
   void eval_step_end(std::vector<pl::ReplicaOutput>&, bool, PL_DType) override {}
 
   pl::Tensor predict_step(const pl::Batch& batch, int64_t batch_idx, PL_DType compute) override {
-    (void)compute;
     ::torch::NoGradGuard no_grad;
-    ::torch::Tensor out = m_.predict_step(to_torch(batch), batch_idx);
+    ::torch::Tensor out;
+    {
+      detail::AutocastGuard autocast(cuda_, autocast_dtype(compute));
+      out = m_.predict_step(to_torch(batch), batch_idx);
+    }
     if (!out.defined()) return {};
     return borrow(out.contiguous(), acc_);
   }
@@ -326,6 +346,10 @@ class TorchModel final : public pl::TrainerModel {
 
   LightningModule& m_;
   pl::Accelerator acc_;
+  // the precision, remembered by check_precision for place() (which knows the device)
+  mutable std::string precision_ = "32-true";
+  mutable PL_DType compute_ = PL_DTYPE_INVALID;
+  bool cuda_ = false;
   std::deque<Rec> recs_;  // a deque: the loop keeps pointers to the records
   std::deque<std::pair<std::string, pl::Tensor>> buffers_;
   std::function<void(size_t)> hook_;

@@ -7,7 +7,9 @@ Nothing of plrt is used here.
 The loop, per rank r of W: DistributedSampler(shuffle=False) over the rows, --batch rows a batch;
 each batch's loss / accumulate runs backward under no_sync() unless the batch ends an
 accumulation window (or the epoch); at a window's end the gradient norm is clipped to --clip,
-Adam steps (lr = --lr x --lr-scale: horovod's lr x W) and zero_grad(); after each epoch the
+Adam steps (lr = --lr x --lr-scale: horovod's lr x W) and zero_grad(); with --precision
+bf16-mixed the forward and the loss run under torch.autocast("cpu", torch.bfloat16), as
+Lightning's MixedPrecision; after each epoch the
 schedule steps.  The schedule is libtorch's torch::optim::StepLR(1, 0.5) as the C++ side uses it:
 libtorch's k-th step() sees step count k - 1, so it halves from its second step on, which in
 Python's terms is LambdaLR(0.5 ** max(epoch - 1, 0)).
@@ -20,6 +22,7 @@ final parameters to --save (safetensors).
         --epochs 3 --save ref.safetensors
 """
 import argparse
+import contextlib
 import os
 import socket
 import sys
@@ -63,11 +66,11 @@ def worker(rank, args, port):
         batches = len(loader)
         for b, (x, y) in enumerate(loader):
             window_end = (b + 1) % args.accumulate == 0 or b + 1 == batches
-            if window_end:
-                (F.cross_entropy(ddp(x), y) / args.accumulate).backward()
-            else:
-                with ddp.no_sync():
-                    (F.cross_entropy(ddp(x), y) / args.accumulate).backward()
+            sync = contextlib.nullcontext() if window_end else ddp.no_sync()
+            with sync:
+                with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.precision == "bf16-mixed"):
+                    loss = F.cross_entropy(ddp(x), y)
+                (loss / args.accumulate).backward()
             if window_end:
                 nn.utils.clip_grad_norm_(ddp.parameters(), args.clip)
                 opt.step()
@@ -90,6 +93,7 @@ def main():
     ap.add_argument("--clip", type=float, default=0.05)
     ap.add_argument("--lr", type=float, default=0.01)
     ap.add_argument("--lr-scale", type=float, default=1.0)
+    ap.add_argument("--precision", default="32-true", choices=["32-true", "bf16-mixed"])
     args = ap.parse_args()
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -2,7 +2,7 @@
 // launcher's strategy (PL_TRAINER_STRATEGY, PL_TRAINER_DEVICES), accumulate 2, clip 0.05; rank 0
 // writes the final weights.
 //   torch_lightning_worker <weights.safetensors> <root dir> [--rows N] [--batch B] [--epochs E] [--step-lr]
-//                          [--resume CKPT]
+//                          [--resume CKPT] [--precision P]
 // Defaults: 24 rows of torch_lightning::dataset, 4 rows a rank a batch, 2 epochs, no schedule.
 #include <iostream>
 #include <plrt/sdk/exit_code.hpp>
@@ -13,12 +13,12 @@
 int main(int argc, char** argv) {
   if (argc < 3) {
     std::cerr << "usage: torch_lightning_worker <weights.safetensors> <root dir> [--rows N] [--batch B] [--epochs E] "
-                 "[--step-lr] [--resume CKPT]\n";
+                 "[--step-lr] [--resume CKPT] [--precision P]\n";
     return 2;
   }
   int64_t rows = 24, batch = 4, epochs = 2;
   bool step_lr = false;
-  std::string resume;
+  std::string resume, precision = "32-true";
   for (int i = 3; i < argc; ++i) {
     const std::string a = argv[i];
     const bool has_value = i + 1 < argc;
@@ -32,6 +32,8 @@ int main(int argc, char** argv) {
       epochs = std::stoll(argv[++i]);
     } else if (a == "--resume" && has_value) {
       resume = argv[++i];
+    } else if (a == "--precision" && has_value) {
+      precision = argv[++i];
     } else {
       std::cerr << "torch_lightning_worker: unknown argument '" << a << "'\n";
       return 2;
@@ -43,6 +45,7 @@ int main(int argc, char** argv) {
     pl::TrainerOptions o;
     o.accelerator = "cpu";
     o.max_epochs = epochs;
+    o.precision = precision;
     o.accumulate_grad_batches = 2;
     o.gradient_clip_val = 0.05;
     o.enable_progress_bar = false;

@@ -26,8 +26,12 @@
 // Checkpoints hold the module's state (model.safetensors, PyTorch names) and the optimizer's
 // torch::save archive.
 //
-// Not yet for this kind of module: dp/ddp2 replicas, precision 16-mixed / bf16-mixed and strategies
-// that step parts of parameters (ddp_sharded): each is refused with an error naming it.
+// Precision bf16-mixed / 16-mixed runs each step under libtorch's autocast (bfloat16 on CPU and
+// CUDA, float16 on CUDA only, as Lightning), with 16-mixed's loss scaling, unscale and skipped
+// steps done by the Trainer on the gradient memory.
+//
+// Not yet for this kind of module: dp/ddp2 replicas and strategies that step parts of parameters
+// (ddp_sharded): each is refused with an error naming it.
 #pragma once
 
 #include <torch/optim/schedulers/step_lr.h>
