@@ -22,6 +22,7 @@
 
 #include "autocast_guard.hpp"
 #include "state.hpp"
+#include "tensor_bridge.hpp"
 #include "torch_lr_scheduler.hpp"
 #include "torch_optimizer.hpp"
 
@@ -38,23 +39,8 @@ std::string short_type(const std::string& demangled) {
   return s;
 }
 
-// A pl::Tensor over a torch tensor's memory (it keeps the tensor alive).
-pl::Tensor borrow(const ::torch::Tensor& t, const pl::Accelerator& acc) {
-  auto view = std::make_shared<detail::TensorView>(t);
-  return pl::Tensor::borrow(view->get(), acc, view);
-}
-
-// A torch tensor over a pl::Tensor's memory (it keeps the pl::Tensor alive).
-::torch::Tensor to_torch(const pl::Tensor& t) {
-  int64_t shape[PL_MAX_DIMS];
-  const PL_Tensor v = t.view();
-  const DLTensor d = pl::to_dlpack(v, shape);
-  auto* keep = new pl::Tensor(t);
-  const auto options =
-      ::torch::TensorOptions().dtype(at::toScalarType(d.dtype)).device(detail::torch_device(t.device()));
-  return ::torch::from_blob(
-      t.data(), at::IntArrayRef(d.shape, static_cast<size_t>(d.ndim)), [keep](void*) { delete keep; }, options);
-}
+using detail::borrow;
+using detail::to_torch;
 
 Batch to_torch(const pl::Batch& b) {
   Batch out;

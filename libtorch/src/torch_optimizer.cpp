@@ -1,22 +1,15 @@
-// A torch::optim optimizer as a pl::Optimizer (torch_optimizer.hpp).
+// A torch::optim optimizer as a pl::Optimizer: stepping and the learning rate (torch_optimizer.hpp;
+// the state is in torch_optimizer_state.cpp).
 #include "torch_optimizer.hpp"
 
+#include <set>
 #include <sstream>
 
-#include "state.hpp"
+#include "torch_optimizer_kinds.hpp"
 
 namespace pl::torch::detail {
 
 namespace {
-
-std::string name_of(const ::torch::optim::Optimizer& o) {
-  if (dynamic_cast<const ::torch::optim::SGD*>(&o)) return "SGD";
-  if (dynamic_cast<const ::torch::optim::AdamW*>(&o)) return "AdamW";
-  if (dynamic_cast<const ::torch::optim::Adam*>(&o)) return "Adam";
-  if (dynamic_cast<const ::torch::optim::RMSprop*>(&o)) return "RMSprop";
-  if (dynamic_cast<const ::torch::optim::Adagrad*>(&o)) return "Adagrad";
-  return "torch::optim";
-}
 
 double group_lr(const ::torch::optim::Optimizer& o) {
   if (o.param_groups().empty())
@@ -32,13 +25,22 @@ TorchOptimizer::TorchOptimizer(std::unique_ptr<::torch::optim::Optimizer> opt, s
       opt_(std::move(opt)),
       torch_params_(std::move(torch_params)),
       grads_(std::move(grads)),
-      name_(name_of(*opt_)) {
+      kind_(kind_of(*opt_)),
+      name_(kind_name(kind_)) {
   if (dynamic_cast<const ::torch::optim::LBFGS*>(opt_.get()))
     throw pl::Error(PL_ERR_INVALID_ARGUMENT,
                     "configure_optimizers returned torch::optim::LBFGS, which needs a closure that re-runs the "
                     "step; the Trainer steps the optimizer once per accumulation window: use SGD, Adam, AdamW, "
                     "RMSprop or Adagrad");
+  group_of_.assign(torch_params_.size(), 0);
+  const auto& groups = opt_->param_groups();
+  for (size_t i = 0; i < torch_params_.size(); ++i)
+    for (size_t g = 0; g < groups.size(); ++g)
+      for (const auto& t : groups[g].params())
+        if (t.is_same(torch_params_[i])) group_of_[i] = g;
 }
+
+TorchOptimizer::~TorchOptimizer() = default;
 
 std::vector<std::pair<std::string, std::string>> TorchOptimizer::hyperparameters() const {
   std::ostringstream lr;
@@ -59,18 +61,29 @@ void TorchOptimizer::set_lr(double lr) {
 }
 
 void TorchOptimizer::update(size_t i, int64_t begin, int64_t end) {
-  if (!whole(i, begin, end))
+  if (whole(i, begin, end)) {
+    chosen_.push_back(i);
+    return;
+  }
+  if (kind_ == Kind::kOther)
     throw pl::Error(PL_ERR_UNSUPPORTED,
                     "the strategy steps elements [" + std::to_string(begin) + ", " + std::to_string(end) +
-                        ") of a parameter (a sharded optimizer, ddp_sharded); a torch::optim optimizer steps whole "
-                        "parameters: use ddp, bagua or horovod with a libtorch module");
-  chosen_.push_back(i);
+                        ") of a parameter (a sharded optimizer, ddp_sharded); a torch::optim optimizer other than "
+                        "SGD, Adam, AdamW, RMSprop and Adagrad steps whole parameters only: use one of those, or ddp, "
+                        "bagua or horovod");
+  chosen_ranges_.push_back({i, begin, end});
 }
 
 void TorchOptimizer::finish_updates() {
+  if (!chosen_.empty()) step_whole();
+  if (!chosen_ranges_.empty()) step_ranges();
+  chosen_.clear();
+  chosen_ranges_.clear();
+}
+
+void TorchOptimizer::step_whole() {
   std::vector<char> on(torch_params_.size(), 0);
   for (size_t i : chosen_) on[i] = 1;
-  chosen_.clear();
   for (size_t i = 0; i < torch_params_.size(); ++i)
     torch_params_[i].mutable_grad() = on[i] ? grads_[i] : ::torch::Tensor();
   struct Restore {  // every .grad() is the Trainer's gradient memory again, also after an error
@@ -82,39 +95,30 @@ void TorchOptimizer::finish_updates() {
   opt_->step();
 }
 
-std::vector<std::pair<std::string, pl::Tensor>> TorchOptimizer::state_tensors() const {
-  ::torch::serialize::OutputArchive archive;
-  opt_->save(archive);
-  std::ostringstream bytes;
-  archive.save_to(bytes);
-  const std::string s = bytes.str();
-  pl::Tensor t = pl::Tensor::empty({static_cast<int64_t>(s.size())}, PL_U8);
-  if (!s.empty()) std::memcpy(t.data(), s.data(), s.size());
-  return {{kArchiveKey, t}};
+TorchOptimizer::Range& TorchOptimizer::range(const RangeKey& k) {
+  auto it = ranges_.find(k);
+  if (it != ranges_.end()) return it->second;
+  if (!shard_) shard_ = empty_like(kind_, opt_->defaults());
+  const auto [i, begin, end] = k;
+  Range r;
+  r.value = torch_params_[i].detach().view({-1}).narrow(0, begin, end - begin);
+  r.grad = grads_[i].view({-1}).narrow(0, begin, end - begin);
+  const auto& options = opt_->param_groups()[group_of_[i]].options();
+  shard_->add_param_group(::torch::optim::OptimizerParamGroup({r.value}, options.clone()));
+  r.group = shard_->param_groups().size() - 1;
+  init_state(kind_, options, r.value, *shard_);  // Adagrad's, which its constructor makes for its own
+  return ranges_.emplace(k, std::move(r)).first->second;
 }
 
-std::map<std::string, double> TorchOptimizer::state_scalars() const {
-  return {{"lr", lr()}, {"step", static_cast<double>(steps())}};
-}
-
-void TorchOptimizer::load_state(const std::map<std::string, pl::Tensor>& tensors,
-                                const std::map<std::string, double>& scalars) {
-  for (const auto& [key, t] : tensors)
-    if (key != kArchiveKey)
-      throw pl::Error(PL_ERR_INVALID_ARGUMENT, "the optimizer state of " + name_ + " (a torch::optim optimizer) has '" +
-                                                   key + "'; it holds only '" + kArchiveKey + "'");
-  auto it = tensors.find(kArchiveKey);
-  if (it == tensors.end())
-    throw pl::Error(PL_ERR_INVALID_ARGUMENT, "the optimizer state has no '" + std::string(kArchiveKey) +
-                                                 "': it was not saved from " + name_ + " (a torch::optim optimizer)");
-  const Scalars s = read_scalars(scalars);
-  const pl::Tensor host = it->second.to_host();
-  std::istringstream bytes(std::string(static_cast<const char*>(host.data()), host.nbytes()));
-  ::torch::serialize::InputArchive archive;
-  archive.load_from(bytes);
-  opt_->load(archive);
-  set_lr(s.lr);
-  steps_ = s.steps;
+void TorchOptimizer::step_ranges() {
+  const std::set<RangeKey> on(chosen_ranges_.begin(), chosen_ranges_.end());
+  for (const RangeKey& k : chosen_ranges_) range(k);
+  auto& groups = shard_->param_groups();
+  for (auto& [k, r] : ranges_) {
+    r.value.mutable_grad() = on.count(k) ? r.grad : ::torch::Tensor();
+    groups[r.group].set_options(opt_->param_groups()[group_of_[std::get<0>(k)]].options().clone());
+  }
+  shard_->step();
 }
 
 }  // namespace pl::torch::detail

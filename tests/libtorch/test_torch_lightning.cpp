@@ -102,6 +102,29 @@ TEST(TorchLightning, AResumedFitEqualsTheUninterruptedOne) {
   expect_same(resumed, whole, 1e-6);
 }
 
+// Each of libtorch's optimizers keeps its state by name in the checkpoint (momentum buffers,
+// Adam's moments and amsgrad maximum, RMSprop's averages, Adagrad's sums, the step counts): a
+// resumed fit equals the uninterrupted one.
+TEST(TorchLightning, EveryLibtorchOptimizerResumesWhereItStopped) {
+  for (const std::string kind : {"sgd", "adamw", "rmsprop", "adagrad"}) {
+    SCOPED_TRACE(kind);
+    Dir d1, d2;
+    torch_lightning::Net whole, part, resumed;
+    whole.optimizer = part.optimizer = resumed.optimizer = kind;
+    part.copy_from(whole);
+    pl::TrainerOptions o = options(d1);
+    o.max_epochs = 3;
+    fit(whole, o);
+    pl::TrainerOptions first = options(d2);
+    first.max_epochs = 1;
+    fit(part, first);
+    pl::TrainerOptions rest = options(d2);
+    rest.max_epochs = 3;
+    fit(resumed, rest, "last");
+    expect_same(resumed, whole, 1e-6);
+  }
+}
+
 TEST(TorchLightning, TheKindsErrorsNameTheirCause) {
   Dir d;
   pl::DataLoaderOptions lo;

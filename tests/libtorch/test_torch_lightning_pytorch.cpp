@@ -4,7 +4,8 @@
 // accumulate 2 under no_sync, gradient norm clipping, Adam and libtorch's StepLR after each epoch,
 // under plrun at 2 and 3 ranks, ends with the weights PyTorch's DDP ends with, to 1e-5.  So do
 // bagua's gradient_allreduce (a mean of the gradients, as DDP's) and horovod (lr x W, as
-// Lightning's HorovodStrategy), and bf16-mixed (libtorch's CPU autocast, as torch.autocast's).  A fit stopped after its
+// Lightning's HorovodStrategy), ddp_sharded (ZeRO's element ranges, a resume from 3 ranks to 2
+// too), and bf16-mixed (libtorch's CPU autocast, as torch.autocast's).  A fit stopped after its
 // first epoch at 3 ranks and resumed at 2 (the same global batch: 4 rows a rank at 3 ranks, 6 at 2) equals the
 // uninterrupted run at 2.
 #include <gtest/gtest.h>
@@ -92,6 +93,16 @@ TEST_F(TorchLightningVsPyTorch, DdpAtTwoAndThreeRanks) {
   }
 }
 
+// ZeRO: each rank steps its element ranges of the parameters (a shard optimizer over views of
+// them), then the ranks allgather the values; Adam is elementwise, so the weights equal DDP's.
+TEST_F(TorchLightningVsPyTorch, DdpShardedAtTwoAndThreeRanks) {
+  for (int world : {2, 3}) {
+    SCOPED_TRACE("world " + std::to_string(world));
+    expect_equal(plrt(world, "ddp_sharded", 4, 3, "sharded"), reference(world, 4, 3),
+                 "ddp_sharded_w" + std::to_string(world));
+  }
+}
+
 TEST_F(TorchLightningVsPyTorch, BaguaGradientAllreduce) {
   expect_equal(plrt(2, "bagua_gradient_allreduce", 4, 3, "bagua"), reference(2, 4, 3), "bagua_w2");
 }
@@ -111,6 +122,14 @@ TEST_F(TorchLightningVsPyTorch, ResumedFromThreeRanksAtTwoEqualsTheUninterrupted
   plrt(3, "ddp", 4, 1, "resume");  // the first epoch, at 3 ranks: 4 rows each, 12 a step
   const std::string got = plrt(2, "ddp", 6, 3, "resume", "last");  // the rest at 2: 6 rows each
   expect_equal(got, reference(2, 6, 3), "resume_w3_w2");
+}
+
+// ddp_sharded's checkpoint holds each rank's ranges of the Adam state; at 2 ranks the ranges
+// differ and each rank's are assembled from the 3 files that hold their pieces.
+TEST_F(TorchLightningVsPyTorch, ShardedResumedFromThreeRanksAtTwoEqualsTheUninterruptedRun) {
+  plrt(3, "ddp_sharded", 4, 1, "sharded_resume");
+  const std::string got = plrt(2, "ddp_sharded", 6, 3, "sharded_resume", "last");
+  expect_equal(got, reference(2, 6, 3), "sharded_resume_w3_w2");
 }
 
 }  // namespace

@@ -17,7 +17,8 @@ struct Net : pl::torch::LightningModule {
   torch::nn::Linear fc1{nullptr}, fc2{nullptr};
   bool detach_loss = false, foreign_optimizer = false, lbfgs = false;  // the error cases
   bool step_lr = false;                                                // libtorch's StepLR(1, 0.5) after each epoch
-  bool empty_schedule = false;  // an error case: a SchedulerConfig without its scheduler
+  bool empty_schedule = false;     // an error case: a SchedulerConfig without its scheduler
+  std::string optimizer = "adam";  // or sgd (momentum), adamw (amsgrad), rmsprop (centered, momentum), adagrad
   Net() {
     torch::manual_seed(7);
     fc1 = register_module("fc1", torch::nn::Linear(4, 16));
@@ -37,7 +38,14 @@ struct Net : pl::torch::LightningModule {
       return std::make_unique<torch::optim::SGD>(std::vector<torch::Tensor>{torch::zeros({3}, torch::requires_grad())},
                                                  torch::optim::SGDOptions(0.1));
     if (lbfgs) return std::make_unique<torch::optim::LBFGS>(parameters(), torch::optim::LBFGSOptions(0.1));
-    return std::make_unique<torch::optim::Adam>(parameters(), torch::optim::AdamOptions(0.01));
+    namespace o = torch::optim;
+    if (optimizer == "sgd") return std::make_unique<o::SGD>(parameters(), o::SGDOptions(0.1).momentum(0.9));
+    if (optimizer == "adamw") return std::make_unique<o::AdamW>(parameters(), o::AdamWOptions(0.01).amsgrad(true));
+    if (optimizer == "rmsprop")
+      return std::make_unique<o::RMSprop>(parameters(), o::RMSpropOptions(0.01).centered(true).momentum(0.5));
+    if (optimizer == "adagrad")
+      return std::make_unique<o::Adagrad>(parameters(), o::AdagradOptions(0.1).initial_accumulator_value(0.1));
+    return std::make_unique<o::Adam>(parameters(), o::AdamOptions(0.01));
   }
   std::vector<pl::torch::SchedulerConfig> configure_torch_lr_schedulers(torch::optim::Optimizer& o) override {
     std::vector<pl::torch::SchedulerConfig> s;

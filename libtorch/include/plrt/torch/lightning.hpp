@@ -23,15 +23,17 @@
 // tensors arrive as torch tensors on the module's device, without a copy), runs backward on the
 // returned loss scaled for accumulate_grad_batches, and steps the optimizer configure_optimizers
 // returned (any torch::optim optimizer but LBFGS) at each accumulation boundary, after clipping.
-// Checkpoints hold the module's state (model.safetensors, PyTorch names) and the optimizer's
-// torch::save archive.
+// Under ddp_sharded each rank steps its element ranges of the parameters with an optimizer of the
+// same class over views of them (SGD, Adam, AdamW, RMSprop, Adagrad).  Checkpoints hold the
+// module's state (model.safetensors, PyTorch names) and the optimizer's state by name
+// ("state.<i>.exp_avg", ...: resharded to another world size as plrt's own; another optimizer
+// class as its torch::save archive).
 //
 // Precision bf16-mixed / 16-mixed runs each step under libtorch's autocast (bfloat16 on CPU and
 // CUDA, float16 on CUDA only, as Lightning), with 16-mixed's loss scaling, unscale and skipped
 // steps done by the Trainer on the gradient memory.
 //
-// Not yet for this kind of module: dp/ddp2 replicas and strategies that step parts of parameters
-// (ddp_sharded): each is refused with an error naming it.
+// Not for this kind of module: dp/ddp2 replicas (one process per device instead), refused by name.
 #pragma once
 
 #include <torch/optim/schedulers/step_lr.h>
