@@ -50,11 +50,10 @@ pl::RuntimeOptions runtime() {
   return ro;
 }
 
-void fit(torch_lightning::Net& net, const pl::TrainerOptions& o, const std::string& ckpt = "") {
-  pl::DataLoaderOptions lo;
-  lo.batch_size = 4;
-  lo.shuffle = false;
-  pl::DataLoader train(torch_lightning::dataset(24), lo), val(torch_lightning::dataset(8), lo);
+void fit(torch_lightning::Net& net, const pl::TrainerOptions& o, const std::string& ckpt = "",
+         bool torch_dataset = false, bool stack = false) {
+  pl::DataLoader train = torch_lightning::loader(24, 4, torch_dataset, stack),
+                 val = torch_lightning::loader(8, 4, torch_dataset, stack);
   pl::Trainer trainer(o, runtime());
   trainer.fit(net, train, &val, ckpt);
   EXPECT_EQ(trainer.callback_metrics().count("train_loss"), 1u);
@@ -81,6 +80,34 @@ TEST(TorchLightning, SingleDeviceEqualsAPlainLibtorchLoop) {
   // the weights moved (the comparison is not of two untouched nets)
   torch_lightning::Net fresh;
   EXPECT_GT((net.fc1->weight - fresh.fc1->weight).abs().max().item<double>(), 1e-3);
+}
+
+// The rows from a libtorch dataset (Rows through a libtorch transform, then also its Stack) train
+// as the same rows from plrt's TensorDataset.
+TEST(TorchLightning, ALibtorchDatasetTrainsAsTheSameRows) {
+  for (bool stack : {false, true}) {
+    SCOPED_TRACE(stack ? "Stack" : "Examples");
+    Dir d;
+    torch_lightning::Net net, ref;
+    ref.copy_from(net);
+    fit(net, options(d), "", true, stack);
+    torch_lightning::plain_loop(ref, 24, 4, 2, 2, 0.05);
+    expect_same(net, ref, 1e-6);
+  }
+}
+
+struct Unsized : torch::data::datasets::Dataset<Unsized> {
+  torch::data::Example<> get(size_t) override { return {torch::zeros({4}), torch::zeros({}, torch::kInt64)}; }
+  c10::optional<size_t> size() const override { return c10::nullopt; }
+};
+
+TEST(TorchLightning, ALibtorchDatasetWithoutASizeIsRefused) {
+  try {
+    pl::torch::data_loader(Unsized());
+    ADD_FAILURE() << "no error";
+  } catch (const pl::Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("has no size"));
+  }
 }
 
 TEST(TorchLightning, AResumedFitEqualsTheUninterruptedOne) {
@@ -178,7 +205,9 @@ TEST(TorchLightning, DdpAtTwoRanksEqualsThePlainLoopOverTheGlobalBatches) {
   Dir d;
   const std::string out = (d.path / "weights.safetensors").string();
   plrt_test::ProcessSpec spec;
-  spec.argv = {PLRUN_PATH, "--devices", "2", "--strategy", "ddp", "--", WORKER_PATH, out, d.path.string()};
+  // the rows through a libtorch dataset: the Trainer injects its DistributedSampler as for its own
+  spec.argv = {PLRUN_PATH, "--devices", "2", "--strategy",    "ddp",
+               "--",       WORKER_PATH, out, d.path.string(), "--torch-dataset"};
   spec.env = {{"PL_LOG_LEVEL", "warn"}};
   spec.unset_env = {
       "RANK",         "WORLD_SIZE",   "LOCAL_RANK",           "MASTER_ADDR",         "MASTER_PORT",

@@ -6,6 +6,7 @@
 #include <plrt/sdk/data.hpp>
 #include <plrt/sdk/safetensors.hpp>
 #include <plrt/sdk/trainer.hpp>
+#include <plrt/torch/data.hpp>
 #include <plrt/torch/lightning.hpp>
 #include <string>
 #include <vector>
@@ -71,6 +72,34 @@ inline std::shared_ptr<pl::TensorDataset> dataset(int64_t n) {
   for (size_t i = 0; i < ys.size(); ++i) ys[i] = static_cast<int64_t>(i % 3);
   return std::make_shared<pl::TensorDataset>(
       std::vector<pl::Tensor>{pl::Tensor::from_vector(xs, {n, 4}), pl::Tensor::from_vector(ys, {n})});
+}
+
+// The same rows as a libtorch dataset (read one Example at a time), for pl::torch::data_loader.
+struct Rows : torch::data::datasets::Dataset<Rows> {
+  torch::Tensor x, y;
+  explicit Rows(int64_t n) {
+    const auto data = dataset(n);
+    x = torch::from_blob(data->fields()[0].data(), {n, 4}).clone();
+    y = torch::from_blob(data->fields()[1].data(), {n}, torch::kInt64).clone();
+  }
+  torch::data::Example<> get(size_t i) override {
+    const auto k = static_cast<int64_t>(i);
+    return {x[k], y[k]};
+  }
+  c10::optional<size_t> size() const override { return static_cast<size_t>(x.size(0)); }
+};
+
+// The loader of `n` rows, `batch` a rank: plrt's TensorDataset, or (torch_dataset) Rows through a
+// libtorch Lambda transform (the values stay) and, with stack, libtorch's Stack.
+inline pl::DataLoader loader(int64_t n, int64_t batch, bool torch_dataset = false, bool stack = false) {
+  pl::DataLoaderOptions lo;
+  lo.batch_size = batch;
+  lo.shuffle = false;
+  if (!torch_dataset) return pl::DataLoader(dataset(n), lo);
+  using Example = torch::data::Example<>;
+  auto mapped = Rows(n).map(torch::data::transforms::Lambda<Example>([](Example e) { return e; }));
+  if (stack) return pl::torch::data_loader(std::move(mapped).map(torch::data::transforms::Stack<>()), lo);
+  return pl::torch::data_loader(std::move(mapped), lo);
 }
 
 // libtorch alone, as a user writes it: batches of `batch` rows in order, backward on loss /

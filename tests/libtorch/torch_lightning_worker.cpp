@@ -2,8 +2,9 @@
 // launcher's strategy (PL_TRAINER_STRATEGY, PL_TRAINER_DEVICES), accumulate 2, clip 0.05; rank 0
 // writes the final weights.
 //   torch_lightning_worker <weights.safetensors> <root dir> [--rows N] [--batch B] [--epochs E] [--step-lr]
-//                          [--resume CKPT] [--precision P]
-// Defaults: 24 rows of torch_lightning::dataset, 4 rows a rank a batch, 2 epochs, no schedule.
+//                          [--resume CKPT] [--precision P] [--torch-dataset]
+// Defaults: 24 rows of torch_lightning::dataset, 4 rows a rank a batch, 2 epochs, no schedule;
+// --torch-dataset reads the rows through a libtorch dataset (pl::torch::data_loader).
 #include <iostream>
 #include <plrt/sdk/exit_code.hpp>
 #include <string>
@@ -13,17 +14,19 @@
 int main(int argc, char** argv) {
   if (argc < 3) {
     std::cerr << "usage: torch_lightning_worker <weights.safetensors> <root dir> [--rows N] [--batch B] [--epochs E] "
-                 "[--step-lr] [--resume CKPT] [--precision P]\n";
+                 "[--step-lr] [--resume CKPT] [--precision P] [--torch-dataset]\n";
     return 2;
   }
   int64_t rows = 24, batch = 4, epochs = 2;
-  bool step_lr = false;
+  bool step_lr = false, torch_dataset = false;
   std::string resume, precision = "32-true";
   for (int i = 3; i < argc; ++i) {
     const std::string a = argv[i];
     const bool has_value = i + 1 < argc;
     if (a == "--step-lr") {
       step_lr = true;
+    } else if (a == "--torch-dataset") {
+      torch_dataset = true;
     } else if (a == "--rows" && has_value) {
       rows = std::stoll(argv[++i]);
     } else if (a == "--batch" && has_value) {
@@ -51,10 +54,8 @@ int main(int argc, char** argv) {
     o.enable_progress_bar = false;
     o.num_sanity_val_steps = 0;
     o.default_root_dir = argv[2];
-    pl::DataLoaderOptions lo;
-    lo.batch_size = batch;
-    lo.shuffle = false;
-    pl::DataLoader train(torch_lightning::dataset(rows), lo), val(torch_lightning::dataset(8), lo);
+    pl::DataLoader train = torch_lightning::loader(rows, batch, torch_dataset),
+                   val = torch_lightning::loader(8, batch, torch_dataset);
     pl::Trainer trainer(o);
     trainer.fit(net, train, &val, resume);
     if (trainer.global_rank() == 0) torch_lightning::save(net, argv[1]);

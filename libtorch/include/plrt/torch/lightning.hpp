@@ -19,7 +19,8 @@
 // pl::LightningBase (the on_* hooks, log, all_gather, save_hyperparameters, callbacks).  The
 // Trainer places it on the job's device, hands its parameters to the strategy (ddp's rank-0
 // broadcast and bucketed allreduce start from autograd's AccumulateGrad hooks), calls
-// training_step on each batch (pl::DataLoader's, with the DistributedSampler injected; the batch's
+// training_step on each batch (pl::DataLoader's, or a libtorch dataset's through
+// pl::torch::data_loader in plrt/torch/data.hpp, with the DistributedSampler injected; the batch's
 // tensors arrive as torch tensors on the module's device, without a copy), runs backward on the
 // returned loss scaled for accumulate_grad_batches, and steps the optimizer configure_optimizers
 // returned (any torch::optim optimizer but LBFGS) at each accumulation boundary, after clipping.
