@@ -1,11 +1,10 @@
 // pl::EarlyStopping (early_stopping.hpp): Lightning's rules, judged by each rank on its own value,
-// decided by the ranks together (any rank's stop is every rank's) in one collective.
+// decided by the ranks together (any rank's stop is every rank's) in two boolean collectives.
 #include <cmath>
 #include <cstdio>
 #include <limits>
 #include <plrt/sdk/early_stopping.hpp>
-
-#include "trainer_impl.hpp"
+#include <plrt/sdk/trainer.hpp>
 
 namespace pl {
 
@@ -94,59 +93,58 @@ bool EarlyStopping::judge(double current, std::string& why) {
 }
 
 void EarlyStopping::on_train_epoch_end(Trainer& trainer, LightningBase&) {
-  Trainer::Impl& t = plrt::sdk::TrainerAccess::of(trainer);
-  if (t.o.fast_dev_run > 0) return;  // Lightning's: fast_dev_run checks nothing
-  const bool on_train_end =
-      o_.check_on_train_epoch_end.value_or(!t.has_val || (t.o.check_val_every_n_epoch == 1 && !t.val_inside_epochs));
-  if (!on_train_end && (t.val_inside_epochs || !t.val_ran)) return;  // validations' ends decide there
-  run_check(trainer);
+  const TrainerOptions& o = trainer.options();
+  if (o.fast_dev_run > 0) return;  // Lightning's: fast_dev_run checks nothing
+  const bool by_default =
+      !trainer.fit_has_validation() || (o.check_val_every_n_epoch == 1 && !trainer.validates_inside_epochs());
+  if (trainer.acts_at_train_epoch_end(o_.check_on_train_epoch_end, by_default)) run_check(trainer, false);
 }
 
 // fit validating inside epochs (val_check_interval): each of its validations' ends, as Lightning's.
 void EarlyStopping::on_validation_end(Trainer& trainer, LightningBase&) {
-  Trainer::Impl& t = plrt::sdk::TrainerAccess::of(trainer);
-  if (t.o.fast_dev_run > 0 || !t.fit_validating || !t.val_inside_epochs) return;
-  if (o_.check_on_train_epoch_end.value_or(false)) return;
-  run_check(trainer);
+  if (trainer.options().fast_dev_run > 0) return;
+  if (trainer.acts_at_validation_end(o_.check_on_train_epoch_end)) run_check(trainer, true);
 }
 
-void EarlyStopping::run_check(Trainer& trainer) {
-  Trainer::Impl& t = plrt::sdk::TrainerAccess::of(trainer);
+void EarlyStopping::run_check(Trainer& trainer, bool inside_epoch) {
+  const int rank = trainer.global_rank();
+  const int64_t epoch = trainer.current_epoch();
+  const std::map<std::string, double>& values = trainer.callback_metrics();
   bool stop = false;
   std::string why;
-  auto it = t.settled().find(o_.monitor);
-  const bool missing = it == t.settled().end();
+  auto it = values.find(o_.monitor);
+  const bool missing = it == values.end();
   std::string logged;
-  for (const auto& kv : t.settled()) logged += (logged.empty() ? "" : ", ") + kv.first;
+  for (const auto& kv : values) logged += (logged.empty() ? "" : ", ") + kv.first;
   const std::string msg = "EarlyStopping is conditioned on '" + o_.monitor +
                           "', which was not logged; logged: " + (logged.empty() ? "(none)" : logged);
   if (missing && !o_.strict) {
-    if (t.rank == 0 && !warned_) t.warn(msg + "; the check is skipped (strict=false), at this epoch and later ones");
+    if (rank == 0 && !warned_)
+      trainer.runtime().log(PL_LOG_WARN, msg + "; the check is skipped (strict=false), at this epoch and later ones");
     warned_ = true;
   } else if (!missing) {
     stop = judge(it->second, why);
   }
-  if (o_.verbose && t.rank == 0 && !missing)
-    t.info("EarlyStopping: epoch " + std::to_string(t.epoch) + ": " + o_.monitor + " = " + g(it->second) + ", best " +
-           g(best_) + ", " + std::to_string(wait_) + "/" + std::to_string(o_.patience) + " without improvement");
-  // One collective: whether any rank would stop, and whether any rank misses the monitor (strict),
-  // so that every rank stops, or fails, together.
-  std::vector<double> v{stop ? 1.0 : 0.0, missing && o_.strict ? 1.0 : 0.0};
-  plrt::sdk::Collectives c = t.collectives();
-  if (c.world_size() > 1) c.allreduce(v, PL_REDUCE_MAX);
-  if (v[1] > 0)
+  if (o_.verbose && rank == 0 && !missing)
+    trainer.runtime().log(PL_LOG_INFO, "EarlyStopping: epoch " + std::to_string(epoch) + ": " + o_.monitor + " = " +
+                                           g(it->second) + ", best " + g(best_) + ", " + std::to_string(wait_) + "/" +
+                                           std::to_string(o_.patience) + " without improvement");
+  // Whether any rank misses the monitor (strict), then whether any rank would stop: every rank
+  // fails, or stops, together.
+  if (trainer.reduce_boolean_decision(missing && o_.strict, false))
     throw Error(
         PL_ERR_INVALID_ARGUMENT,
         (missing ? msg : "EarlyStopping is conditioned on '" + o_.monitor + "', which another rank did not log") +
             " (set strict=false to skip the check instead)");
-  if (v[0] == 0) return;
+  if (!trainer.reduce_boolean_decision(stop, false)) return;
   trainer.set_should_stop(true);
-  stopped_epoch_ = t.epoch;
+  stopped_epoch_ = epoch;
   reason_ = stop ? why : "another rank's " + o_.monitor + " met the stopping rule";
-  if (t.rank == 0)
-    t.info("EarlyStopping: " + reason_ + "; stopping after " +
-           (t.fit_validating && t.val_inside_epochs ? "step " + std::to_string(t.step) + " of epoch " : "epoch ") +
-           std::to_string(t.epoch));
+  if (rank == 0)
+    trainer.runtime().log(
+        PL_LOG_INFO, "EarlyStopping: " + reason_ + "; stopping after " +
+                         (inside_epoch ? "step " + std::to_string(trainer.global_step()) + " of epoch " : "epoch ") +
+                         std::to_string(epoch));
 }
 
 }  // namespace pl

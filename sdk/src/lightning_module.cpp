@@ -1,27 +1,22 @@
-// LightningBase's trainer-facing calls (log, all_gather, rank queries) and LightningModule's
-// default hooks.
-#include "trainer_impl.hpp"
+// LightningBase's trainer-facing calls (log, all_gather, rank queries: through its ModuleLink and
+// the Trainer's public API) and LightningModule's default hooks.
+#include <plrt/sdk/lightning_module.hpp>
+#include <plrt/sdk/trainer.hpp>
 
-// Trainer::impl_ is private; LightningBase is Trainer's friend.
+#include "module_link.hpp"
+
 namespace pl {
 
 void LightningBase::log(const std::string& name, const Scalar& value, const LogOptions& options) {
-  if (trainer_ == nullptr)
+  if (link_ == nullptr)
     throw Error(
         PL_ERR_INVALID_ARGUMENT,
         "log('" + name + "') needs a trainer: call it from a step or hook while Trainer::fit/validate/test runs");
-  Trainer::Impl& t = *trainer_->impl_;
-  if (t_current_replica >= 0 && static_cast<size_t>(t_current_replica) < t.replica_logs.size()) {
-    // a replica's thread in a dp/ddp2 step: kept aside, merged across replicas after the step
-    t.replica_logs[static_cast<size_t>(t_current_replica)].push_back({name, value, options, options.batch_size});
-    return;
-  }
-  t.metrics.log(name, value, options, options.batch_size > 0 ? options.batch_size : t.batch_size, t.in_training_step,
-                t.rank, t.collectives());
+  link_->log_value(name, value, options);
 }
 
 LightningBase::~LightningBase() {
-  if (trainer_ != nullptr) trainer_->impl_->forget_module(this);
+  if (link_ != nullptr) link_->forget_module(this);
 }
 
 std::unique_ptr<LightningModule> LightningModule::replicate() const {
@@ -60,10 +55,9 @@ void LightningModule::backward_step(const Tensor&) {
 }
 
 std::vector<Tensor> LightningBase::all_gather(const Tensor& x) {
-  if (trainer_ == nullptr)
+  if (link_ == nullptr)
     throw Error(PL_ERR_INVALID_ARGUMENT, "all_gather needs a trainer: call it while Trainer::fit/validate/test runs");
-  Trainer::Impl& t = *trainer_->impl_;
-  plrt::sdk::Collectives c = t.collectives();
+  plrt::sdk::Collectives c = link_->collectives();
   if (c.world_size() == 1) return {x.clone()};
   std::vector<Tensor> out;
   std::vector<PL_Tensor> views;

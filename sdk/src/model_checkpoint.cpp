@@ -5,9 +5,11 @@
 #include <filesystem>
 #include <limits>
 #include <plrt/sdk/model_checkpoint.hpp>
+#include <plrt/sdk/trainer.hpp>
 #include <regex>
 
-#include "trainer_impl.hpp"
+#include "hparams_json.hpp"
+#include "sdk_internal.hpp"
 
 namespace pl {
 
@@ -198,19 +200,16 @@ void ModelCheckpoint::on_train_batch_end(Trainer& trainer, LightningBase&, const
 }
 
 void ModelCheckpoint::on_train_epoch_end(Trainer& trainer, LightningBase&) {
-  Trainer::Impl& t = plrt::sdk::TrainerAccess::of(trainer);
-  if (every_n_epochs_ <= 0 || (t.epoch + 1) % every_n_epochs_ != 0) return;
-  const bool on_train_end = o_.save_on_train_epoch_end.value_or(!t.has_val);
-  if (!on_train_end && (t.val_inside_epochs || !t.val_ran)) return;  // validations' ends decide there
+  if (every_n_epochs_ <= 0 || (trainer.current_epoch() + 1) % every_n_epochs_ != 0) return;
+  if (!trainer.acts_at_train_epoch_end(o_.save_on_train_epoch_end, !trainer.fit_has_validation())) return;
   if (trainer.global_step() == last_step_saved_) return;
   check(trainer, true);
 }
 
 // fit validating inside epochs (val_check_interval): each of its validations' ends, as Lightning's.
 void ModelCheckpoint::on_validation_end(Trainer& trainer, LightningBase&) {
-  Trainer::Impl& t = plrt::sdk::TrainerAccess::of(trainer);
-  if (!t.fit_validating || !t.val_inside_epochs || o_.save_on_train_epoch_end.value_or(false)) return;
-  if (every_n_epochs_ <= 0 || (t.epoch + 1) % every_n_epochs_ != 0) return;
+  if (!trainer.acts_at_validation_end(o_.save_on_train_epoch_end)) return;
+  if (every_n_epochs_ <= 0 || (trainer.current_epoch() + 1) % every_n_epochs_ != 0) return;
   if (trainer.global_step() == last_step_saved_) return;
   check(trainer, false);
 }
@@ -218,10 +217,14 @@ void ModelCheckpoint::on_validation_end(Trainer& trainer, LightningBase&) {
 // Rank 0's decision as JSON: {"error"} | {"save": path|"", "remove": [...], "warn"?,
 // "last": path|"", "state": {...}}; every rank applies it.
 void ModelCheckpoint::check(Trainer& trainer, bool at_epoch_end) {
-  Trainer::Impl& t = plrt::sdk::TrainerAccess::of(trainer);
-  if (t.o.fast_dev_run > 0) return;  // Lightning's: fast_dev_run saves nothing (same on every rank)
+  if (trainer.options().fast_dev_run > 0) return;  // Lightning's: fast_dev_run saves nothing (same on every rank)
+  const int rank = trainer.global_rank();
+  const int64_t epoch = trainer.current_epoch(), step = trainer.global_step();
+  const std::map<std::string, double>& logged_values = trainer.callback_metrics();
+  auto info = [&](const std::string& m) { trainer.runtime().log(PL_LOG_INFO, m); };
+  auto warn = [&](const std::string& m) { trainer.runtime().log(PL_LOG_WARN, m); };
   nlohmann::json d;
-  if (t.rank == 0) {
+  if (rank == 0) {
     const HParams before = state_dict();  // every rank (this one too) applies the decision below
     auto restore = [&] {
       const std::string dir_was = dir_;
@@ -231,9 +234,9 @@ void ModelCheckpoint::check(Trainer& trainer, bool at_epoch_end) {
     };
     try {
       if (dir_.empty()) throw Error(PL_ERR_INVALID_ARGUMENT, "ModelCheckpoint has no folder (dirpath) on rank 0");
-      std::map<std::string, double> values = t.settled();
-      values["epoch"] = static_cast<double>(t.epoch);
-      values["step"] = static_cast<double>(t.step);
+      std::map<std::string, double> values = logged_values;
+      values["epoch"] = static_cast<double>(epoch);
+      values["step"] = static_cast<double>(step);
       std::vector<std::string> remove;
       std::string save;
       auto exists = [](const std::string& p) { return std::filesystem::exists(p); };
@@ -254,16 +257,16 @@ void ModelCheckpoint::check(Trainer& trainer, bool at_epoch_end) {
         }
       } else if (o_.save_top_k == 0) {
         // no top k to keep: the monitor is not read (only `last` is saved)
-      } else if (auto it = t.settled().find(o_.monitor); it == t.settled().end()) {
+      } else if (auto it = logged_values.find(o_.monitor); it == logged_values.end()) {
         std::string logged;
-        for (const auto& kv : t.settled()) logged += (logged.empty() ? "" : ", ") + kv.first;
+        for (const auto& kv : logged_values) logged += (logged.empty() ? "" : ", ") + kv.first;
         const std::string msg =
             "ModelCheckpoint(monitor='" + o_.monitor +
             "') found no logged value of that name; logged: " + (logged.empty() ? "(none)" : logged) +
             ". Log it with log(\"" + o_.monitor + "\", value) in the LightningModule";
         // Lightning's rule: an error once validation has run in this fit (the value should be
         // there by now), else a warning (e.g. a step-cadence check before the first validation)
-        if (t.val_has_run) throw Error(PL_ERR_INVALID_ARGUMENT, msg);
+        if (trainer.validation_has_run()) throw Error(PL_ERR_INVALID_ARGUMENT, msg);
         if (!warned_) d["warn"] = msg + "; no top-k checkpoint is saved until it is logged";
         warned_ = true;
       } else {
@@ -290,19 +293,19 @@ void ModelCheckpoint::check(Trainer& trainer, bool at_epoch_end) {
           best_path_ = best->first, best_score_ = best->second;
           last_path_ = save;
           if (o_.verbose)
-            t.info("ModelCheckpoint: epoch " + std::to_string(t.epoch) + ", step " + std::to_string(t.step) + ": " +
-                   o_.monitor + " = " + plrt::sdk::shortest(current) + " enters the top " + std::to_string(k) +
-                   ", saving " + save);
+            info("ModelCheckpoint: epoch " + std::to_string(epoch) + ", step " + std::to_string(step) + ": " +
+                 o_.monitor + " = " + plrt::sdk::shortest(current) + " enters the top " + std::to_string(k) +
+                 ", saving " + save);
         } else if (o_.verbose) {
-          t.info("ModelCheckpoint: epoch " + std::to_string(t.epoch) + ", step " + std::to_string(t.step) + ": " +
-                 o_.monitor + " = " + plrt::sdk::shortest(current) + " is not in the top " + std::to_string(k));
+          info("ModelCheckpoint: epoch " + std::to_string(epoch) + ", step " + std::to_string(step) + ": " +
+               o_.monitor + " = " + plrt::sdk::shortest(current) + " is not in the top " + std::to_string(k));
         }
       }
       std::string last;
       if (o_.save_last) {
         last = dir_ + "/last";
         // the trainer writes <log_dir>/checkpoints/last at every epoch's end anyway
-        if (at_epoch_end && last == t.log_dir + "/checkpoints/last") last.clear();
+        if (at_epoch_end && last == trainer.log_dir() + "/checkpoints/last") last.clear();
         last_path_ = dir_ + "/last";
       }
       d["save"] = save;
@@ -318,7 +321,7 @@ void ModelCheckpoint::check(Trainer& trainer, bool at_epoch_end) {
   const std::string told = trainer.broadcast(d.dump());  // one collective: every rank learns it
   d = nlohmann::json::parse(told);
   if (d.contains("error")) throw Error(PL_ERR_INVALID_ARGUMENT, d["error"].get<std::string>());
-  if (d.contains("warn") && t.rank == 0) t.warn(d["warn"].get<std::string>());
+  if (d.contains("warn") && rank == 0) warn(d["warn"].get<std::string>());
   const HParams s = hparams_from_json(d["state"], "rank 0's ModelCheckpoint decision");
   const std::string dir_was = dir_;
   dir_.clear();  // load_state_dict keeps its folder check for a checkpoint's state, not for this
@@ -328,7 +331,7 @@ void ModelCheckpoint::check(Trainer& trainer, bool at_epoch_end) {
   const std::string last = d["last"].get<std::string>();
   if (save.empty() && last.empty()) return;
   const int64_t saved_before = last_step_saved_;
-  last_step_saved_ = t.step;  // in the saved state: a resumed run does not save this step again
+  last_step_saved_ = step;  // in the saved state: a resumed run does not save this step again
   try {
     if (!save.empty()) trainer.save_checkpoint(save);  // collective; rank 0 writes
     if (!last.empty()) trainer.save_checkpoint(last);
@@ -336,11 +339,11 @@ void ModelCheckpoint::check(Trainer& trainer, bool at_epoch_end) {
     last_step_saved_ = saved_before;
     throw;
   }
-  if (t.rank != 0) return;
+  if (rank != 0) return;
   for (const auto& p : d["remove"]) {
     std::error_code ec;
     std::filesystem::remove_all(p.get<std::string>(), ec);
-    if (ec) t.warn("ModelCheckpoint could not remove " + p.get<std::string>() + ": " + ec.message());
+    if (ec) warn("ModelCheckpoint could not remove " + p.get<std::string>() + ": " + ec.message());
   }
 }
 

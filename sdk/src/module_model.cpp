@@ -30,7 +30,7 @@ namespace plrt::sdk {
 // An owned replica forgets the trainer first: its destructor would otherwise tell the trainer,
 // which is destroying it.
 ModuleModel::~ModuleModel() {
-  if (owned_) owned_->trainer_ = nullptr;
+  if (owned_) owned_->trainer_ = nullptr, owned_->link_ = nullptr;
 }
 
 std::string ModuleModel::type_name() const { return demangled(typeid(*m_)); }
@@ -71,6 +71,7 @@ std::unique_ptr<TrainerModel> ModuleModel::replicate(Trainer* trainer) const {
   if (!rep || rep.get() == m_)
     throw Error(PL_ERR_INVALID_ARGUMENT, "replicate() must return a new module of the same architecture");
   rep->trainer_ = trainer;
+  rep->link_ = m_->link_;  // the root module's trainer
   return std::make_unique<ModuleModel>(std::move(rep));
 }
 

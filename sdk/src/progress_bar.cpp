@@ -31,7 +31,7 @@ std::string clock_text(double s) {
   return buf;
 }
 
-std::string num(double v, const char* f = "%.4g") {
+std::string printed(double v, const char* f = "%.4g") {
   char buf[32];
   std::snprintf(buf, sizeof buf, f, v);
   return buf;
@@ -73,13 +73,13 @@ std::string render_bar(const BarFrame& f, int columns) {
   const double counted = static_cast<double>(f.done - f.done_at_start);
   const double rate = f.elapsed_s > 0 && counted > 0 ? counted / f.elapsed_s : 0;
   std::string right = " " + std::to_string(static_cast<int>(frac * 100)) + "%  ";
-  right += rate > 0 ? num(rate, "%.1f") + " it/s" : "? it/s";
+  right += rate > 0 ? printed(rate, "%.1f") + " it/s" : "? it/s";
   if (f.finished)
     right += "  " + clock_text(f.elapsed_s);
   else
     right += "  ETA " + (rate > 0 ? clock_text(static_cast<double>(f.total - f.done) / rate) : std::string("?"));
   std::string vals;
-  for (const auto& [name, v] : f.values) vals += (vals.empty() ? "  " : " ") + name + "=" + num(v);
+  for (const auto& [name, v] : f.values) vals += (vals.empty() ? "  " : " ") + name + "=" + printed(v);
   // The bar takes the room the text leaves, from kMinBarWidth (the values' tail cut instead) to
   // kMaxBarWidth; none when even the text without the values leaves less.
   const int room = columns - 1;

@@ -405,8 +405,9 @@ Trainer::Impl::~Impl() { detach_module(); }
 void Trainer::Impl::adopt(LightningBase& m) {
   if (prepared && module != &m)
     throw Error(PL_ERR_INVALID_ARGUMENT, "this trainer already drives another module; make a new Trainer");
-  if (m.trainer_ != nullptr && m.trainer_ != self) m.trainer_->impl_->forget_module(&m);
+  if (m.trainer_ != nullptr && m.trainer_ != self) m.link_->forget_module(&m);
   m.trainer_ = self;
+  m.link_ = this;
   adopted = &m;
 }
 
@@ -414,6 +415,7 @@ void Trainer::Impl::detach_module() {
   if (adopted != nullptr) {
     if (adopted == module && model) model->set_grad_ready_hook({});  // this trainer's hook
     adopted->trainer_ = nullptr;
+    adopted->link_ = nullptr;
   }
   adopted = module = nullptr;
   model.reset();

@@ -17,80 +17,6 @@
 
 namespace pl {
 
-namespace {
-
-// A non-finite number (JSON has none) as {"float": "inf" | "-inf" | "nan"}, so that it comes back.
-nlohmann::json value_json(const HParam& v) {
-  nlohmann::json out;
-  std::visit(
-      [&](const auto& x) {
-        using T = std::decay_t<decltype(x)>;
-        if constexpr (std::is_same_v<T, double>) {
-          if (!std::isfinite(x)) {
-            out = {{"float", std::isnan(x) ? "nan" : x > 0 ? "inf" : "-inf"}};
-            return;
-          }
-        }
-        out = x;
-      },
-      v.value());
-  return out;
-}
-
-}  // namespace
-
-nlohmann::json hparams_to_json(const HParams& h) {
-  nlohmann::json j = nlohmann::json::object();
-  for (const auto& [k, v] : h) j[k] = value_json(v);
-  return j;
-}
-
-HParams hparams_from_json(const nlohmann::json& j, const std::string& what) {
-  HParams h;
-  for (const auto& [k, v] : j.items()) {
-    if (v.is_boolean()) {
-      h.emplace(k, v.get<bool>());
-    } else if (v.is_number_integer()) {
-      h.emplace(k, v.get<int64_t>());
-    } else if (v.is_number()) {
-      h.emplace(k, v.get<double>());
-    } else if (v.is_string()) {
-      h.emplace(k, v.get<std::string>());
-    } else if (v.is_null()) {  // a non-finite number written before they were kept
-      h.emplace(k, std::nan(""));
-    } else if (v.is_object() && v.size() == 1 && v.contains("float") && v["float"].is_string()) {
-      const std::string f = v["float"].get<std::string>();
-      const double inf = std::numeric_limits<double>::infinity();
-      if (f != "inf" && f != "-inf" && f != "nan")
-        throw Error(PL_ERR_INVALID_ARGUMENT,
-                    what + ": value '" + k + "' is {\"float\": \"" + f + "\"}; valid: inf, -inf, nan");
-      h.emplace(k, f == "nan" ? std::nan("") : f == "inf" ? inf : -inf);
-    } else {
-      throw Error(PL_ERR_INVALID_ARGUMENT, what + ": value '" + k + "' is not a bool, number or string");
-    }
-  }
-  return h;
-}
-
-nlohmann::json numbers_to_json(const std::map<std::string, double>& values) {
-  nlohmann::json j = nlohmann::json::object();
-  for (const auto& [k, v] : values) j[k] = value_json(v);
-  return j;
-}
-
-std::map<std::string, double> numbers_from_json(const nlohmann::json& j, const std::string& what) {
-  std::map<std::string, double> out;
-  const HParams h = hparams_from_json(j, what);
-  for (const auto& [k, v] : h) {
-    const double nan = std::nan("");
-    const double x = number_of(h, k, nan);
-    if (std::isnan(x) && !std::holds_alternative<double>(v.value()))
-      throw Error(PL_ERR_INVALID_ARGUMENT, what + ": value '" + k + "' is not a number");
-    out[k] = x;
-  }
-  return out;
-}
-
 std::string Callback::state_key() const { return plrt::sdk::demangled(typeid(*this)); }
 
 void Trainer::Impl::use_callbacks(LightningBase& m) {
@@ -217,6 +143,22 @@ bool Trainer::reduce_boolean_decision(bool decision, bool all) {
   std::vector<double> v{decision ? 1.0 : 0.0};
   c.allreduce(v, all ? PL_REDUCE_MIN : PL_REDUCE_MAX);
   return v[0] > 0;
+}
+
+bool Trainer::fit_has_validation() const { return impl_->has_val; }
+bool Trainer::validates_inside_epochs() const { return impl_->val_inside_epochs; }
+bool Trainer::validation_has_run() const { return impl_->val_has_run; }
+
+// The one rule of when a callback acting on validation results acts (trainer.hpp): at the
+// epoch's end when it chose so, else the validations decide: each one's end inside epochs, or
+// the epoch's end once its validation ran.
+bool Trainer::acts_at_train_epoch_end(std::optional<bool> on_train_epoch_end, bool by_default) const {
+  if (on_train_epoch_end.value_or(by_default)) return true;
+  return !impl_->val_inside_epochs && impl_->val_ran;
+}
+
+bool Trainer::acts_at_validation_end(std::optional<bool> on_train_epoch_end) const {
+  return impl_->fit_validating && impl_->val_inside_epochs && !on_train_epoch_end.value_or(false);
 }
 
 }  // namespace pl

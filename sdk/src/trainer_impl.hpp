@@ -15,9 +15,11 @@
 #include <unordered_map>
 #include <vector>
 
+#include "hparams_json.hpp"
 #include "job_session.hpp"
 #include "loggers.hpp"
 #include "metrics.hpp"
+#include "module_link.hpp"
 #include "profiler.hpp"
 #include "progress_bar.hpp"
 #include "strategy_handle.hpp"
@@ -75,7 +77,7 @@ struct ReplicaSplit {
 // tears the strategy down (and destroys it) while they are all still alive.  The module's tensors
 // are the user's: `borrowed` holds references to them, so they outlive the teardown even when the
 // module is destroyed before the trainer.  Keep new members the strategy borrows above `strategy`.
-struct Trainer::Impl {
+struct Trainer::Impl final : plrt::sdk::ModuleLink {
   Trainer* self = nullptr;  // the owning Trainer (modules point back to it)
   TrainerOptions o;
   // The environment, runtime, job, this process's place in it, the accelerator, its device and the
@@ -247,7 +249,7 @@ struct Trainer::Impl {
   ~Impl();
   // The module `m` is being destroyed: the trainer stops pointing at it.  Its tensors that the
   // strategy borrowed stay alive in `borrowed` until the strategy's teardown.
-  void forget_module(const LightningBase* m) {
+  void forget_module(const LightningBase* m) override {
     if (module == m) module = nullptr, model.reset();
     if (adopted == m) adopted = nullptr;
   }
@@ -273,7 +275,10 @@ struct Trainer::Impl {
   void attach(LightningBase& m);
   void distribute(DataLoader& loader, const char* stage);
   Batch to_device(const Batch& b) const;
-  plrt::sdk::Collectives collectives();  // metrics' collectives (metrics.hpp decides the route)
+  plrt::sdk::Collectives collectives() override;  // metrics' collectives (metrics.hpp decides the route)
+  // The module's log (module_link.hpp; trainer_module_link.cpp).
+  void log_value(const std::string& name, const Scalar& value, const LogOptions& options) override;
+  void log_metric(const std::string& name, Metric& metric, const LogOptions& options) override;
   void info(const std::string& msg) const { rt->log(PL_LOG_INFO, msg); }
   void warn(const std::string& msg) const { rt->log(PL_LOG_WARN, msg); }
 
@@ -377,20 +382,3 @@ struct Trainer::Impl {
 };
 
 }  // namespace pl
-
-namespace pl {
-// Callback state (HParams) as JSON and back (trainer_callbacks.cpp): non-finite numbers survive as
-// {"float": "inf"}; `what` names the source in errors.
-nlohmann::json hparams_to_json(const HParams& h);
-HParams hparams_from_json(const nlohmann::json& j, const std::string& what);
-// A map of numbers (callback_metrics) the same way: a NaN or infinite value (a diverged run) is kept.
-nlohmann::json numbers_to_json(const std::map<std::string, double>& values);
-std::map<std::string, double> numbers_from_json(const nlohmann::json& j, const std::string& what);
-}  // namespace pl
-
-namespace plrt::sdk {
-// The SDK's callbacks (ModelCheckpoint, EarlyStopping) read the trainer's private state through this.
-struct TrainerAccess {
-  static pl::Trainer::Impl& of(pl::Trainer& t) { return *t.impl_; }
-};
-}  // namespace plrt::sdk

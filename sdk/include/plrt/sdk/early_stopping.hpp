@@ -51,7 +51,7 @@ class EarlyStopping : public Callback {
   void on_validation_end(Trainer& trainer, LightningBase& module) override;
 
  private:
-  void run_check(Trainer& trainer);
+  void run_check(Trainer& trainer, bool inside_epoch);  // inside_epoch: at a validation inside an epoch
   // This rank's verdict on `value` (updates best_ and wait_); the reason when it says stop.
   bool judge(double value, std::string& why);
   EarlyStoppingOptions o_;

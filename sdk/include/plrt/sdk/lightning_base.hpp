@@ -21,7 +21,8 @@
 
 namespace plrt::sdk {
 class ModuleModel;
-}
+class ModuleLink;
+}  // namespace plrt::sdk
 
 namespace pl {
 
@@ -113,6 +114,7 @@ class LightningBase {
   friend class Trainer;
   friend class plrt::sdk::ModuleModel;  // links a dp/ddp2 replica to the trainer
   Trainer* trainer_ = nullptr;
+  plrt::sdk::ModuleLink* link_ = nullptr;  // what this module reaches of trainer_ (module_link.hpp)
   HParams hparams_;
 };
 

@@ -20,10 +20,6 @@
 #include <utility>
 #include <vector>
 
-namespace plrt::sdk {
-struct TrainerAccess;  // the SDK's own callbacks reach the trainer's state (trainer_callbacks.cpp)
-}
-
 namespace pl {
 
 class ModelCheckpoint;
@@ -285,11 +281,22 @@ class Trainer {
   std::string broadcast(const std::string& bytes);
   bool reduce_boolean_decision(bool decision, bool all = true);
 
+  // ---- for callbacks that act on validation results (ModelCheckpoint, EarlyStopping, yours) ----
+  bool fit_has_validation() const;       // fit was given a validation loader that yields batches
+  bool validates_inside_epochs() const;  // val_check_interval validates inside epochs (it is not 1.0)
+  bool validation_has_run() const;       // a validation of this fit has run (its sanity check aside)
+  // When such a callback acts, Lightning's one rule.  `on_train_epoch_end` is the callback's own
+  // choice (ModelCheckpoint's save_on_train_epoch_end, EarlyStopping's check_on_train_epoch_end),
+  // `by_default` what it takes when that is unset.  Called from on_train_epoch_end: it acts there
+  // when it chose the epoch's end, or when fit validates once per epoch and this epoch's
+  // validation ran.  Called from on_validation_end: it acts there when fit's own validation inside
+  // an epoch (val_check_interval) ended and it did not choose the epoch's end.
+  bool acts_at_train_epoch_end(std::optional<bool> on_train_epoch_end, bool by_default) const;
+  bool acts_at_validation_end(std::optional<bool> on_train_epoch_end) const;
+
   struct Impl;
 
  private:
-  friend class LightningBase;
-  friend struct plrt::sdk::TrainerAccess;
   std::unique_ptr<Impl> impl_;
 };
 
