@@ -25,12 +25,8 @@ class TorchLightningVsPyTorch : public ::testing::Test {
  protected:
   void SetUp() override {
     if (const std::string why = unavailable(); !why.empty()) GTEST_SKIP() << why;
-    torch_lightning::Net net;  // the worker's initial weights too (seed 7)
-    auto tensors = torch_lightning::named(net);
-    const auto rows = torch_lightning::dataset(kRows);
-    tensors.emplace_back("x", rows->fields()[0]);
-    tensors.emplace_back("y", rows->fields()[1]);
-    pl::safetensors::save(dir / "in.safetensors", tensors);
+    torch_lightning::write_inputs(dir / "in.safetensors", kRows);  // the worker's initial weights (seed 7)
+    torch_lightning::Net net;
     torch_lightning::save(net, dir / "init.safetensors");
   }
 

@@ -142,6 +142,17 @@ inline std::vector<std::pair<std::string, pl::Tensor>> named(Net& net) {
 // The parameters as safetensors (the names and layout PyTorch's state_dict has).
 inline void save(Net& net, const std::string& path) { pl::safetensors::save(path, named(net)); }
 
+// The PyTorch reference's input (torch_lightning_reference.py --data): a fresh Net's initial
+// weights and `rows` rows of dataset() as x and y.
+inline void write_inputs(const std::string& path, int64_t rows) {
+  Net net;
+  auto tensors = named(net);
+  const auto data = dataset(rows);
+  tensors.emplace_back("x", data->fields()[0]);
+  tensors.emplace_back("y", data->fields()[1]);
+  pl::safetensors::save(path, tensors);
+}
+
 inline void load(Net& net, const std::string& path) {
   const auto file = pl::safetensors::load(path);
   torch::NoGradGuard no_grad;

@@ -8,8 +8,9 @@ The loop, per rank r of W: DistributedSampler(shuffle=False) over the rows, --ba
 each batch's loss / accumulate runs backward under no_sync() unless the batch ends an
 accumulation window (or the epoch); at a window's end the gradient norm is clipped to --clip,
 Adam steps (lr = --lr x --lr-scale: horovod's lr x W) and zero_grad(); with --precision
-bf16-mixed the forward and the loss run under torch.autocast("cpu", torch.bfloat16), as
-Lightning's MixedPrecision; after each epoch the
+bf16-mixed the forward and the loss run under torch.autocast(device, torch.bfloat16), as
+Lightning's MixedPrecision; 16-mixed (--device cuda) under torch.autocast("cuda", float16)
+with a GradScaler (unscale before clipping); after each epoch the
 schedule steps.  The schedule is libtorch's torch::optim::StepLR(1, 0.5) as the C++ side uses it:
 libtorch's k-th step() sees step count k - 1, so it halves from its second step on, which in
 Python's terms is LambdaLR(0.5 ** max(epoch - 1, 0)).
@@ -52,32 +53,38 @@ def worker(rank, args, port):
     torch.set_num_threads(1)
     os.environ["MASTER_ADDR"] = "127.0.0.1"
     os.environ["MASTER_PORT"] = str(port)
-    dist.init_process_group("gloo", rank=rank, world_size=args.world)
-    data = load_safetensors(args.data)
-    net = Net()
+    dist.init_process_group(args.backend, rank=rank, world_size=args.world)
+    device = torch.device(args.device)
+    data = {k: v.to(device) for k, v in load_safetensors(args.data).items()}
+    net = Net().to(device)
     net.load_state_dict({k: v for k, v in data.items() if k not in ("x", "y")})
-    ddp = nn.parallel.DistributedDataParallel(net)
+    ddp = nn.parallel.DistributedDataParallel(net, device_ids=[0] if args.device == "cuda" else None)
     opt = torch.optim.Adam(ddp.parameters(), lr=args.lr * args.lr_scale)
     schedule = torch.optim.lr_scheduler.LambdaLR(opt, lambda epoch: 0.5 ** max(epoch - 1, 0))
     rows = TensorDataset(data["x"], data["y"])
     sampler = DistributedSampler(rows, num_replicas=args.world, rank=rank, shuffle=False)
     loader = DataLoader(rows, batch_size=args.batch, sampler=sampler)
+    # 16-mixed: Lightning's MixedPrecision with PyTorch's GradScaler (its defaults, as plrt's)
+    scaler = torch.cuda.amp.GradScaler(enabled=args.precision == "16-mixed")
+    dtype = {"bf16-mixed": torch.bfloat16, "16-mixed": torch.float16}.get(args.precision)
     for _ in range(args.epochs):
         batches = len(loader)
         for b, (x, y) in enumerate(loader):
             window_end = (b + 1) % args.accumulate == 0 or b + 1 == batches
             sync = contextlib.nullcontext() if window_end else ddp.no_sync()
             with sync:
-                with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.precision == "bf16-mixed"):
+                with torch.autocast(args.device, dtype=dtype or torch.bfloat16, enabled=dtype is not None):
                     loss = F.cross_entropy(ddp(x), y)
-                (loss / args.accumulate).backward()
+                scaler.scale(loss / args.accumulate).backward()
             if window_end:
+                scaler.unscale_(opt)
                 nn.utils.clip_grad_norm_(ddp.parameters(), args.clip)
-                opt.step()
+                scaler.step(opt)
+                scaler.update()
                 opt.zero_grad()
         schedule.step()
     if rank == 0:
-        save_safetensors(args.save, net.state_dict())
+        save_safetensors(args.save, {k: v.cpu() for k, v in net.state_dict().items()})
     dist.barrier()
     dist.destroy_process_group()
 
@@ -93,7 +100,9 @@ def main():
     ap.add_argument("--clip", type=float, default=0.05)
     ap.add_argument("--lr", type=float, default=0.01)
     ap.add_argument("--lr-scale", type=float, default=1.0)
-    ap.add_argument("--precision", default="32-true", choices=["32-true", "bf16-mixed"])
+    ap.add_argument("--precision", default="32-true", choices=["32-true", "bf16-mixed", "16-mixed"])
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="cuda: every rank on GPU 0")
+    ap.add_argument("--backend", default="gloo", choices=["gloo", "nccl"])
     args = ap.parse_args()
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -2,9 +2,11 @@
 // launcher's strategy (PL_TRAINER_STRATEGY, PL_TRAINER_DEVICES), accumulate 2, clip 0.05; rank 0
 // writes the final weights.
 //   torch_lightning_worker <weights.safetensors> <root dir> [--rows N] [--batch B] [--epochs E] [--step-lr]
-//                          [--resume CKPT] [--precision P] [--torch-dataset]
-// Defaults: 24 rows of torch_lightning::dataset, 4 rows a rank a batch, 2 epochs, no schedule;
-// --torch-dataset reads the rows through a libtorch dataset (pl::torch::data_loader).
+//                          [--resume CKPT] [--precision P] [--torch-dataset] [--accelerator A]
+//   torch_lightning_worker --write-inputs <in.safetensors> [--rows N]
+// Defaults: 24 rows of torch_lightning::dataset, 4 rows a rank a batch, 2 epochs, no schedule, cpu;
+// --torch-dataset reads the rows through a libtorch dataset (pl::torch::data_loader);
+// --write-inputs writes torch_lightning_reference.py's --data file and trains nothing.
 #include <iostream>
 #include <plrt/sdk/exit_code.hpp>
 #include <string>
@@ -14,12 +16,14 @@
 int main(int argc, char** argv) {
   if (argc < 3) {
     std::cerr << "usage: torch_lightning_worker <weights.safetensors> <root dir> [--rows N] [--batch B] [--epochs E] "
-                 "[--step-lr] [--resume CKPT] [--precision P] [--torch-dataset]\n";
+                 "[--step-lr] [--resume CKPT] [--precision P] [--torch-dataset] [--accelerator A]\n"
+                 "       torch_lightning_worker --write-inputs <in.safetensors> [--rows N]\n";
     return 2;
   }
+  const bool write_inputs = std::string(argv[1]) == "--write-inputs";
   int64_t rows = 24, batch = 4, epochs = 2;
   bool step_lr = false, torch_dataset = false;
-  std::string resume, precision = "32-true";
+  std::string resume, precision = "32-true", accelerator = "cpu";
   for (int i = 3; i < argc; ++i) {
     const std::string a = argv[i];
     const bool has_value = i + 1 < argc;
@@ -37,16 +41,22 @@ int main(int argc, char** argv) {
       resume = argv[++i];
     } else if (a == "--precision" && has_value) {
       precision = argv[++i];
+    } else if (a == "--accelerator" && has_value) {
+      accelerator = argv[++i];
     } else {
       std::cerr << "torch_lightning_worker: unknown argument '" << a << "'\n";
       return 2;
     }
   }
   try {
+    if (write_inputs) {
+      torch_lightning::write_inputs(argv[2], rows);
+      return 0;
+    }
     torch_lightning::Net net;
     net.step_lr = step_lr;
     pl::TrainerOptions o;
-    o.accelerator = "cpu";
+    o.accelerator = accelerator;
     o.max_epochs = epochs;
     o.precision = precision;
     o.accumulate_grad_batches = 2;
