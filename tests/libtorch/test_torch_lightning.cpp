@@ -97,6 +97,25 @@ TEST(TorchLightning, ALibtorchDatasetTrainsAsTheSameRows) {
   }
 }
 
+// plrt's StepLR over a torch optimizer of two param groups (lr 0.1 and 0.2): each epoch halves
+// both, keeping their ratio (the optimizer's lr is group 0's).
+TEST(TorchLightning, PlrtSchedulersKeepTheParamGroupsRatios) {
+  Dir d;
+  torch_lightning::Net net;
+  net.two_groups = true;
+  pl::TrainerOptions o = options(d);
+  o.max_epochs = 3;
+  pl::DataLoader train = torch_lightning::loader(24, 4);
+  pl::Trainer trainer(o, runtime());
+  trainer.fit(net, train);
+  ASSERT_NE(net.torch_optimizer, nullptr);
+  const auto& groups = net.torch_optimizer->param_groups();
+  ASSERT_EQ(groups.size(), 2u);
+  EXPECT_DOUBLE_EQ(groups[0].options().get_lr(), 0.1 * 0.125);  // three epoch-end steps
+  EXPECT_DOUBLE_EQ(groups[1].options().get_lr(), 0.2 * 0.125);
+  EXPECT_DOUBLE_EQ(trainer.optimizer()->lr(), 0.1 * 0.125);
+}
+
 struct Unsized : torch::data::datasets::Dataset<Unsized> {
   torch::data::Example<> get(size_t) override { return {torch::zeros({4}), torch::zeros({}, torch::kInt64)}; }
   c10::optional<size_t> size() const override { return c10::nullopt; }

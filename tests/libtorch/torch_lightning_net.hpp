@@ -20,6 +20,8 @@ struct Net : pl::torch::LightningModule {
   bool step_lr = false;                                                // libtorch's StepLR(1, 0.5) after each epoch
   bool empty_schedule = false;     // an error case: a SchedulerConfig without its scheduler
   std::string optimizer = "adam";  // or sgd (momentum), adamw (amsgrad), rmsprop (centered, momentum), adagrad
+  bool two_groups = false;         // SGD with fc1 at lr 0.1 and fc2 at 0.2, and plrt's StepLR(1, 0.5) over it
+  torch::optim::Optimizer* torch_optimizer = nullptr;  // the one configure_optimizers made (for the test)
   Net() {
     torch::manual_seed(7);
     fc1 = register_module("fc1", torch::nn::Linear(4, 16));
@@ -40,6 +42,14 @@ struct Net : pl::torch::LightningModule {
                                                  torch::optim::SGDOptions(0.1));
     if (lbfgs) return std::make_unique<torch::optim::LBFGS>(parameters(), torch::optim::LBFGSOptions(0.1));
     namespace o = torch::optim;
+    if (two_groups) {
+      std::vector<o::OptimizerParamGroup> groups;
+      groups.emplace_back(fc1->parameters(), std::make_unique<o::SGDOptions>(0.1));
+      groups.emplace_back(fc2->parameters(), std::make_unique<o::SGDOptions>(0.2));
+      auto sgd = std::make_unique<o::SGD>(std::move(groups), o::SGDOptions(0.1));
+      torch_optimizer = sgd.get();
+      return sgd;
+    }
     if (optimizer == "sgd") return std::make_unique<o::SGD>(parameters(), o::SGDOptions(0.1).momentum(0.9));
     if (optimizer == "adamw") return std::make_unique<o::AdamW>(parameters(), o::AdamWOptions(0.01).amsgrad(true));
     if (optimizer == "rmsprop")
@@ -47,6 +57,14 @@ struct Net : pl::torch::LightningModule {
     if (optimizer == "adagrad")
       return std::make_unique<o::Adagrad>(parameters(), o::AdagradOptions(0.1).initial_accumulator_value(0.1));
     return std::make_unique<o::Adam>(parameters(), o::AdamOptions(0.01));
+  }
+  std::vector<pl::LRSchedulerConfig> configure_lr_schedulers(pl::Optimizer& o) override {
+    std::vector<pl::LRSchedulerConfig> s;
+    if (two_groups) {
+      s.emplace_back();
+      s.back().scheduler = std::make_shared<pl::StepLR>(o, 1, 0.5);
+    }
+    return s;
   }
   std::vector<pl::torch::SchedulerConfig> configure_torch_lr_schedulers(torch::optim::Optimizer& o) override {
     std::vector<pl::torch::SchedulerConfig> s;
