@@ -99,6 +99,11 @@ TEST_F(TorchLightningVsPyTorch, DdpShardedAtTwoAndThreeRanks) {
   }
 }
 
+// ddp_spawn: the trainer's process starts the workers, which train as ddp's processes do.
+TEST_F(TorchLightningVsPyTorch, DdpSpawnAtTwoRanks) {
+  expect_equal(plrt(2, "ddp_spawn", 4, 3, "spawn"), reference(2, 4, 3), "ddp_spawn_w2");
+}
+
 TEST_F(TorchLightningVsPyTorch, BaguaGradientAllreduce) {
   expect_equal(plrt(2, "bagua_gradient_allreduce", 4, 3, "bagua"), reference(2, 4, 3), "bagua_w2");
 }
