@@ -17,6 +17,7 @@
 
 #include <deque>
 #include <plrt/sdk/dlpack.hpp>
+#include <plrt/torch/data.hpp>
 #include <plrt/torch/lightning.hpp>
 #include <set>
 
@@ -359,6 +360,16 @@ void LightningModule::log(const std::string& name, const ::torch::Tensor& value,
                         (value.defined() ? "shaped " + detail::shape_text(value) : std::string("undefined")));
   const ::torch::Tensor v = value.detach();
   log(name, pl::Scalar::deferred([v] { return v.item<double>(); }), options);
+}
+
+::torch::Tensor LightningModule::all_gather(const ::torch::Tensor& x) {
+  if (!x.defined()) throw pl::Error(PL_ERR_INVALID_ARGUMENT, "all_gather: the tensor is undefined");
+  const ::torch::Tensor t = x.dim() == 0 ? x.reshape({1}) : x;
+  const pl::Batch host = detail::to_host_batch({t});  // through host memory, whatever x's device
+  std::vector<::torch::Tensor> parts;
+  for (const pl::Tensor& p : pl::LightningBase::all_gather(host.at(0))) parts.push_back(to_torch(p).to(x.device()));
+  ::torch::Tensor out = ::torch::stack(parts);
+  return x.dim() == 0 ? out.reshape({static_cast<int64_t>(parts.size())}) : out;
 }
 
 }  // namespace pl::torch

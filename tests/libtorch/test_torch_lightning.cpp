@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <sstream>
 
 #include "spawn.hpp"
 #include "torch_lightning_net.hpp"
@@ -233,6 +234,11 @@ TEST(TorchLightning, DdpAtTwoRanksEqualsThePlainLoopOverTheGlobalBatches) {
   torch_lightning::load(got, out);
   torch_lightning::plain_loop(ref, 24, 8, 2, 2, 0.05);  // 2 ranks x 4 rows = the global batch of 8
   expect_same(got, ref, 1e-5);
+  // the module's all_gather of {rank, 10 rank}: stacked in rank order
+  std::ifstream gathered(out + ".gathered");
+  std::stringstream rows;
+  rows << gathered.rdbuf();
+  EXPECT_EQ(rows.str(), "0 0\n1 10\n");
 }
 
 }  // namespace

@@ -22,6 +22,11 @@ struct Net : pl::torch::LightningModule {
   std::string optimizer = "adam";  // or sgd (momentum), adamw (amsgrad), rmsprop (centered, momentum), adagrad
   bool two_groups = false;         // SGD with fc1 at lr 0.1 and fc2 at 0.2, and plrt's StepLR(1, 0.5) over it
   torch::optim::Optimizer* torch_optimizer = nullptr;  // the one configure_optimizers made (for the test)
+  torch::Tensor gathered;                              // all_gather of {rank, 10 rank} at each training epoch's end
+  void on_train_epoch_end() override {
+    const double r = global_rank();
+    gathered = all_gather(torch::tensor({r, 10 * r}));
+  }
   Net() {
     torch::manual_seed(7);
     fc1 = register_module("fc1", torch::nn::Linear(4, 16));

@@ -7,6 +7,7 @@
 // Defaults: 24 rows of torch_lightning::dataset, 4 rows a rank a batch, 2 epochs, no schedule, cpu;
 // --torch-dataset reads the rows through a libtorch dataset (pl::torch::data_loader);
 // --write-inputs writes torch_lightning_reference.py's --data file and trains nothing.
+#include <fstream>
 #include <iostream>
 #include <plrt/sdk/exit_code.hpp>
 #include <string>
@@ -68,7 +69,12 @@ int main(int argc, char** argv) {
                    val = torch_lightning::loader(8, batch, torch_dataset);
     pl::Trainer trainer(o);
     trainer.fit(net, train, &val, resume);
-    if (trainer.global_rank() == 0) torch_lightning::save(net, argv[1]);
+    if (trainer.global_rank() == 0) {
+      torch_lightning::save(net, argv[1]);
+      std::ofstream gathered(std::string(argv[1]) + ".gathered");  // the last all_gather, row by row
+      for (int64_t r = 0; r < net.gathered.size(0); ++r)
+        gathered << net.gathered[r][0].item<double>() << " " << net.gathered[r][1].item<double>() << "\n";
+    }
     return 0;
   } catch (const pl::Error& e) {
     std::cerr << "torch_lightning_worker: " << e.what() << "\n";

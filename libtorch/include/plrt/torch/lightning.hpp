@@ -102,6 +102,12 @@ class LightningModule : public ::torch::nn::Module, public pl::LightningBase {
   // does not wait for the device.
   void log(const std::string& name, const ::torch::Tensor& value, const pl::LogOptions& options = {});
 
+  using pl::LightningBase::all_gather;
+  // Lightning's self.all_gather: x from every rank (the same shape everywhere), stacked along a new
+  // dim 0 in rank order ([world, ...x.shape]; [world] for a 0-d x), on x's device.  It goes
+  // through host memory; every rank must call it.
+  ::torch::Tensor all_gather(const ::torch::Tensor& x);
+
   // The trainer's view of this module (libtorch/src/lightning_model.cpp).
   std::unique_ptr<pl::TrainerModel> trainer_model() override;
 };
