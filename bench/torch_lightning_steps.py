@@ -5,6 +5,11 @@ beside the same CNN, data and optimizer in a plain PyTorch loop under PyTorch's 
 DistributedDataParallel (gloo, torch.multiprocessing), in the same run.
 
     python3 bench/torch_lightning_steps.py --build build/release [--epochs 10] [--repeats 3] [--worlds 1,2]
+        [--variants ddp,ddp_sharded,bf16-mixed]
+
+Variants: ddp (plrt's ddp beside PyTorch's DDP; one rank: no strategy on either side),
+ddp_sharded (beside DDP with torch's ZeroRedundancyOptimizer over Adam; worlds > 1 only), and
+bf16-mixed (--precision bf16-mixed beside the step under torch.autocast("cpu", bfloat16)).
 
 Both sides train --epochs epochs without validation, one CPU thread per rank (OMP_NUM_THREADS=1),
 and time rank 0's fit from its start to its end: plrt's side the report's `seconds` (Trainer.fit:
@@ -41,7 +46,7 @@ def load_digits(path):
     return tensor("x", np.float32).copy(), tensor("y", np.int64).copy()
 
 
-def torch_worker(rank, world, port, digits, epochs, batch, result):
+def torch_worker(rank, world, port, digits, epochs, batch, variant, result):
     import torch
     import torch.distributed as dist
     import torch.nn as nn
@@ -66,7 +71,12 @@ def torch_worker(rank, world, port, digits, epochs, batch, result):
 
     torch.manual_seed(42)
     model = nn.parallel.DistributedDataParallel(Cnn()) if world > 1 else Cnn()
-    opt = torch.optim.Adam(model.parameters(), lr=2e-3)
+    if variant == "ddp_sharded":
+        from torch.distributed.optim import ZeroRedundancyOptimizer
+        opt = ZeroRedundancyOptimizer(model.parameters(), optimizer_class=torch.optim.Adam, lr=2e-3)
+    else:
+        opt = torch.optim.Adam(model.parameters(), lr=2e-3)
+    bf16 = variant == "bf16-mixed"
     sampler = torch.utils.data.DistributedSampler(range(len(y)), num_replicas=world, rank=rank, seed=42)
     steps = 0
     dist.barrier()
@@ -77,7 +87,9 @@ def torch_worker(rank, world, port, digits, epochs, batch, result):
         for i in range(0, len(order), batch):
             idx = torch.tensor(order[i:i + batch])
             opt.zero_grad()
-            F.cross_entropy(model(x[idx]), y[idx]).backward()
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+                loss = F.cross_entropy(model(x[idx]), y[idx])
+            loss.backward()
             opt.step()
             steps += 1
     secs = time.perf_counter() - t0
@@ -86,7 +98,7 @@ def torch_worker(rank, world, port, digits, epochs, batch, result):
     dist.destroy_process_group()
 
 
-def run_torch(world, digits, a):
+def run_torch(world, variant, digits, a):
     import socket
     import torch.multiprocessing as mp
     with socket.socket() as s:
@@ -94,7 +106,7 @@ def run_torch(world, digits, a):
         port = s.getsockname()[1]
     ctx = mp.get_context("spawn")
     result = ctx.Queue()
-    procs = [ctx.Process(target=torch_worker, args=(r, world, port, digits, a.epochs, a.batch_size, result))
+    procs = [ctx.Process(target=torch_worker, args=(r, world, port, digits, a.epochs, a.batch_size, variant, result))
              for r in range(world)]
     for p in procs:
         p.start()
@@ -104,13 +116,15 @@ def run_torch(world, digits, a):
     return value
 
 
-def run_plrt(world, digits, a):
+def run_plrt(world, variant, digits, a):
+    strategy = "auto" if world == 1 else "ddp_sharded" if variant == "ddp_sharded" else "ddp"
     with tempfile.TemporaryDirectory() as tmp:
         report = os.path.join(tmp, "report.json")
-        cmd = [os.path.join(a.build, "bin", "plrun"), "--accelerator", "cpu", "--strategy", "ddp" if world > 1 else "auto",
+        cmd = [os.path.join(a.build, "bin", "plrun"), "--accelerator", "cpu", "--strategy", strategy,
                "--devices", str(world), "--", os.path.join(a.build, "bin", "plrt-torch-cnn"), "--data", digits,
                "--heldout", "0", "--epochs", str(a.epochs), "--batch-size", str(a.batch_size), "--no-checkpoint",
-               "--no-progress-bar", "--no-model-summary", "--report", report]
+               "--no-progress-bar", "--no-model-summary", "--report", report,
+               "--precision", "bf16-mixed" if variant == "bf16-mixed" else "32-true"]
         env = dict(os.environ, PL_LOG_LEVEL="warn", OMP_NUM_THREADS="1")
         subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL, cwd=tmp)
         with open(report) as f:
@@ -125,17 +139,22 @@ def main():
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--worlds", default="1,2")
+    ap.add_argument("--variants", default="ddp,ddp_sharded,bf16-mixed")
     a = ap.parse_args()
     a.build = os.path.abspath(a.build)
     with tempfile.TemporaryDirectory() as tmp:
         subprocess.run([sys.executable, GET_DIGITS, tmp], check=True, stdout=subprocess.DEVNULL)
         digits = os.path.join(tmp, "digits.safetensors")
         print(f"digits (1797 rows), {a.epochs} epochs, batch {a.batch_size} a rank, median of {a.repeats}")
-        print(f"{'world':>5}  {'plrt-torch-cnn steps/s':>22}  {'PyTorch DDP steps/s':>19}  {'plrt / PyTorch':>14}")
+        print(f"{'world':>5}  {'variant':>11}  {'plrt-torch-cnn steps/s':>22}  {'PyTorch steps/s':>15}  "
+              f"{'plrt / PyTorch':>14}")
         for world in [int(w) for w in a.worlds.split(",")]:
-            plrt = statistics.median(run_plrt(world, digits, a) for _ in range(a.repeats))
-            ref = statistics.median(run_torch(world, digits, a) for _ in range(a.repeats))
-            print(f"{world:>5}  {plrt:>22.1f}  {ref:>19.1f}  {plrt / ref:>14.2f}")
+            for variant in a.variants.split(","):
+                if variant == "ddp_sharded" and world == 1:
+                    continue
+                plrt = statistics.median(run_plrt(world, variant, digits, a) for _ in range(a.repeats))
+                ref = statistics.median(run_torch(world, variant, digits, a) for _ in range(a.repeats))
+                print(f"{world:>5}  {variant:>11}  {plrt:>22.1f}  {ref:>15.1f}  {plrt / ref:>14.2f}", flush=True)
 
 
 if __name__ == "__main__":
