@@ -15,81 +15,31 @@
 #include <string>
 #include <vector>
 
-#include "spawn.hpp"
+#include "python_reference.hpp"  // tests/libtorch: run, unavailable, TempDir, max_difference
 
 namespace {
 
 namespace fs = std::filesystem;
+using namespace plrt_libtorch_test;
 
 constexpr int kSteps = 20, kBatch = 16;
-
-plrt_test::ProcessResult run(std::vector<std::string> argv) {
-  plrt_test::ProcessSpec spec;
-  spec.argv = std::move(argv);
-  spec.env = {{"PL_LOG_LEVEL", "warn"}};
-  spec.unset_env = {"RANK",         "WORLD_SIZE",         "LOCAL_RANK",   "MASTER_ADDR",  "MASTER_PORT",
-                    "PL_JOB_TOKEN", "PL_USE_AGENT_STORE", "SLURM_PROCID", "SLURM_NTASKS", "OMPI_COMM_WORLD_RANK"};
-  plrt_test::WaitOptions w;
-  w.deadline = std::chrono::seconds(150);
-  return plrt_test::run_job({spec}, w).processes.at(0);
-}
 
 std::vector<std::string> common_args() {
   return {"--steps", std::to_string(kSteps), "--batch-size", std::to_string(kBatch), "--warmup", "0"};
 }
 
-std::map<std::string, std::vector<float>> weights(const std::string& path) {
-  std::map<std::string, std::vector<float>> out;
-  for (auto& [name, t] : pl::safetensors::load(path).tensors) out[name] = t.to_vector<float>();
-  return out;
-}
-
-// The largest |a - b| over every element; a test failure for a missing or misshaped tensor.
-double max_difference(const std::string& a_path, const std::string& b_path) {
-  auto a = weights(a_path), b = weights(b_path);
-  EXPECT_EQ(a.size(), b.size());
-  double worst = 0;
-  for (auto& [name, wb] : b) {
-    auto it = a.find(name);
-    if (it == a.end() || it->second.size() != wb.size()) {
-      ADD_FAILURE() << name << " missing or of another size in " << a_path;
-      return INFINITY;
-    }
-    for (size_t i = 0; i < wb.size(); ++i)
-      worst = std::max(worst, std::fabs(static_cast<double>(it->second[i]) - wb[i]));
-  }
-  return worst;
-}
-
 // Why these tests cannot run here ("" when they can).
-std::string unavailable() {
+std::string sample_unavailable() {
   if (std::string(LIBTORCH_SAMPLE_PATH).empty())
     return "samples/libtorch was not built: libtorch was not found (scripts/setup.sh installs libtorch-dev)";
-  if (::access(PYTHON3_PATH, X_OK) != 0) return "no Debian python3 for the PyTorch DDP reference";
-  auto r = run({PYTHON3_PATH, "-c", "import torch.distributed as d; assert d.is_available()"});
-  if (!r.ok()) return "python3 cannot import torch.distributed (scripts/setup.sh installs python3-torch)";
-  return "";
+  return unavailable();  // the PyTorch reference's needs
 }
-
-// Temporary folder of one test, removed at its end.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    char tmpl[] = "/tmp/plrt-samples-XXXXXX";
-    path = mkdtemp(tmpl);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string operator/(const std::string& name) const { return (path / name).string(); }
-};
 
 // One test for every strategy, so that PyTorch's run (the slow part: two Python processes importing
 // torch) happens once: the sample alone writes the initial weights, PyTorch DDP trains from them,
 // then plrun trains the sample from them under each strategy.
 TEST(LibtorchSample, WeightsAfterTrainingEqualPyTorchDdpUnderEachStrategy) {
-  if (const std::string why = unavailable(); !why.empty()) GTEST_SKIP() << why;
+  if (const std::string why = sample_unavailable(); !why.empty()) GTEST_SKIP() << why;
   TempDir dir;
   const std::string init = dir / "init.safetensors", reference = dir / "torch_ddp.safetensors";
   auto made = run({LIBTORCH_SAMPLE_PATH, "--steps", "0", "--seed", "3", "--save", init});
