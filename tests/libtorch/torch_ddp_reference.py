@@ -254,6 +254,14 @@ def train_ddp(net, rank, args):
         opt.step()
 
 
+def spawn_ranks(worker, args):
+    """worker(rank, args, port) in args.world processes, with a free loopback port for the rendezvous."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    mp.spawn(worker, args=(args, port), nprocs=args.world, join=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--world", type=int, default=2)
@@ -268,10 +276,7 @@ def main():
     ap.add_argument("--algorithm", default="ddp",
                     choices=["ddp", "decentralized", "low_precision_decentralized", "bytegrad"])
     args = ap.parse_args()
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    mp.spawn(worker, args=(args, port), nprocs=args.world, join=True)
+    spawn_ranks(worker, args)
 
 
 if __name__ == "__main__":

@@ -25,18 +25,16 @@ final parameters to --save (safetensors).
 import argparse
 import contextlib
 import os
-import socket
 import sys
 
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 import torch.nn as nn
 import torch.nn.functional as F
 from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_ddp_reference import load_safetensors, save_safetensors  # noqa: E402
+from torch_ddp_reference import load_safetensors, save_safetensors, spawn_ranks  # noqa: E402
 
 
 class Net(nn.Module):
@@ -104,10 +102,7 @@ def main():
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="cuda: every rank on GPU 0")
     ap.add_argument("--backend", default="gloo", choices=["gloo", "nccl"])
     args = ap.parse_args()
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    mp.spawn(worker, args=(args, port), nprocs=args.world, join=True)
+    spawn_ranks(worker, args)
 
 
 if __name__ == "__main__":
